@@ -1,0 +1,273 @@
+//! Lazy iteration over the contiguous runs of a pattern, with arithmetic seek.
+//!
+//! **Invariants:** memory is O(depth) whatever the pattern's size; runs come out in typemap
+//! order with touching runs coalesced; after `seek(off)` (monotone patterns only) the runs
+//! are exactly the pattern's bytes at or after `off`, found by descending the pattern with
+//! divisions and binary searches, never by scanning the runs before `off`.
+
+use crate::pattern::{Inner, Node, Pattern};
+use crate::range::ByteRange;
+use crate::range_list::RangeCursor;
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    /// A container node (`Vector`, `Indexed` or `Struct`), never `Resized` or `Bytes`.
+    node: u32,
+    base: u64,
+    block: u64,
+    copy: u64,
+}
+
+/// Iterator over the runs of a pattern placed at `base`.
+#[derive(Clone, Debug)]
+pub struct Runs<'a> {
+    inner: &'a Inner,
+    base: u64,
+    stack: Vec<Frame>,
+    /// A leaf run produced outside the frame loop (a root that is plain bytes).
+    leaf: Option<ByteRange>,
+    /// Coalescing buffer.
+    pending: Option<ByteRange>,
+    clip: u64,
+}
+
+impl Inner {
+    /// Block `b` of container `node`: (displacement, copies, element node).
+    #[inline]
+    fn block(&self, node: u32, b: u64) -> Option<(u64, u64, u32)> {
+        match &self.nodes[node as usize] {
+            Node::Vector {
+                count,
+                blocklen,
+                stride,
+                elem,
+            } => (b < *count).then(|| (b * stride, *blocklen, *elem)),
+            Node::Indexed { blocks, elem } => {
+                let blk = blocks.get(usize::try_from(b).ok()?)?;
+                Some((blk.disp, blk.blocklen, *elem))
+            }
+            Node::Struct { fields } => {
+                let f = fields.get(usize::try_from(b).ok()?)?;
+                Some((f.disp, f.blocklen, f.elem))
+            }
+            Node::Bytes { .. } | Node::Resized { .. } => None,
+        }
+    }
+}
+
+impl<'a> Runs<'a> {
+    pub(crate) fn new(pattern: &'a Pattern, base: u64) -> Self {
+        let mut r = Runs {
+            inner: &pattern.inner,
+            base,
+            stack: Vec::with_capacity(8),
+            leaf: None,
+            pending: None,
+            clip: 0,
+        };
+        r.start_at_root();
+        r
+    }
+
+    fn start_at_root(&mut self) {
+        let inner = self.inner;
+        let root = inner.nodes.len() - 1;
+        let ri = inner.info[root];
+        if ri.size == 0 {
+            return;
+        }
+        match inner.nodes[ri.target as usize] {
+            Node::Bytes { len } => {
+                self.leaf = Some(ByteRange {
+                    start: self.base,
+                    end: self.base + len,
+                })
+            }
+            _ => self.stack.push(Frame {
+                node: ri.target,
+                base: self.base,
+                block: 0,
+                copy: 0,
+            }),
+        }
+    }
+
+    #[inline]
+    fn next_raw(&mut self) -> Option<ByteRange> {
+        if let Some(r) = self.leaf.take() {
+            return Some(r);
+        }
+        let inner = self.inner;
+        loop {
+            let f = self.stack.last_mut()?;
+            let Some((disp, copies, child)) = inner.block(f.node, f.block) else {
+                self.stack.pop();
+                continue;
+            };
+            let ci = &inner.info[child as usize];
+            if f.copy >= copies || ci.size == 0 {
+                f.block += 1;
+                f.copy = 0;
+                continue;
+            }
+            let off = f.base + disp + f.copy * ci.extent;
+            if let Node::Bytes { len } = inner.nodes[ci.target as usize] {
+                let n = if ci.dense_bytes { copies - f.copy } else { 1 };
+                f.copy += n;
+                return Some(ByteRange {
+                    start: off,
+                    end: off + n * len,
+                });
+            }
+            f.copy += 1;
+            self.stack.push(Frame {
+                node: ci.target,
+                base: off,
+                block: 0,
+                copy: 0,
+            });
+        }
+    }
+
+    /// Positions frames so iteration resumes at the first run of container `node` (placed
+    /// at `base`, holding data) that may hold bytes at or after `off`.
+    ///
+    /// Rule at every level: land on the last block, and in it the last copy, whose *data*
+    /// starts at or before `off` (data can start well after a displacement when an element
+    /// has a positive lower bound). In a monotone pattern everything before that element ends
+    /// at or before `off`, so nothing needed is skipped; what lands early is clipped.
+    fn descend(&mut self, node: u32, base: u64, off: u64) {
+        let inner = self.inner;
+        let info = &inner.info;
+        let push = |stack: &mut Vec<Frame>, block: u64, copy: u64| {
+            stack.push(Frame {
+                node,
+                base,
+                block,
+                copy,
+            })
+        };
+        if off <= base + info[node as usize].lb {
+            return push(&mut self.stack, 0, 0);
+        }
+        let rel = off - base;
+        let (block, disp, copies, child) = match &inner.nodes[node as usize] {
+            Node::Vector {
+                count,
+                blocklen,
+                stride,
+                elem,
+            } => {
+                let lb = info[*elem as usize].lb;
+                let b = if *stride == 0 {
+                    0
+                } else {
+                    ((rel - lb) / stride).min(count - 1)
+                };
+                (b, b * stride, *blocklen, *elem)
+            }
+            Node::Indexed { blocks, elem } => {
+                let lb = info[*elem as usize].lb;
+                let k0 = blocks.partition_point(|b| b.disp + lb <= rel);
+                match (0..k0).rev().find(|&k| blocks[k].blocklen > 0) {
+                    Some(k) => (k as u64, blocks[k].disp, blocks[k].blocklen, *elem),
+                    None => return push(&mut self.stack, k0 as u64, 0),
+                }
+            }
+            Node::Struct { fields } => {
+                // Field displacements are sorted, so `k0` bounds the candidates; data starts
+                // are sorted only among fields that hold data, hence the backward walk.
+                let k0 = fields.partition_point(|f| f.disp <= rel);
+                let found = (0..k0).rev().find(|&k| {
+                    let f = &fields[k];
+                    let e = &info[f.elem as usize];
+                    f.blocklen > 0 && e.size > 0 && f.disp + e.lb <= rel
+                });
+                match found {
+                    Some(k) => (k as u64, fields[k].disp, fields[k].blocklen, fields[k].elem),
+                    None => return push(&mut self.stack, k0 as u64, 0),
+                }
+            }
+            Node::Bytes { .. } | Node::Resized { .. } => unreachable!("frames hold containers"),
+        };
+        let ci = info[child as usize];
+        let within = rel - disp;
+        let copy = if ci.extent == 0 {
+            0
+        } else {
+            ((within - ci.lb) / ci.extent).min(copies - 1)
+        };
+        if matches!(inner.nodes[ci.target as usize], Node::Bytes { .. }) {
+            // The frame itself emits this copy (and, when dense, the rest of the block).
+            return push(&mut self.stack, block, copy);
+        }
+        push(&mut self.stack, block, copy + 1);
+        self.descend(ci.target, base + disp + copy * ci.extent, off);
+    }
+
+    /// Repositions at `offset`; only meaningful for monotone patterns (see `Access`).
+    pub fn seek_to(&mut self, offset: u64) {
+        self.stack.clear();
+        self.leaf = None;
+        self.pending = None;
+        self.clip = offset;
+        let inner = self.inner;
+        let root = inner.nodes.len() - 1;
+        let ri = inner.info[root];
+        if ri.size == 0 {
+            return;
+        }
+        match inner.nodes[ri.target as usize] {
+            Node::Bytes { len } => {
+                self.leaf = Some(ByteRange {
+                    start: self.base,
+                    end: self.base + len,
+                })
+            }
+            _ => self.descend(ri.target, self.base, offset),
+        }
+    }
+}
+
+impl Iterator for Runs<'_> {
+    type Item = ByteRange;
+
+    #[inline]
+    fn next(&mut self) -> Option<ByteRange> {
+        loop {
+            let Some(r) = self.next_raw() else {
+                return self.pending.take();
+            };
+            if r.end <= self.clip {
+                continue;
+            }
+            let r = ByteRange {
+                start: r.start.max(self.clip),
+                end: r.end,
+            };
+            match &mut self.pending {
+                Some(p) if p.end == r.start => p.end = r.end,
+                Some(p) => return Some(std::mem::replace(p, r)),
+                None => self.pending = Some(r),
+            }
+        }
+    }
+}
+
+impl RangeCursor for Runs<'_> {
+    fn next_range(&mut self) -> Option<ByteRange> {
+        self.next()
+    }
+    fn seek(&mut self, offset: u64) {
+        self.seek_to(offset)
+    }
+}
+
+impl Pattern {
+    /// The pattern's runs in typemap order, placed at `base`, touching runs coalesced.
+    /// The caller guarantees `base` + the pattern's extent and data bound fit in u64 (see
+    /// `Access::new`, which checks it against `MAX_OFFSET`).
+    pub fn runs(&self, base: u64) -> Runs<'_> {
+        Runs::new(self, base)
+    }
+}
