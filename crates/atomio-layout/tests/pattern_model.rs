@@ -257,7 +257,7 @@ fn is_monotone(raw: &[(u64, u64)]) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig { cases: 2000, max_global_rejects: 1_000_000, ..ProptestConfig::default() })]
 
     #[test]
     fn runs_match_the_expansion(t in arb_tree(), base in 0u64..1000) {
