@@ -1,0 +1,16 @@
+//! atomio's byte-range distributed lock manager, after Ching et al. (SC'07), as sans-IO
+//! state machines: the server side (`server`, over the interval indexes in `index`) and the
+//! client side (`plan` turns an access into lock requests by method; `protocol` drives them
+//! with the two-phase, one-try or alt-try protocol). `sim` runs many of both in a seeded,
+//! deterministic network that delivers messages in random order and checks safety and
+//! liveness as it goes.
+
+pub mod index;
+pub mod plan;
+pub mod protocol;
+pub mod server;
+pub mod sim;
+
+pub use plan::{plan, Method, SubRequest, DEFAULT_LIST_RANGES};
+pub use protocol::{LockOp, OpStats, Protocol, Send, Status};
+pub use server::{LockServer, Outgoing, ServerStats};

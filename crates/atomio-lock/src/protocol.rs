@@ -1,0 +1,433 @@
+//! Client lock protocols (Ching et al. §4, §5.1) as a state machine: `LockOp`.
+//!
+//! An operation is a set of sub-requests (see `plan`), each at one server. The client keeps,
+//! for every sub-request still incomplete, the first byte it has not yet been granted
+//! (`next_abs_offset`) in an ordered set: the paper's heap. Two kinds of round:
+//!
+//! * **optimistic**: send a non-blocking acquire to every incomplete sub-request at once and
+//!   wait for all replies. Let `m` = min `next_abs_offset`. Every byte below `m` is then
+//!   held. Any sub-request holding bytes at or above `m` (`last_abs_offset > m`) holds them
+//!   out of order, so it is cut back to `m` with a partial release (and we wait for that).
+//! * **two-phase**: send one blocking acquire to the sub-request with the smallest
+//!   `next_abs_offset`, bounded by the second smallest (so it never holds beyond the next
+//!   byte another server must grant), and wait for it.
+//!
+//! `TwoPhase` repeats two-phase rounds; `OneTry` does one optimistic round then two-phase
+//! rounds; `AltTry` alternates, starting optimistic.
+//!
+//! **Why no deadlock:** a client only ever *waits* (blocking acquire) for byte `x` while it
+//! holds nothing at or above `x` — the optimistic round's out-of-order locks are released
+//! before any wait, and a blocking acquire is bounded by the next byte owed elsewhere. So in
+//! any chain "A waits for B" the waited-for offsets strictly increase; no cycle is possible.
+//! Non-blocking acquires never wait, so they cannot join a cycle.
+//!
+//! **Invariants:** at most one message is outstanding per sub-request; a round starts only
+//! when no message is outstanding; `order` holds exactly the incomplete sub-requests, keyed
+//! by their current `next_abs_offset`.
+
+use crate::plan::SubRequest;
+use atomio_layout::ServerId;
+use atomio_proto::{
+    ErrorCode, FileId, LockId, LockMode, LockProgress, Reply, Request, Wait, WireError,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Protocol {
+    TwoPhase,
+    OneTry,
+    AltTry,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 3] = [Protocol::TwoPhase, Protocol::OneTry, Protocol::AltTry];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Protocol::TwoPhase => "two-phase",
+            Protocol::OneTry => "one-try",
+            Protocol::AltTry => "alt-try",
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Protocol::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                format!("unknown lock protocol '{s}' (expected two-phase, one-try or alt-try)")
+            })
+    }
+}
+
+/// A message the operation wants sent to `server`; its reply must come back to
+/// `LockOp::on_reply` with the same `sub`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Send {
+    pub server: ServerId,
+    pub sub: u32,
+    pub request: Request,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Acquiring,
+    /// Every byte is locked.
+    Held,
+    Releasing,
+    Released,
+    /// The operation failed; every lock it had obtained has been released.
+    Failed(WireError),
+}
+
+/// Counters for benchmarks and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpStats {
+    /// Messages sent (acquires and releases).
+    pub messages: u64,
+    pub optimistic_rounds: u64,
+    pub two_phase_rounds: u64,
+    /// Partial releases of out-of-order locks.
+    pub truncations: u64,
+}
+
+#[derive(Debug)]
+struct Sub {
+    req: SubRequest,
+    lock: Option<LockId>,
+    last: u64,
+    next: Option<u64>,
+    busy: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Optimistic,
+    Truncating,
+    TwoPhase,
+    Held,
+    Releasing,
+    Released,
+    /// An error arrived; waiting for outstanding replies, then releasing everything.
+    Failing,
+    Failed,
+}
+
+/// One lock operation: acquire all its bytes, hold, release.
+#[derive(Debug)]
+pub struct LockOp {
+    file: FileId,
+    mode: LockMode,
+    protocol: Protocol,
+    subs: Vec<Sub>,
+    order: BTreeSet<(u64, u32)>,
+    outstanding: usize,
+    phase: Phase,
+    error: Option<WireError>,
+    stats: OpStats,
+    faults: Faults,
+}
+
+/// Deliberate protocol bugs, for the simulator's negative controls only.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Faults {
+    /// Keep out-of-order locks after an optimistic round (breaks deadlock freedom).
+    pub skip_truncation: bool,
+    /// Report `Held` right after the first optimistic round, complete or not (breaks safety).
+    pub held_after_optimistic: bool,
+}
+
+impl LockOp {
+    pub(crate) fn inject(&mut self, faults: Faults) {
+        self.faults = faults;
+    }
+
+    pub fn new(file: FileId, mode: LockMode, protocol: Protocol, plan: Vec<SubRequest>) -> Self {
+        let order = plan
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.first, i as u32))
+            .collect();
+        let subs = plan
+            .into_iter()
+            .map(|req| Sub {
+                next: Some(req.first),
+                req,
+                lock: None,
+                last: 0,
+                busy: false,
+            })
+            .collect();
+        Self {
+            file,
+            mode,
+            protocol,
+            subs,
+            order,
+            outstanding: 0,
+            phase: Phase::Optimistic,
+            error: None,
+            stats: OpStats::default(),
+            faults: Faults::default(),
+        }
+    }
+
+    pub fn sub_requests(&self) -> usize {
+        self.subs.len()
+    }
+
+    pub fn stats(&self) -> OpStats {
+        self.stats
+    }
+
+    pub fn status(&self) -> Status {
+        match self.phase {
+            Phase::Optimistic | Phase::Truncating | Phase::TwoPhase | Phase::Failing => {
+                Status::Acquiring
+            }
+            Phase::Held => Status::Held,
+            Phase::Releasing => Status::Releasing,
+            Phase::Released => Status::Released,
+            Phase::Failed => {
+                Status::Failed(self.error.clone().expect("failed ops keep their error"))
+            }
+        }
+    }
+
+    /// Starts acquiring.
+    pub fn start(&mut self, out: &mut Vec<Send>) {
+        match self.protocol {
+            Protocol::TwoPhase => self.two_phase_round(out),
+            Protocol::OneTry | Protocol::AltTry => self.optimistic_round(out),
+        }
+    }
+
+    /// Releases every lock. Only valid once `status()` is `Held`.
+    pub fn release(&mut self, out: &mut Vec<Send>) {
+        assert_eq!(
+            self.phase,
+            Phase::Held,
+            "release called before the locks were held"
+        );
+        self.phase = Phase::Releasing;
+        self.release_all(out);
+    }
+
+    /// Gives up on a failed transport: no more replies will come. Locks held at servers
+    /// are released by the servers when they see the client disconnect.
+    pub fn abandon(&mut self, error: WireError) {
+        self.outstanding = 0;
+        self.subs.iter_mut().for_each(|s| s.busy = false);
+        self.error.get_or_insert(error);
+        self.phase = Phase::Failed;
+    }
+
+    fn send(&mut self, i: u32, request: Request, out: &mut Vec<Send>) {
+        let s = &mut self.subs[i as usize];
+        debug_assert!(!s.busy, "one message per sub-request at a time");
+        s.busy = true;
+        self.outstanding += 1;
+        self.stats.messages += 1;
+        out.push(Send {
+            server: s.req.server,
+            sub: i,
+            request,
+        });
+    }
+
+    fn acquire_request(&self, i: u32, wait: Wait) -> Request {
+        let s = &self.subs[i as usize];
+        match s.lock {
+            Some(lock) => Request::LockMore { lock, wait },
+            None => Request::LockNew {
+                file: self.file,
+                mode: self.mode,
+                desc: s.req.desc.to_wire(),
+                wait,
+            },
+        }
+    }
+
+    fn optimistic_round(&mut self, out: &mut Vec<Send>) {
+        self.phase = Phase::Optimistic;
+        self.stats.optimistic_rounds += 1;
+        let todo: Vec<u32> = self.order.iter().map(|&(_, i)| i).collect();
+        for i in todo {
+            let r = self.acquire_request(i, Wait::NonBlocking);
+            self.send(i, r, out);
+        }
+        if self.outstanding == 0 {
+            self.phase = Phase::Held;
+        }
+    }
+
+    fn two_phase_round(&mut self, out: &mut Vec<Send>) {
+        let mut it = self.order.iter();
+        let Some(&(_, i)) = it.next() else {
+            self.phase = Phase::Held;
+            return;
+        };
+        let wait = match it.next() {
+            Some(&(bound, _)) => Wait::Until(bound),
+            None => Wait::All,
+        };
+        self.phase = Phase::TwoPhase;
+        self.stats.two_phase_rounds += 1;
+        let r = self.acquire_request(i, wait);
+        self.send(i, r, out);
+    }
+
+    /// Once the optimistic replies are in: cut back whatever is held out of order.
+    fn end_optimistic(&mut self, out: &mut Vec<Send>) {
+        let Some(&(min_next, _)) = self.order.first() else {
+            self.phase = Phase::Held;
+            return;
+        };
+        if self.faults.held_after_optimistic {
+            self.phase = Phase::Held;
+            return;
+        }
+        if self.faults.skip_truncation {
+            return self.two_phase_round(out);
+        }
+        self.phase = Phase::Truncating;
+        for i in 0..self.subs.len() as u32 {
+            let s = &self.subs[i as usize];
+            if let (Some(lock), true) = (s.lock, s.last > min_next) {
+                self.stats.truncations += 1;
+                self.send(
+                    i,
+                    Request::LockRelease {
+                        lock,
+                        from: Some(min_next),
+                    },
+                    out,
+                );
+            }
+        }
+        if self.outstanding == 0 {
+            self.two_phase_round(out);
+        }
+    }
+
+    fn release_all(&mut self, out: &mut Vec<Send>) {
+        for i in 0..self.subs.len() as u32 {
+            if let Some(lock) = self.subs[i as usize].lock {
+                self.send(i, Request::LockRelease { lock, from: None }, out);
+            }
+        }
+        if self.outstanding == 0 {
+            self.phase = if self.phase == Phase::Releasing {
+                Phase::Released
+            } else {
+                Phase::Failed
+            };
+        }
+    }
+
+    fn update(&mut self, i: u32, p: LockProgress) -> Result<(), WireError> {
+        let s = &mut self.subs[i as usize];
+        match s.lock {
+            Some(l) if l != p.lock => {
+                return Err(WireError::new(
+                    ErrorCode::Internal,
+                    format!("server answered for {} instead of {l}", p.lock),
+                ))
+            }
+            _ => s.lock = Some(p.lock),
+        }
+        if let Some(n) = s.next {
+            self.order.remove(&(n, i));
+        }
+        s.last = p.last_abs_offset;
+        s.next = p.next_abs_offset;
+        if let Some(n) = s.next {
+            self.order.insert((n, i));
+        }
+        Ok(())
+    }
+
+    /// Feeds the reply to the message sent for sub-request `sub`.
+    pub fn on_reply(&mut self, sub: u32, reply: Reply, out: &mut Vec<Send>) {
+        let Some(s) = self.subs.get_mut(sub as usize).filter(|s| s.busy) else {
+            // A reply nobody asked for: a server bug or a confused driver. Record it.
+            self.error.get_or_insert(WireError::new(
+                ErrorCode::Internal,
+                format!("unexpected reply for sub-request {sub}"),
+            ));
+            return;
+        };
+        s.busy = false;
+        self.outstanding -= 1;
+        let result = match reply {
+            Reply::Lock(p)
+                if matches!(
+                    self.phase,
+                    Phase::Optimistic | Phase::TwoPhase | Phase::Failing
+                ) =>
+            {
+                self.update(sub, p)
+            }
+            Reply::Released(p) if self.phase == Phase::Truncating => self.update(sub, p),
+            Reply::Released(_) if matches!(self.phase, Phase::Releasing | Phase::Failing) => {
+                self.subs[sub as usize].lock = None;
+                Ok(())
+            }
+            Reply::Error(e) => Err(e),
+            other => Err(WireError::new(
+                ErrorCode::Internal,
+                format!("unexpected reply {other:?} in phase {:?}", self.phase),
+            )),
+        };
+        if let Err(e) = result {
+            self.error.get_or_insert(e);
+            if self.phase != Phase::Releasing {
+                self.phase = Phase::Failing;
+            }
+        }
+        if self.outstanding > 0 {
+            return;
+        }
+        match self.phase {
+            Phase::Optimistic => self.end_optimistic(out),
+            Phase::Truncating => self.two_phase_round(out),
+            Phase::TwoPhase => {
+                if self.order.is_empty() {
+                    self.phase = Phase::Held;
+                } else {
+                    match self.protocol {
+                        Protocol::TwoPhase | Protocol::OneTry => self.two_phase_round(out),
+                        Protocol::AltTry => self.optimistic_round(out),
+                    }
+                }
+            }
+            Phase::Releasing => {
+                self.phase = if self.error.is_some() {
+                    Phase::Failed
+                } else {
+                    Phase::Released
+                }
+            }
+            Phase::Failing => {
+                if self.subs.iter().any(|s| s.lock.is_some()) {
+                    self.release_all(out);
+                } else {
+                    self.phase = Phase::Failed;
+                }
+            }
+            Phase::Held | Phase::Released | Phase::Failed => {}
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Every bound atomio enforces on input, in one place. Servers check these before doing
+//! work, so a hostile or buggy peer gets an error instead of an unbounded queue or loop.
+
+/// Largest frame (version byte + body) accepted in either direction.
+pub const MAX_FRAME_BYTES: usize = 64 << 20;
+/// Most explicit ranges in one lock request (the list method splits at 64 by default).
+pub const MAX_RANGES_PER_REQUEST: usize = 4096;
+/// Most contiguous runs a structured (datatype) lock description may expand to.
+pub const MAX_RUNS_PER_PATTERN: u64 = 1 << 24;
+/// Most live lock requests one client may have at one server (the posix method makes one
+/// request per contiguous piece: 128Ki in the paper's lock test).
+pub const MAX_REQUESTS_PER_CLIENT: usize = 1 << 20;
+/// Most requests blocked in a server's wait queues at once.
+pub const MAX_WAITING_REQUESTS: usize = 1 << 16;
+/// Most granted byte-range locks a server holds at once (about 60 B of memory each).
+pub const MAX_LOCKS_PER_SERVER: usize = 1 << 25;
+/// Most client connections a server serves at once.
+pub const MAX_CLIENTS_PER_SERVER: usize = 4096;
+/// Bytes of replies queued for one client before the server gives up on it and closes the
+/// connection (a client that never reads must not grow the server without bound).
+pub const MAX_QUEUED_REPLY_BYTES: usize = 256 << 20;

@@ -1,0 +1,294 @@
+//! The messages of the wire protocol.
+//!
+//! Wire types are *raw*: they decode whatever numbers a peer sent, and the receiver
+//! validates them with `validate` methods that return a precise `WireError`. (Validating
+//! inside the decoder would reduce every bad value to "malformed frame".)
+//!
+//! Every client frame carries a `tag` chosen by the client; the reply to it carries the same
+//! tag, however much later it comes (a blocked lock acquire is answered when granted).
+//! Server-initiated messages (revocations, in later protocols) use tags the client never
+//! issued, so both directions are first-class.
+
+use crate::error::{ErrorCode, WireError};
+use crate::limits::{MAX_RANGES_PER_REQUEST, MAX_RUNS_PER_PATTERN};
+use atomio_layout::{Access, ByteRange, Layout, Node, Pattern, RangeList, ServerId};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+macro_rules! id_type {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub struct $name(pub u64);
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}#{}", stringify!($name), self.0)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// A file, as the lock and data services name it.
+    FileId
+);
+id_type!(
+    /// A lock request at one server, assigned by that server.
+    LockId
+);
+id_type!(
+    /// A client session (one connection) at one server, assigned by the server's driver.
+    ClientId
+);
+
+/// Shared-reader / single-writer byte-range lock modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LockMode {
+    Read,
+    Write,
+}
+
+impl LockMode {
+    pub fn conflicts_with(self, other: LockMode) -> bool {
+        matches!((self, other), (LockMode::Write, _) | (_, LockMode::Write))
+    }
+}
+
+/// A structured lock description as sent: the access pattern plus the file's layout, so
+/// the receiving server can work out its own share.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WirePattern {
+    pub base: u64,
+    pub nodes: Vec<Node>,
+    pub stripe_size: u64,
+    pub object_servers: Vec<ServerId>,
+    /// Which server of `object_servers` the receiver is.
+    pub server: ServerId,
+}
+
+impl WirePattern {
+    pub fn new(access: &Access, layout: &Layout, server: ServerId) -> Self {
+        Self {
+            base: access.base(),
+            nodes: access.pattern().nodes().to_vec(),
+            stripe_size: layout.stripe_size(),
+            object_servers: layout.object_servers().to_vec(),
+            server,
+        }
+    }
+}
+
+/// What bytes one lock request covers at one server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockDesc {
+    /// Explicit ranges in increasing order, non-empty, non-overlapping (POSIX and list
+    /// methods; the client already cut them to this server's strips).
+    Ranges(Vec<ByteRange>),
+    /// A structured description (datatype method).
+    Pattern(WirePattern),
+}
+
+/// A lock description after validation.
+#[derive(Clone, Debug)]
+pub enum ValidDesc {
+    Ranges(RangeList),
+    Pattern {
+        access: Access,
+        layout: Layout,
+        server: ServerId,
+    },
+}
+
+impl LockDesc {
+    /// Checks every number against the rules and limits. `me`, when the server knows its
+    /// own index, must match the one the description names.
+    pub fn validate(self, me: Option<ServerId>) -> Result<ValidDesc, WireError> {
+        match self {
+            LockDesc::Ranges(ranges) => {
+                if ranges.is_empty() {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidArgument,
+                        "a lock request needs at least one range",
+                    ));
+                }
+                if ranges.len() > MAX_RANGES_PER_REQUEST {
+                    return Err(WireError::new(
+                        ErrorCode::LimitExceeded,
+                        format!(
+                            "{} ranges in one request; the limit is {MAX_RANGES_PER_REQUEST}",
+                            ranges.len()
+                        ),
+                    ));
+                }
+                Ok(ValidDesc::Ranges(RangeList::from_disjoint_sorted(&ranges)?))
+            }
+            LockDesc::Pattern(w) => {
+                let pattern = Pattern::from_nodes(w.nodes)?;
+                if pattern.run_count_upper() > MAX_RUNS_PER_PATTERN {
+                    return Err(WireError::new(
+                        ErrorCode::LimitExceeded,
+                        format!(
+                            "pattern expands to up to {} runs; the limit is {MAX_RUNS_PER_PATTERN}",
+                            pattern.run_count_upper()
+                        ),
+                    ));
+                }
+                if pattern.size() == 0 {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidArgument,
+                        "a lock pattern must select at least one byte",
+                    ));
+                }
+                let access = Access::new(w.base, pattern)?;
+                let layout = Layout::new(w.stripe_size, w.object_servers)?;
+                if !layout.object_servers().contains(&w.server) {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidArgument,
+                        format!("{} holds no object of the layout it was sent", w.server),
+                    ));
+                }
+                if let Some(me) = me {
+                    if me != w.server {
+                        return Err(WireError::new(
+                            ErrorCode::InvalidArgument,
+                            format!("request addressed to {} reached {me}", w.server),
+                        ));
+                    }
+                }
+                Ok(ValidDesc::Pattern {
+                    access,
+                    layout,
+                    server: w.server,
+                })
+            }
+        }
+    }
+}
+
+/// How far an acquire may go and whether it may wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Wait {
+    /// Grant in offset order as far as possible without waiting; reply at once.
+    NonBlocking,
+    /// Grant every byte of the request below this absolute offset, waiting for conflicting
+    /// locks as needed; reply when done.
+    Until(u64),
+    /// Grant the whole request, waiting as needed; reply when done.
+    All,
+}
+
+/// Client → server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Open a new lock request and acquire as `wait` says.
+    LockNew {
+        file: FileId,
+        mode: LockMode,
+        desc: LockDesc,
+        wait: Wait,
+    },
+    /// Continue acquiring an existing request.
+    LockMore { lock: LockId, wait: Wait },
+    /// Release the request's locks at and after `from` (partial release: the request stays
+    /// open), or all of them and close it (`from: None`).
+    LockRelease { lock: LockId, from: Option<u64> },
+    /// Liveness check.
+    Ping { nonce: u64 },
+}
+
+/// A request's progress: every byte of it below `next_abs_offset` is granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockProgress {
+    pub lock: LockId,
+    /// One past the highest byte granted (0 when nothing is).
+    pub last_abs_offset: u64,
+    /// The first byte not yet granted; `None` when the whole request is granted (or, after
+    /// a full release, when the request is closed).
+    pub next_abs_offset: Option<u64>,
+}
+
+/// Server → client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// Answer to `LockNew` / `LockMore`.
+    Lock(LockProgress),
+    /// Answer to `LockRelease`.
+    Released(LockProgress),
+    Pong {
+        nonce: u64,
+    },
+    Error(WireError),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientFrame {
+    pub tag: u64,
+    pub request: Request,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerFrame {
+    pub tag: u64,
+    pub reply: Reply,
+}
+
+/// An in-order cursor over the bytes a validated description covers at its server.
+pub enum DescCursor<'a> {
+    Ranges(atomio_layout::RangeListCursor<'a>),
+    Pattern(Box<atomio_layout::Share<'a, atomio_layout::Runs<'a>>>),
+}
+
+impl atomio_layout::RangeCursor for DescCursor<'_> {
+    #[inline]
+    fn next_range(&mut self) -> Option<ByteRange> {
+        match self {
+            DescCursor::Ranges(c) => c.next_range(),
+            DescCursor::Pattern(c) => c.next_range(),
+        }
+    }
+
+    fn seek(&mut self, offset: u64) {
+        match self {
+            DescCursor::Ranges(c) => c.seek(offset),
+            DescCursor::Pattern(c) => c.seek(offset),
+        }
+    }
+}
+
+impl ValidDesc {
+    /// The bytes of this description that its server owns, in increasing order.
+    pub fn cursor(&self) -> DescCursor<'_> {
+        match self {
+            ValidDesc::Ranges(list) => DescCursor::Ranges(list.cursor()),
+            ValidDesc::Pattern {
+                access,
+                layout,
+                server,
+            } => DescCursor::Pattern(Box::new(atomio_layout::Share::new(
+                access.ranges(),
+                layout,
+                *server,
+            ))),
+        }
+    }
+
+    /// The first byte at or after `offset` that this description covers at its server.
+    pub fn first_at_or_after(&self, offset: u64) -> Option<u64> {
+        use atomio_layout::RangeCursor;
+        let mut c = self.cursor();
+        c.seek(offset);
+        c.next_range().map(|r| r.start)
+    }
+
+    /// The wire form of this description.
+    pub fn to_wire(&self) -> LockDesc {
+        match self {
+            ValidDesc::Ranges(list) => LockDesc::Ranges(list.as_slice().to_vec()),
+            ValidDesc::Pattern {
+                access,
+                layout,
+                server,
+            } => LockDesc::Pattern(WirePattern::new(access, layout, *server)),
+        }
+    }
+}
