@@ -192,11 +192,9 @@ impl<'a> Runs<'a> {
         };
         let ci = info[child as usize];
         let within = rel - disp;
-        let copy = if ci.extent == 0 {
-            0
-        } else {
-            ((within - ci.lb) / ci.extent).min(copies - 1)
-        };
+        let copy = (within - ci.lb)
+            .checked_div(ci.extent)
+            .map_or(0, |c| c.min(copies - 1));
         if matches!(inner.nodes[ci.target as usize], Node::Bytes { .. }) {
             // The frame itself emits this copy (and, when dense, the rest of the block).
             return push(&mut self.stack, block, copy);

@@ -62,7 +62,7 @@ impl FromStr for Method {
             }),
             "datatype" => Ok(Method::Datatype),
             _ => match s.strip_prefix("list/").map(str::parse::<usize>) {
-                Some(Ok(n)) if n >= 1 && n <= atomio_proto::limits::MAX_RANGES_PER_REQUEST => {
+                Some(Ok(n)) if (1..=atomio_proto::limits::MAX_RANGES_PER_REQUEST).contains(&n) => {
                     Ok(Method::List { max_ranges: n })
                 }
                 _ => Err(format!(

@@ -116,7 +116,7 @@ struct Sub {
 enum Phase {
     Optimistic,
     Truncating,
-    TwoPhase,
+    InOrder,
     Held,
     Releasing,
     Released,
@@ -194,7 +194,7 @@ impl LockOp {
 
     pub fn status(&self) -> Status {
         match self.phase {
-            Phase::Optimistic | Phase::Truncating | Phase::TwoPhase | Phase::Failing => {
+            Phase::Optimistic | Phase::Truncating | Phase::InOrder | Phase::Failing => {
                 Status::Acquiring
             }
             Phase::Held => Status::Held,
@@ -283,7 +283,7 @@ impl LockOp {
             Some(&(bound, _)) => Wait::Until(bound),
             None => Wait::All,
         };
-        self.phase = Phase::TwoPhase;
+        self.phase = Phase::InOrder;
         self.stats.two_phase_rounds += 1;
         let r = self.acquire_request(i, wait);
         self.send(i, r, out);
@@ -375,7 +375,7 @@ impl LockOp {
             Reply::Lock(p)
                 if matches!(
                     self.phase,
-                    Phase::Optimistic | Phase::TwoPhase | Phase::Failing
+                    Phase::Optimistic | Phase::InOrder | Phase::Failing
                 ) =>
             {
                 self.update(sub, p)
@@ -403,7 +403,7 @@ impl LockOp {
         match self.phase {
             Phase::Optimistic => self.end_optimistic(out),
             Phase::Truncating => self.two_phase_round(out),
-            Phase::TwoPhase => {
+            Phase::InOrder => {
                 if self.order.is_empty() {
                     self.phase = Phase::Held;
                 } else {

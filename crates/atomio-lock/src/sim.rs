@@ -374,7 +374,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                 _ => {}
             }
         }
-        if step % cfg.check_every == 0 {
+        if step.is_multiple_of(cfg.check_every) {
             check_servers(&servers, &layout).map_err(|w| fail(step, w))?;
         }
     }

@@ -64,3 +64,11 @@ pub fn frame_length(buf: &[u8]) -> Option<usize> {
     let b: [u8; LENGTH_BYTES] = buf.get(..LENGTH_BYTES)?.try_into().ok()?;
     Some(u32::from_be_bytes(b) as usize)
 }
+
+/// The tag of a client or server frame whose body may not decode (the tag is the first
+/// field of both): lets a receiver answer a bad frame on the tag the peer used.
+pub fn peek_tag(frame: &[u8]) -> Option<u64> {
+    let body = frame.get(1..)?;
+    let (tag, _) = postcard::take_from_bytes::<u64>(body).ok()?;
+    Some(tag)
+}

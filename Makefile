@@ -1,0 +1,25 @@
+# The two commands a newcomer needs: `make demo` and `make test` (what CI runs).
+CARGO ?= cargo
+ATOMIO := target/release/atomio
+
+.PHONY: demo test setup build bench-locks
+
+setup:
+	@scripts/setup
+
+build: setup
+	$(CARGO) build --release --bin atomio
+
+# The main job on an embedded cluster: no daemons to start.
+demo: build
+	$(ATOMIO) bench locks --quick
+
+# The whole test suite.
+test: setup
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
+	$(CARGO) test --workspace --release
+
+# The full lock benchmark (minutes): embedded and TCP, every method and protocol.
+bench-locks: build
+	$(ATOMIO) bench locks --json out/bench-locks.json

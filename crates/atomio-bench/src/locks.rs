@@ -1,0 +1,369 @@
+//! The lock benchmark of Ching et al. §6.1.
+//!
+//! Each client acquires, then releases, `locks` one-byte locks spaced `spacing` bytes apart
+//! (one strided pattern per client). Two variants:
+//!
+//! * **scaling**: clients = servers; client `i` locks its own region (no overlap); all
+//!   clients acquire, meet at a barrier, then all release — the paper's procedure;
+//! * **contention**: a fixed number of clients and servers; client `i`'s pattern starts
+//!   `i · (1 − overlap) · region` bytes in, so neighbours share `overlap` of their locks.
+//!   Clients that share locks cannot all hold them at once, so each client releases as soon
+//!   as it holds everything (no barrier in between).
+//!
+//! A phase's rate is total locks / the time during which at least one client was in that
+//! phase (the length of the union of the clients' intervals). In the scaling variant this is
+//! exactly "time for all clients to acquire everything" and "… to release everything"; under
+//! contention it charges serialized clients their real elapsed time. Each configuration is
+//! run `runs` times and the median reported, with every run kept in the JSON.
+
+use crate::stats::{median, union_length};
+use atomio_layout::{Access, Layout, Pattern};
+use atomio_lock::{Method, Protocol};
+use atomio_net::{ClusterClient, EmbeddedCluster, LocalServers};
+use atomio_proto::{ErrorCode, FileId, LockMode, WireError};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Barrier;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// Servers as actors in this process, in-process links.
+    Embedded,
+    /// Real `atomio server` processes on loopback (or the cluster file's servers).
+    Tcp,
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Transport::Embedded => "embedded",
+            Transport::Tcp => "tcp",
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct LockBenchConfig {
+    pub transports: Vec<Transport>,
+    /// Client (= server) counts for the scaling variant.
+    pub scaling_clients: Vec<u32>,
+    pub spacings: Vec<u64>,
+    pub locks: u64,
+    pub methods: Vec<Method>,
+    pub protocols: Vec<Protocol>,
+    /// Overlap percentages for the contention variant (empty: skip it).
+    pub overlaps: Vec<u32>,
+    pub contention_clients: u32,
+    pub runs: usize,
+    pub stripe_size: u64,
+    /// The `atomio` executable, to start TCP servers.
+    pub server_exe: Option<PathBuf>,
+    /// Use these running servers for TCP instead of starting processes.
+    pub external_servers: Option<Vec<String>>,
+    pub progress: bool,
+}
+
+impl Default for LockBenchConfig {
+    fn default() -> Self {
+        Self {
+            transports: vec![Transport::Embedded, Transport::Tcp],
+            scaling_clients: vec![1, 2, 4, 8],
+            spacings: vec![64, 4096],
+            locks: 131_072,
+            methods: Method::ALL.to_vec(),
+            protocols: Protocol::ALL.to_vec(),
+            overlaps: vec![0, 25, 50, 75, 100],
+            contention_clients: 8,
+            runs: 3,
+            stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
+            server_exe: None,
+            external_servers: None,
+            progress: true,
+        }
+    }
+}
+
+/// One configuration's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct LockBenchRow {
+    /// "scaling" or "contention".
+    pub variant: &'static str,
+    pub transport: Transport,
+    pub method: String,
+    pub protocol: String,
+    pub clients: u32,
+    pub servers: u32,
+    pub spacing_bytes: u64,
+    pub overlap_pct: u32,
+    pub locks_per_client: u64,
+    /// Median over runs.
+    pub acquire_locks_per_s: f64,
+    pub release_locks_per_s: f64,
+    pub runs: usize,
+    pub acquire_runs: Vec<f64>,
+    pub release_runs: Vec<f64>,
+    /// Messages one client sent to acquire and release (median over clients and runs).
+    pub messages_per_client: f64,
+}
+
+impl LockBenchRow {
+    pub fn label(&self) -> String {
+        format!("{}-{}", self.method, self.protocol)
+    }
+}
+
+enum Cluster {
+    Embedded(EmbeddedCluster),
+    Tcp(Option<LocalServers>, Vec<String>),
+}
+
+impl Cluster {
+    async fn start(
+        t: Transport,
+        n: u32,
+        cfg: &LockBenchConfig,
+        scratch: &std::path::Path,
+    ) -> Result<Self, WireError> {
+        match t {
+            Transport::Embedded => Ok(Cluster::Embedded(EmbeddedCluster::start(n))),
+            Transport::Tcp => {
+                if let Some(addrs) = &cfg.external_servers {
+                    if addrs.len() < n as usize {
+                        return Err(WireError::new(
+                            ErrorCode::InvalidArgument,
+                            format!("{n} servers needed, the cluster file names {}", addrs.len()),
+                        ));
+                    }
+                    return Ok(Cluster::Tcp(None, addrs[..n as usize].to_vec()));
+                }
+                let exe = cfg.server_exe.as_ref().ok_or_else(|| {
+                    WireError::new(
+                        ErrorCode::InvalidArgument,
+                        "TCP runs need the atomio executable",
+                    )
+                })?;
+                let servers = LocalServers::start(exe, n, scratch).await?;
+                let addrs = servers.addresses.clone();
+                Ok(Cluster::Tcp(Some(servers), addrs))
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<ClusterClient, WireError> {
+        match self {
+            Cluster::Embedded(c) => c.connect().await,
+            Cluster::Tcp(_, addrs) => ClusterClient::connect_tcp(addrs).await,
+        }
+    }
+
+    async fn stop(self) {
+        if let Cluster::Tcp(Some(s), _) = self {
+            s.stop().await;
+        }
+    }
+}
+
+struct Case {
+    variant: &'static str,
+    clients: u32,
+    spacing: u64,
+    overlap: u32,
+    method: Method,
+    protocol: Protocol,
+}
+
+/// Runs every configuration; returns one row per configuration.
+pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> {
+    let scratch = std::env::temp_dir().join(format!("atomio-bench-locks-{}", std::process::id()));
+    let mut server_counts: Vec<u32> = cfg.scaling_clients.clone();
+    if !cfg.overlaps.is_empty() {
+        server_counts.push(cfg.contention_clients);
+    }
+    server_counts.sort_unstable();
+    server_counts.dedup();
+
+    let mut plan: Vec<(Transport, u32, Vec<Case>)> = Vec::new();
+    for &t in &cfg.transports {
+        for &n in &server_counts {
+            let mut cases = Vec::new();
+            let mut add = |variant, spacing, overlap| {
+                for &method in &cfg.methods {
+                    for &protocol in &cfg.protocols {
+                        cases.push(Case {
+                            variant,
+                            clients: n,
+                            spacing,
+                            overlap,
+                            method,
+                            protocol,
+                        });
+                    }
+                }
+            };
+            for &spacing in &cfg.spacings {
+                if cfg.scaling_clients.contains(&n) {
+                    add("scaling", spacing, 0);
+                }
+                if n == cfg.contention_clients {
+                    for &ov in &cfg.overlaps {
+                        add("contention", spacing, ov);
+                    }
+                }
+            }
+            plan.push((t, n, cases));
+        }
+    }
+    let total: usize = plan.iter().map(|p| p.2.len()).sum::<usize>() * cfg.runs;
+    let bar = if cfg.progress {
+        let b = ProgressBar::new(total as u64);
+        b.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+
+    let mut rows = Vec::new();
+    let mut file_seq = 0u64;
+    for (t, n, cases) in plan {
+        if cases.is_empty() {
+            continue;
+        }
+        bar.set_message(format!("starting {n} {t} servers"));
+        let cluster = Cluster::start(t, n, cfg, &scratch).await?;
+        let mut pool = Vec::new();
+        for _ in 0..n {
+            pool.push(cluster.connect().await?);
+        }
+        for case in cases {
+            let layout = Layout::round_robin(cfg.stripe_size, n, n, 0)?;
+            let (mut acq, mut rel, mut msgs) = (Vec::new(), Vec::new(), Vec::new());
+            for run in 0..cfg.runs {
+                bar.set_message(format!(
+                    "{t} {} {}-{} {n}x{n} {}B ov{}% run {}",
+                    case.variant,
+                    case.method,
+                    case.protocol,
+                    case.spacing,
+                    case.overlap,
+                    run + 1
+                ));
+                file_seq += 1;
+                let r = run_once(&mut pool, &layout, &case, cfg.locks, FileId(file_seq)).await?;
+                acq.push(r.0);
+                rel.push(r.1);
+                msgs.extend(r.2);
+                bar.inc(1);
+            }
+            rows.push(LockBenchRow {
+                variant: case.variant,
+                transport: t,
+                method: case.method.to_string(),
+                protocol: case.protocol.to_string(),
+                clients: case.clients,
+                servers: n,
+                spacing_bytes: case.spacing,
+                overlap_pct: case.overlap,
+                locks_per_client: cfg.locks,
+                acquire_locks_per_s: median(&acq),
+                release_locks_per_s: median(&rel),
+                runs: cfg.runs,
+                acquire_runs: acq,
+                release_runs: rel,
+                messages_per_client: median(&msgs),
+            });
+        }
+        drop(pool);
+        cluster.stop().await;
+    }
+    bar.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(rows)
+}
+
+/// One run of one configuration: (acquire rate, release rate, messages per client).
+async fn run_once(
+    pool: &mut Vec<ClusterClient>,
+    layout: &Layout,
+    case: &Case,
+    locks: u64,
+    file: FileId,
+) -> Result<(f64, f64, Vec<f64>), WireError> {
+    let region = locks * case.spacing;
+    let shift = if case.variant == "scaling" {
+        region
+    } else {
+        region / 100 * u64::from(100 - case.overlap)
+    };
+    let one = Pattern::bytes(1)?;
+    let pattern = Pattern::hvector(locks, 1, case.spacing, &one)?;
+    let barrier = Arc::new(Barrier::new(pool.len()));
+    let hold_together = case.variant == "scaling";
+    let mut tasks = Vec::new();
+    for (i, mut client) in pool.drain(..).enumerate() {
+        let access = Access::new(i as u64 * shift, pattern.clone())?;
+        let (layout, barrier) = (layout.clone(), barrier.clone());
+        let (method, protocol) = (case.method, case.protocol);
+        tasks.push(tokio::spawn(async move {
+            let result = async {
+                barrier.wait().await;
+                let a0 = Instant::now();
+                let held = client
+                    .lock(file, LockMode::Write, &access, &layout, method, protocol)
+                    .await;
+                let a1 = Instant::now();
+                if hold_together {
+                    // Reached even on failure, or the other clients would wait here forever.
+                    barrier.wait().await;
+                }
+                let held = held?;
+                let r0 = Instant::now();
+                let stats = client.unlock(held).await?;
+                let r1 = Instant::now();
+                Ok::<_, WireError>(((a0, a1), (r0, r1), stats.messages))
+            }
+            .await;
+            (client, result)
+        }));
+    }
+    let mut acq_spans = Vec::new();
+    let mut rel_spans = Vec::new();
+    let mut msgs = Vec::new();
+    let mut first_err = None;
+    for t in tasks {
+        let (client, result) = t.await.map_err(|e| {
+            WireError::new(
+                ErrorCode::Internal,
+                format!("benchmark client panicked: {e}"),
+            )
+        })?;
+        pool.push(client);
+        match result {
+            Ok((a, r, m)) => {
+                acq_spans.push(a);
+                rel_spans.push(r);
+                msgs.push(m as f64);
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let total = (locks * pool.len() as u64) as f64;
+    Ok((
+        total / union_length(acq_spans).as_secs_f64(),
+        total / union_length(rel_spans).as_secs_f64(),
+        msgs,
+    ))
+}

@@ -1,0 +1,286 @@
+//! `atomio bench locks`: run the lock benchmark, print a table and the key ratios, write
+//! JSON and an SVG chart.
+
+use anyhow::Context;
+use atomio_bench::chart::{line_panels, Panel, Series};
+use atomio_bench::locks::{LockBenchConfig, LockBenchRow, Transport};
+use atomio_bench::table::{render, thousands};
+use atomio_lock::{Method, Protocol};
+use atomio_net::ClusterConfig;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TransportArg {
+    Embedded,
+    Tcp,
+    Both,
+}
+
+#[derive(Args)]
+pub struct LockArgs {
+    /// Where servers run: in this process, as TCP server processes on loopback, or both.
+    #[arg(long, value_enum, default_value = "both")]
+    transport: TransportArg,
+    /// Client (= server) counts for the scaling variant.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    clients: Vec<u32>,
+    /// Lock spacing in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "64,4096")]
+    spacing: Vec<u64>,
+    /// One-byte locks per client.
+    #[arg(long, default_value_t = 131_072)]
+    locks: u64,
+    /// Lock methods: posix, list, list/N, datatype.
+    #[arg(long, value_delimiter = ',', default_value = "posix,list,datatype")]
+    methods: Vec<Method>,
+    /// Lock protocols: two-phase, one-try, alt-try.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "two-phase,one-try,alt-try"
+    )]
+    protocols: Vec<Protocol>,
+    /// Overlap percentages for the contention variant ("" to skip it).
+    #[arg(long, value_delimiter = ',', default_value = "0,25,50,75,100")]
+    overlap: Vec<u32>,
+    /// Clients (and servers) in the contention variant.
+    #[arg(long, default_value_t = 8)]
+    contention_clients: u32,
+    /// Runs per configuration (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// A smaller sweep that finishes in well under a minute (embedded, 1-4 clients).
+    #[arg(long)]
+    quick: bool,
+    /// Use the servers of this cluster file for TCP runs instead of starting processes.
+    #[arg(long)]
+    cluster: Option<PathBuf>,
+    /// Write every row as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write an SVG chart here.
+    #[arg(long, default_value = "out/bench-locks.svg")]
+    chart: PathBuf,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+pub fn run(a: LockArgs) -> anyhow::Result<()> {
+    let mut cfg = LockBenchConfig {
+        transports: match a.transport {
+            TransportArg::Embedded => vec![Transport::Embedded],
+            TransportArg::Tcp => vec![Transport::Tcp],
+            TransportArg::Both => vec![Transport::Embedded, Transport::Tcp],
+        },
+        scaling_clients: a.clients,
+        spacings: a.spacing,
+        locks: a.locks,
+        methods: a.methods,
+        protocols: a.protocols,
+        overlaps: a.overlap.into_iter().filter(|&o| o <= 100).collect(),
+        contention_clients: a.contention_clients,
+        runs: a.runs.max(1),
+        server_exe: Some(std::env::current_exe().context("locating the atomio executable")?),
+        external_servers: match &a.cluster {
+            Some(p) => Some(ClusterConfig::load(p)?.addresses()),
+            None => None,
+        },
+        progress: !a.no_progress,
+        ..LockBenchConfig::default()
+    };
+    if a.quick {
+        cfg.transports = vec![Transport::Embedded];
+        cfg.scaling_clients = vec![1, 2, 4];
+        cfg.spacings = vec![64];
+        cfg.overlaps = vec![0, 100];
+        cfg.contention_clients = 4;
+        cfg.locks = cfg.locks.min(32_768);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let rows = rt.block_on(atomio_bench::locks::run(&cfg))?;
+    print!("{}", table(&rows));
+    println!();
+    print!("{}", key_ratios(&rows));
+    if let Some(path) = &a.json {
+        write_json(path, &rows)?;
+        println!("JSON: {}", path.display());
+    }
+    if let Some(dir) = a.chart.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    chart(&a.chart, &rows)?;
+    println!("chart: {}", a.chart.display());
+    Ok(())
+}
+
+fn write_json(path: &std::path::Path, rows: &[LockBenchRow]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    serde_json::to_writer_pretty(f, rows)?;
+    Ok(())
+}
+
+fn table(rows: &[LockBenchRow]) -> String {
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.transport.to_string(),
+                r.variant.to_string(),
+                r.label(),
+                format!("{}", r.clients),
+                format!("{}", r.servers),
+                format!("{}", r.spacing_bytes),
+                format!("{}%", r.overlap_pct),
+                thousands(r.acquire_locks_per_s),
+                thousands(r.release_locks_per_s),
+                thousands(r.messages_per_client),
+            ]
+        })
+        .collect();
+    render(
+        &[
+            "transport",
+            "variant",
+            "method-protocol",
+            "clients",
+            "servers",
+            "spacing",
+            "overlap",
+            "acquire locks/s",
+            "release locks/s",
+            "msgs/client",
+        ],
+        &body,
+    )
+}
+
+fn find<'a>(
+    rows: &'a [LockBenchRow],
+    t: Transport,
+    variant: &str,
+    label: &str,
+    clients: u32,
+    spacing: u64,
+    overlap: u32,
+) -> Option<&'a LockBenchRow> {
+    rows.iter().find(|r| {
+        r.transport == t
+            && r.variant == variant
+            && r.label() == label
+            && r.clients == clients
+            && r.spacing_bytes == spacing
+            && r.overlap_pct == overlap
+    })
+}
+
+/// The figures the project's goals are stated in, with the targets beside them.
+fn key_ratios(rows: &[LockBenchRow]) -> String {
+    let mut out = String::from("key figures (median of runs; target in brackets):\n");
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    for t in [Transport::Tcp, Transport::Embedded] {
+        for &spacing in &[64u64, 4096] {
+            let dt = find(rows, t, "scaling", "datatype-one-try", 4, spacing, 0);
+            if let Some(dt) = dt {
+                if let Some(p) = find(rows, t, "scaling", "posix-two-phase", 4, spacing, 0) {
+                    let x = dt.acquire_locks_per_s / p.acquire_locks_per_s;
+                    out += &format!(
+                        "  {t} 4x4 {spacing}B: datatype-one-try / posix-two-phase acquire = {x:.1}x [>= 50x: {}]\n",
+                        verdict(x >= 50.0)
+                    );
+                }
+                if let Some(l) = find(rows, t, "scaling", "list-one-try", 4, spacing, 0) {
+                    let x = dt.acquire_locks_per_s / l.acquire_locks_per_s;
+                    out += &format!(
+                        "  {t} 4x4 {spacing}B: datatype-one-try / list-one-try acquire = {x:.2}x [>= 1.5x: {}]\n",
+                        verdict(x >= 1.5)
+                    );
+                }
+                out += &format!(
+                    "  {t} 4x4 {spacing}B: datatype-one-try acquire {} locks/s [>= 2,000,000: {}], release {} locks/s [>= 20,000,000: {}]\n",
+                    thousands(dt.acquire_locks_per_s),
+                    verdict(dt.acquire_locks_per_s >= 2e6),
+                    thousands(dt.release_locks_per_s),
+                    verdict(dt.release_locks_per_s >= 2e7),
+                );
+            }
+            let cc = rows
+                .iter()
+                .filter(|r| r.variant == "contention")
+                .map(|r| r.clients)
+                .max();
+            if let Some(cc) = cc {
+                for label in ["datatype-alt-try", "datatype-one-try", "list-alt-try"] {
+                    let z = find(rows, t, "contention", label, cc, spacing, 0);
+                    let f = find(rows, t, "contention", label, cc, spacing, 100);
+                    if let (Some(z), Some(f)) = (z, f) {
+                        let x = f.acquire_locks_per_s / z.acquire_locks_per_s * 100.0;
+                        let target = if label == "datatype-alt-try" {
+                            format!(" [>= 50%: {}]", verdict(x >= 50.0))
+                        } else {
+                            String::new()
+                        };
+                        out += &format!(
+                            "  {t} {cc} clients {spacing}B: {label} acquire at 100% overlap = {x:.0}% of 0% overlap{target}\n"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn chart(path: &std::path::Path, rows: &[LockBenchRow]) -> anyhow::Result<()> {
+    let t = if rows.iter().any(|r| r.transport == Transport::Tcp) {
+        Transport::Tcp
+    } else {
+        Transport::Embedded
+    };
+    let spacing = rows.iter().map(|r| r.spacing_bytes).min().unwrap_or(64);
+    let mut labels: Vec<String> = rows.iter().map(LockBenchRow::label).collect();
+    labels.sort();
+    labels.dedup();
+    let series = |variant: &str, x: fn(&LockBenchRow) -> f64| -> Vec<Series> {
+        labels
+            .iter()
+            .map(|l| Series {
+                label: l.clone(),
+                points: rows
+                    .iter()
+                    .filter(|r| {
+                        r.transport == t
+                            && r.variant == variant
+                            && &r.label() == l
+                            && r.spacing_bytes == spacing
+                    })
+                    .map(|r| (x(r), r.acquire_locks_per_s))
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    };
+    let panels = vec![
+        Panel {
+            title: format!("acquire rate vs clients = servers ({t}, {spacing} B spacing)"),
+            x_label: "clients = servers".into(),
+            y_label: "locks/s".into(),
+            series: series("scaling", |r| f64::from(r.clients)),
+            log_y: true,
+        },
+        Panel {
+            title: format!("acquire rate vs overlap ({t}, {spacing} B spacing)"),
+            x_label: "overlap %".into(),
+            y_label: "locks/s".into(),
+            series: series("contention", |r| f64::from(r.overlap_pct)),
+            log_y: true,
+        },
+    ];
+    line_panels(path, &panels).with_context(|| format!("writing {}", path.display()))
+}

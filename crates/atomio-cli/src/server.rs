@@ -1,0 +1,76 @@
+//! `atomio server`: one server process, single-threaded (the state machine is serial
+//! anyway; one thread avoids cross-core hand-offs on every message).
+
+use anyhow::{bail, Context};
+use atomio_layout::ServerId;
+use atomio_net::{ClusterConfig, LISTENING_PREFIX};
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct ServerArgs {
+    /// Address to listen on. Loopback unless you say otherwise; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    listen: String,
+    /// Directory for this server's data (created if missing).
+    #[arg(long)]
+    data: PathBuf,
+    /// This server's index in the cluster (then it rejects requests addressed to others).
+    #[arg(long)]
+    id: Option<u32>,
+    /// A cluster file; with --id, the listen address is taken from it.
+    #[arg(long, requires = "id")]
+    cluster: Option<PathBuf>,
+}
+
+pub fn run(a: ServerArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&a.data).with_context(|| format!("creating {}", a.data.display()))?;
+    let listen = match (&a.cluster, a.id) {
+        (Some(path), Some(id)) => {
+            let cfg = ClusterConfig::load(path)?;
+            match cfg.servers.get(id as usize) {
+                Some(s) => s.address.clone(),
+                None => bail!(
+                    "{} names {} servers; there is no server {id}",
+                    path.display(),
+                    cfg.servers.len()
+                ),
+            }
+        }
+        _ => a.listen.clone(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        let addr = listener.local_addr()?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{LISTENING_PREFIX}{addr}")?;
+            out.flush()?;
+        }
+        tokio::select! {
+            r = atomio_net::run_tcp_server(listener, a.id.map(ServerId)) => r.context("server failed"),
+            _ = shutdown_signal() => Ok(()),
+        }
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

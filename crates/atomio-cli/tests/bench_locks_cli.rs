@@ -1,0 +1,74 @@
+//! `atomio bench locks` end to end at a tiny scale: embedded and real TCP server processes,
+//! table on stdout, JSON with the documented fields, an SVG chart.
+
+use std::process::Command;
+
+#[test]
+fn bench_locks_runs_both_transports_and_writes_json_and_chart() {
+    let dir = std::env::temp_dir().join(format!("atomio-bench-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("locks.json");
+    let chart = dir.join("locks.svg");
+    let out = Command::new(env!("CARGO_BIN_EXE_atomio"))
+        .args([
+            "bench",
+            "locks",
+            "--transport",
+            "both",
+            "--clients",
+            "1,2",
+            "--spacing",
+            "64",
+            "--locks",
+            "600",
+            "--runs",
+            "1",
+            "--overlap",
+            "0,100",
+            "--contention-clients",
+            "2",
+            "--no-progress",
+            "--json",
+        ])
+        .arg(&json)
+        .arg("--chart")
+        .arg(&chart)
+        .output()
+        .expect("run atomio");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("datatype-alt-try") && stdout.contains("key figures"),
+        "{stdout}"
+    );
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // 2 transports × (2 scaling sizes + 2 overlaps) × 9 method-protocols.
+    assert_eq!(rows.len(), 2 * 4 * 9);
+    for r in &rows {
+        for field in [
+            "transport",
+            "method",
+            "protocol",
+            "clients",
+            "servers",
+            "spacing_bytes",
+            "overlap_pct",
+            "acquire_locks_per_s",
+            "release_locks_per_s",
+            "runs",
+        ] {
+            assert!(r.get(field).is_some(), "missing {field} in {r}");
+        }
+        assert!(r["acquire_locks_per_s"].as_f64().unwrap() > 0.0);
+        assert!(r["release_locks_per_s"].as_f64().unwrap() > 0.0);
+    }
+    assert!(rows.iter().any(|r| r["transport"] == "tcp"));
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("datatype-one-try"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

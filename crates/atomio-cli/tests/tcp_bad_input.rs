@@ -1,0 +1,401 @@
+//! Bad input over a real TCP connection to a real `atomio server` process: every kind of
+//! malformed or hostile message gets a clear error or a closed connection, the server keeps
+//! serving other clients, and nothing panics.
+
+use atomio_layout::{ByteRange, Node, ServerId};
+use atomio_proto::frame::{encode, frame_length, LENGTH_BYTES};
+use atomio_proto::limits::MAX_RANGES_PER_REQUEST;
+use atomio_proto::{
+    decode, ClientFrame, ErrorCode, FileId, LockDesc, LockId, LockMode, Reply, Request,
+    ServerFrame, Wait, WirePattern, PROTOCOL_VERSION,
+};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Server {
+    child: Child,
+    addr: String,
+    stderr: std::path::PathBuf,
+}
+
+impl Server {
+    fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("atomio-badinput-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let stderr = dir.join("stderr.log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_atomio"))
+            .args(["server", "--listen", "127.0.0.1:0", "--data"])
+            .arg(dir.join("data"))
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("start atomio server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+        Server {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_nodelay(true).unwrap();
+        s
+    }
+
+    fn assert_alive_and_clean(&mut self) {
+        assert!(
+            self.child.try_wait().unwrap().is_none(),
+            "the server exited"
+        );
+        let log = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        assert!(!log.contains("panicked"), "the server panicked:\n{log}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn send(s: &mut TcpStream, tag: u64, request: Request) {
+    let mut buf = Vec::new();
+    encode(&ClientFrame { tag, request }, &mut buf).unwrap();
+    s.write_all(&buf).unwrap();
+}
+
+fn send_raw(s: &mut TcpStream, body: &[u8]) {
+    let mut buf = (body.len() as u32).to_be_bytes().to_vec();
+    buf.extend_from_slice(body);
+    s.write_all(&buf).unwrap();
+}
+
+/// The next frame, or `None` if the server closed the connection.
+fn recv(s: &mut TcpStream) -> Option<ServerFrame> {
+    let mut len = [0u8; LENGTH_BYTES];
+    if s.read_exact(&mut len).is_err() {
+        return None;
+    }
+    let n = frame_length(&len).unwrap();
+    let mut body = vec![0u8; n];
+    s.read_exact(&mut body).ok()?;
+    Some(decode(&body).expect("the server sends valid frames"))
+}
+
+fn expect_error(s: &mut TcpStream, tag: u64, code: ErrorCode, text: &str) {
+    let f = recv(s).expect("an error reply, not a closed connection");
+    assert_eq!(f.tag, tag, "reply {f:?}");
+    match f.reply {
+        Reply::Error(e) => {
+            assert_eq!(e.code, code, "{e}");
+            assert!(
+                e.message.contains(text),
+                "message '{}' should mention '{text}'",
+                e.message
+            );
+        }
+        other => panic!("expected {code:?}, got {other:?}"),
+    }
+}
+
+fn ping_ok(s: &mut TcpStream, nonce: u64) {
+    send(s, 9000 + nonce, Request::Ping { nonce });
+    let f = recv(s).expect("pong");
+    assert_eq!(f.reply, Reply::Pong { nonce });
+}
+
+fn lock(s: &mut TcpStream, tag: u64, ranges: Vec<ByteRange>, wait: Wait) -> Reply {
+    send(
+        s,
+        tag,
+        Request::LockNew {
+            file: FileId(1),
+            mode: LockMode::Write,
+            desc: LockDesc::Ranges(ranges),
+            wait,
+        },
+    );
+    recv(s).expect("lock reply").reply
+}
+
+fn r(start: u64, end: u64) -> ByteRange {
+    ByteRange { start, end }
+}
+
+#[test]
+fn bad_input_gets_clear_errors_and_the_server_keeps_serving() {
+    let mut server = Server::start();
+    let mut good = server.connect();
+    ping_ok(&mut good, 1);
+
+    // Garbage body after a valid length: error on tag 0 (unreadable tag), connection usable.
+    let mut c = server.connect();
+    send_raw(
+        &mut c,
+        &[
+            PROTOCOL_VERSION,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+            0xff,
+        ],
+    );
+    expect_error(&mut c, 0, ErrorCode::Malformed, "undecodable");
+    ping_ok(&mut c, 2);
+
+    // Unknown message kind: valid tag, variant index 200. Answered on the tag.
+    send_raw(&mut c, &[PROTOCOL_VERSION, 7, 200, 1]);
+    expect_error(&mut c, 7, ErrorCode::Malformed, "undecodable");
+    ping_ok(&mut c, 3);
+
+    // Trailing bytes after a valid message.
+    let mut frame = Vec::new();
+    encode(
+        &ClientFrame {
+            tag: 8,
+            request: Request::Ping { nonce: 1 },
+        },
+        &mut frame,
+    )
+    .unwrap();
+    let mut body = frame[LENGTH_BYTES..].to_vec();
+    body.extend_from_slice(&[1, 2, 3]);
+    send_raw(&mut c, &body);
+    expect_error(&mut c, 8, ErrorCode::Malformed, "trailing");
+
+    // An empty frame.
+    send_raw(&mut c, &[]);
+    expect_error(&mut c, 0, ErrorCode::Malformed, "empty frame");
+    ping_ok(&mut c, 4);
+
+    // end < start.
+    let e = lock(&mut c, 10, vec![r(10, 5)], Wait::NonBlocking);
+    assert!(
+        matches!(&e, Reply::Error(w) if w.code == ErrorCode::InvalidArgument && w.message.contains("before its start")),
+        "{e:?}"
+    );
+
+    // Ranges past the largest file offset.
+    let e = lock(
+        &mut c,
+        11,
+        vec![r(u64::MAX - 5, u64::MAX)],
+        Wait::NonBlocking,
+    );
+    assert!(
+        matches!(&e, Reply::Error(w) if w.code == ErrorCode::InvalidArgument && w.message.contains("overflows")),
+        "{e:?}"
+    );
+
+    // offset + length overflow inside a structured description.
+    send(
+        &mut c,
+        12,
+        Request::LockNew {
+            file: FileId(1),
+            mode: LockMode::Write,
+            desc: LockDesc::Pattern(WirePattern {
+                base: u64::MAX - 10,
+                nodes: vec![Node::Bytes { len: 100 }],
+                stripe_size: 65536,
+                object_servers: vec![ServerId(0)],
+                server: ServerId(0),
+            }),
+            wait: Wait::NonBlocking,
+        },
+    );
+    expect_error(&mut c, 12, ErrorCode::InvalidArgument, "overflows");
+
+    // count × stride overflow in a vector.
+    send(
+        &mut c,
+        13,
+        Request::LockNew {
+            file: FileId(1),
+            mode: LockMode::Write,
+            desc: LockDesc::Pattern(WirePattern {
+                base: 0,
+                nodes: vec![
+                    Node::Bytes { len: 1 },
+                    Node::Vector {
+                        count: u64::MAX,
+                        blocklen: 1,
+                        stride: u64::MAX,
+                        elem: 0,
+                    },
+                ],
+                stripe_size: 65536,
+                object_servers: vec![ServerId(0)],
+                server: ServerId(0),
+            }),
+            wait: Wait::NonBlocking,
+        },
+    );
+    expect_error(&mut c, 13, ErrorCode::InvalidArgument, "overflow");
+
+    // A node that refers forward (would be a cycle or a dangling reference).
+    send(
+        &mut c,
+        14,
+        Request::LockNew {
+            file: FileId(1),
+            mode: LockMode::Write,
+            desc: LockDesc::Pattern(WirePattern {
+                base: 0,
+                nodes: vec![Node::Vector {
+                    count: 2,
+                    blocklen: 1,
+                    stride: 4,
+                    elem: 0,
+                }],
+                stripe_size: 65536,
+                object_servers: vec![ServerId(0)],
+                server: ServerId(0),
+            }),
+            wait: Wait::NonBlocking,
+        },
+    );
+    expect_error(
+        &mut c,
+        14,
+        ErrorCode::InvalidArgument,
+        "does not come before",
+    );
+
+    // More ranges than the limit.
+    let many: Vec<ByteRange> = (0..=MAX_RANGES_PER_REQUEST as u64)
+        .map(|i| r(2 * i, 2 * i + 1))
+        .collect();
+    let e = lock(&mut c, 15, many, Wait::NonBlocking);
+    assert!(
+        matches!(&e, Reply::Error(w) if w.code == ErrorCode::LimitExceeded),
+        "{e:?}"
+    );
+
+    // Overlapping ranges within one request; an empty request.
+    let e = lock(&mut c, 16, vec![r(0, 10), r(5, 20)], Wait::NonBlocking);
+    assert!(
+        matches!(&e, Reply::Error(w) if w.code == ErrorCode::InvalidArgument),
+        "{e:?}"
+    );
+    let e = lock(&mut c, 17, vec![], Wait::NonBlocking);
+    assert!(
+        matches!(&e, Reply::Error(w) if w.code == ErrorCode::InvalidArgument),
+        "{e:?}"
+    );
+
+    // Releasing an unknown request.
+    send(
+        &mut c,
+        18,
+        Request::LockRelease {
+            lock: LockId(987_654),
+            from: None,
+        },
+    );
+    expect_error(&mut c, 18, ErrorCode::NotFound, "no open lock request");
+
+    // Releasing (or extending) another client's request.
+    let held = match lock(&mut good, 19, vec![r(100, 200)], Wait::NonBlocking) {
+        Reply::Lock(p) => {
+            assert_eq!(
+                p.next_abs_offset, None,
+                "uncontended lock should be fully granted"
+            );
+            p.lock
+        }
+        other => panic!("{other:?}"),
+    };
+    send(
+        &mut c,
+        20,
+        Request::LockRelease {
+            lock: held,
+            from: None,
+        },
+    );
+    expect_error(&mut c, 20, ErrorCode::NotOwner, "another client");
+    send(
+        &mut c,
+        21,
+        Request::LockMore {
+            lock: held,
+            wait: Wait::All,
+        },
+    );
+    expect_error(&mut c, 21, ErrorCode::NotOwner, "another client");
+    // …and the lock is still held: a conflicting non-blocking acquire gets nothing.
+    match lock(&mut c, 22, vec![r(150, 160)], Wait::NonBlocking) {
+        Reply::Lock(p) => assert_eq!((p.last_abs_offset, p.next_abs_offset), (0, Some(150))),
+        other => panic!("{other:?}"),
+    }
+    ping_ok(&mut c, 5);
+
+    // A wrong protocol version: error, then the connection is closed.
+    let mut v = server.connect();
+    send_raw(&mut v, &[PROTOCOL_VERSION + 1, 1, 3, 0]);
+    expect_error(&mut v, 0, ErrorCode::Version, "not supported");
+    assert!(
+        recv(&mut v).is_none(),
+        "connection should be closed after a version mismatch"
+    );
+
+    // An absurd length prefix: error, closed.
+    let mut big = server.connect();
+    big.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    expect_error(&mut big, 0, ErrorCode::LimitExceeded, "frame");
+    assert!(recv(&mut big).is_none());
+
+    // A truncated frame, then the client vanishes.
+    let mut t = server.connect();
+    t.write_all(&100u32.to_be_bytes()).unwrap();
+    t.write_all(&[PROTOCOL_VERSION, 1, 2, 3]).unwrap();
+    drop(t);
+
+    // A client that vanishes while holding a lock and while another waits on it: the waiter
+    // is granted once the server notices.
+    let mut holder = server.connect();
+    assert!(matches!(
+        lock(&mut holder, 30, vec![r(1000, 1010)], Wait::NonBlocking),
+        Reply::Lock(_)
+    ));
+    send(
+        &mut good,
+        31,
+        Request::LockNew {
+            file: FileId(1),
+            mode: LockMode::Write,
+            desc: LockDesc::Ranges(vec![r(1005, 1020)]),
+            wait: Wait::All,
+        },
+    );
+    drop(holder);
+    let f = recv(&mut good).expect("the waiter is granted after the holder vanishes");
+    assert_eq!(f.tag, 31);
+    assert!(
+        matches!(f.reply, Reply::Lock(p) if p.next_abs_offset.is_none()),
+        "{f:?}"
+    );
+
+    // Through all of that, other clients were served.
+    ping_ok(&mut good, 6);
+    ping_ok(&mut c, 7);
+    server.assert_alive_and_clean();
+}

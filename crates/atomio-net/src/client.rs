@@ -1,0 +1,243 @@
+//! The client side: one connection per server and the loop that drives lock operations.
+//!
+//! A `ClusterClient` runs one operation at a time (`&mut self`), which is what one MPI rank
+//! or one benchmark client does; several clients run concurrently as separate tasks. Every
+//! message is tagged `(operation sequence << 32) | sub-request`, so a late reply to an
+//! abandoned operation is recognized and dropped.
+//!
+//! **Invariants:** an operation returns only when its outcome is final (held, released or
+//! failed with every server told); the loss of a server it uses fails it at once with
+//! `Disconnected`, and silence fails it after `timeout` with `Timeout` — never a hang.
+
+use crate::actor::{ClientEvent, Event};
+use atomio_layout::{Access, Layout, ServerId};
+use atomio_lock::{plan, LockOp, Method, OpStats, Protocol, Send, Status, SubRequest};
+use atomio_proto::{ClientFrame, ClientId, ErrorCode, FileId, LockMode, Reply, WireError};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How long an operation may go without hearing from any server before it fails.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+pub(crate) enum Link {
+    Tcp(mpsc::UnboundedSender<ClientFrame>),
+    InProcess {
+        client: ClientId,
+        inbox: mpsc::Sender<Event>,
+    },
+}
+
+/// Locks held by a completed acquire; give it back to `ClusterClient::unlock`.
+#[derive(Debug)]
+pub struct HeldLock {
+    op: LockOp,
+    seq: u64,
+}
+
+impl HeldLock {
+    pub fn stats(&self) -> OpStats {
+        self.op.stats()
+    }
+}
+
+pub struct ClusterClient {
+    links: Vec<Link>,
+    events: mpsc::UnboundedReceiver<ClientEvent>,
+    lost: Vec<Option<WireError>>,
+    seq: u64,
+    timeout: Duration,
+}
+
+impl ClusterClient {
+    pub(crate) fn new(links: Vec<Link>, events: mpsc::UnboundedReceiver<ClientEvent>) -> Self {
+        let n = links.len();
+        Self {
+            links,
+            events,
+            lost: vec![None; n],
+            seq: 0,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Connects to TCP servers; server `i` of the cluster is `addrs[i]`.
+    pub async fn connect_tcp(addrs: &[String]) -> Result<Self, WireError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut links = Vec::with_capacity(addrs.len());
+        for (i, a) in addrs.iter().enumerate() {
+            links.push(Link::Tcp(
+                crate::tcp::connect(a, ServerId(i as u32), tx.clone()).await?,
+            ));
+        }
+        Ok(Self::new(links, rx))
+    }
+
+    pub fn servers(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// Acquires locks on every byte of `access`, with the given method and protocol.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn lock(
+        &mut self,
+        file: FileId,
+        mode: LockMode,
+        access: &Access,
+        layout: &Layout,
+        method: Method,
+        protocol: Protocol,
+    ) -> Result<HeldLock, WireError> {
+        self.lock_plan(file, mode, protocol, plan(access, layout, method))
+            .await
+    }
+
+    /// Acquires locks for an already planned set of sub-requests.
+    pub async fn lock_plan(
+        &mut self,
+        file: FileId,
+        mode: LockMode,
+        protocol: Protocol,
+        subs: Vec<SubRequest>,
+    ) -> Result<HeldLock, WireError> {
+        if let Some(s) = subs
+            .iter()
+            .find(|s| s.server.0 as usize >= self.links.len())
+        {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "the layout names {} but the cluster has {} servers",
+                    s.server,
+                    self.links.len()
+                ),
+            ));
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        let mut op = LockOp::new(file, mode, protocol, subs);
+        let mut sends = Vec::new();
+        op.start(&mut sends);
+        self.drive(&mut op, seq, sends).await?;
+        Ok(HeldLock { op, seq })
+    }
+
+    /// Releases everything `held` holds.
+    pub async fn unlock(&mut self, mut held: HeldLock) -> Result<OpStats, WireError> {
+        let mut sends = Vec::new();
+        held.op.release(&mut sends);
+        self.drive(&mut held.op, held.seq, sends).await?;
+        Ok(held.op.stats())
+    }
+
+    async fn send(&mut self, seq: u64, s: Send) -> Result<(), WireError> {
+        let server = s.server;
+        if let Some(e) = &self.lost[server.0 as usize] {
+            return Err(e.clone());
+        }
+        let frame = ClientFrame {
+            tag: (seq << 32) | u64::from(s.sub),
+            request: s.request,
+        };
+        let ok = match &self.links[server.0 as usize] {
+            Link::Tcp(tx) => tx.send(frame).is_ok(),
+            Link::InProcess { client, inbox } => inbox
+                .send(Event::Frame {
+                    client: *client,
+                    tag: frame.tag,
+                    request: frame.request,
+                })
+                .await
+                .is_ok(),
+        };
+        if ok {
+            Ok(())
+        } else {
+            let e = WireError::new(ErrorCode::Disconnected, format!("{server} is gone"));
+            self.lost[server.0 as usize] = Some(e.clone());
+            Err(e)
+        }
+    }
+
+    /// Runs `op` until its status is final for the current step (held, released, failed).
+    async fn drive(
+        &mut self,
+        op: &mut LockOp,
+        seq: u64,
+        mut sends: Vec<Send>,
+    ) -> Result<(), WireError> {
+        loop {
+            for s in std::mem::take(&mut sends) {
+                if let Err(e) = self.send(seq, s).await {
+                    op.abandon(e.clone());
+                    return Err(e);
+                }
+            }
+            match op.status() {
+                Status::Held | Status::Released => return Ok(()),
+                Status::Failed(e) => return Err(e),
+                Status::Acquiring | Status::Releasing => {}
+            }
+            let event = match tokio::time::timeout(self.timeout, self.events.recv()).await {
+                Ok(Some(ev)) => ev,
+                Ok(None) => {
+                    let e =
+                        WireError::new(ErrorCode::Disconnected, "all server connections are gone");
+                    op.abandon(e.clone());
+                    return Err(e);
+                }
+                Err(_) => {
+                    let e = WireError::new(
+                        ErrorCode::Timeout,
+                        format!("no reply from any server for {:?}", self.timeout),
+                    );
+                    op.abandon(e.clone());
+                    return Err(e);
+                }
+            };
+            match event {
+                ClientEvent::Frame(_, f) if f.tag >> 32 == seq => {
+                    op.on_reply(f.tag as u32, f.reply, &mut sends);
+                }
+                ClientEvent::Frame(server, f) => {
+                    if let (0, Reply::Error(e)) = (f.tag, &f.reply) {
+                        // A connection-level complaint: our stream to this server is suspect.
+                        let e = WireError::new(e.code, format!("{server}: {}", e.message));
+                        op.abandon(e.clone());
+                        return Err(e);
+                    }
+                    tracing::debug!(
+                        ?server,
+                        tag = f.tag,
+                        "dropping a reply to an abandoned operation"
+                    );
+                }
+                ClientEvent::Lost(server, e) => {
+                    self.lost[server.0 as usize] = Some(e.clone());
+                    op.abandon(e.clone());
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ClusterClient {
+    fn drop(&mut self) {
+        // In-process servers learn of the departure here (TCP servers see the socket close).
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        for link in &self.links {
+            if let Link::InProcess { client, inbox } = link {
+                let (client, inbox) = (*client, inbox.clone());
+                rt.spawn(async move {
+                    let _ = inbox.send(Event::Disconnected { client }).await;
+                });
+            }
+        }
+    }
+}

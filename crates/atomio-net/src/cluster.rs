@@ -1,0 +1,153 @@
+//! Cluster files and local server processes.
+//!
+//! A cluster file names the servers in order (server `i` is the `i`-th entry):
+//!
+//! ```toml
+//! [[server]]
+//! address = "10.0.0.1:7070"
+//! [[server]]
+//! address = "10.0.0.2:7070"
+//! ```
+
+use atomio_proto::{ErrorCode, WireError};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The line a server prints once it is accepting connections.
+pub const LISTENING_PREFIX: &str = "atomio server listening on ";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerEntry {
+    pub address: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterConfig {
+    #[serde(rename = "server", default)]
+    pub servers: Vec<ServerEntry>,
+}
+
+impl ClusterConfig {
+    pub fn load(path: &Path) -> Result<Self, WireError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            WireError::new(
+                ErrorCode::NotFound,
+                format!("cannot read cluster file {}: {e}", path.display()),
+            )
+        })?;
+        let cfg: ClusterConfig = toml::from_str(&text).map_err(|e| {
+            WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("cluster file {}: {e}", path.display()),
+            )
+        })?;
+        if cfg.servers.is_empty() {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("cluster file {} names no server", path.display()),
+            ));
+        }
+        Ok(cfg)
+    }
+
+    pub fn addresses(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.address.clone()).collect()
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a cluster config always serializes")
+    }
+}
+
+/// Server processes started on this machine (killed when dropped).
+pub struct LocalServers {
+    children: Vec<Child>,
+    pub addresses: Vec<String>,
+}
+
+impl LocalServers {
+    /// Starts `n` `atomio server` processes from `exe` on loopback ephemeral ports, each
+    /// with its own data directory under `data_root`, and waits until all listen.
+    pub async fn start(exe: &Path, n: u32, data_root: &Path) -> Result<Self, WireError> {
+        let mut children = Vec::new();
+        let mut addresses = Vec::new();
+        for i in 0..n {
+            let dir = data_root.join(format!("server-{i}"));
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                WireError::new(
+                    ErrorCode::Io,
+                    format!("cannot create {}: {e}", dir.display()),
+                )
+            })?;
+            let mut child = Command::new(exe)
+                .args([
+                    "server",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--id",
+                    &i.to_string(),
+                    "--data",
+                ])
+                .arg(&dir)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| {
+                    WireError::new(
+                        ErrorCode::Io,
+                        format!("cannot start {}: {e}", exe.display()),
+                    )
+                })?;
+            let stdout = child.stdout.take().expect("piped");
+            let mut lines = BufReader::new(stdout).lines();
+            let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+                .await
+                .map_err(|_| {
+                    WireError::new(
+                        ErrorCode::Timeout,
+                        format!("server {i} did not start in 20 s"),
+                    )
+                })?
+                .map_err(|e| WireError::new(ErrorCode::Io, format!("server {i}: {e}")))?
+                .ok_or_else(|| {
+                    WireError::new(
+                        ErrorCode::Disconnected,
+                        format!("server {i} exited at start"),
+                    )
+                })?;
+            let addr = line
+                .strip_prefix(LISTENING_PREFIX)
+                .ok_or_else(|| {
+                    WireError::new(ErrorCode::Internal, format!("server {i} said: {line}"))
+                })?
+                .trim()
+                .to_string();
+            // Keep draining its stdout so it never blocks on a full pipe.
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            children.push(child);
+            addresses.push(addr);
+        }
+        Ok(Self {
+            children,
+            addresses,
+        })
+    }
+
+    /// Kills server `i` (to test clients facing a vanished server).
+    pub async fn kill(&mut self, i: usize) {
+        if let Some(c) = self.children.get_mut(i) {
+            let _ = c.kill().await;
+        }
+    }
+
+    pub async fn stop(mut self) {
+        for c in &mut self.children {
+            let _ = c.kill().await;
+        }
+    }
+}

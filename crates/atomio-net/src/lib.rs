@@ -1,0 +1,29 @@
+//! Drivers that move atomio's messages: the server actor that owns a sans-IO service, the
+//! TCP and in-process transports, and the cluster client that runs lock operations.
+
+pub mod actor;
+pub mod client;
+pub mod cluster;
+pub mod embedded;
+pub mod service;
+pub mod tcp;
+
+pub use client::{ClusterClient, HeldLock, DEFAULT_TIMEOUT};
+pub use cluster::{ClusterConfig, LocalServers, ServerEntry, LISTENING_PREFIX};
+pub use embedded::EmbeddedCluster;
+pub use service::Service;
+
+use atomio_layout::ServerId;
+use atomio_lock::LockServer;
+
+/// Runs a TCP lock server on `listener` (on the current runtime) until it fails.
+pub async fn run_tcp_server(
+    listener: tokio::net::TcpListener,
+    id: Option<ServerId>,
+) -> std::io::Result<()> {
+    let service = match id {
+        Some(id) => LockServer::with_id(id),
+        None => LockServer::new(),
+    };
+    tcp::serve(listener, actor::spawn(service)).await
+}

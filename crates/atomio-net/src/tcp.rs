@@ -1,0 +1,256 @@
+//! TCP transport: length-prefixed versioned frames (see `atomio_proto::frame`) over
+//! `TcpStream`s, for both the server side (`serve`) and the client side (`connect`).
+//!
+//! Each connection has a reader and a writer running in one task, so when either ends the
+//! socket closes. Writers batch every frame already queued into one `write_all` (one system
+//! call for thousands of small lock messages) and give up on a peer that accepts nothing for
+//! `WRITE_STALL`.
+//!
+//! **Invariants:** a frame that cannot be decoded is answered with an error on its tag (or
+//! tag 0 when even the tag is unreadable) and the connection stays usable; an oversized or
+//! truncated frame, or an unsupported protocol version, gets an error and the connection is
+//! closed (the byte stream can no longer be trusted); nothing a peer sends can panic the
+//! process.
+
+use crate::actor::{ClientEvent, Event, ReplySink, ServerHandle};
+use atomio_layout::ServerId;
+use atomio_proto::frame::{encode, peek_tag};
+use atomio_proto::limits::MAX_FRAME_BYTES;
+use atomio_proto::{decode, ClientFrame, ErrorCode, Reply, ServerFrame, WireError};
+use futures::StreamExt;
+use serde::Serialize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
+
+/// A peer that accepts no bytes for this long is dropped.
+pub const WRITE_STALL: Duration = Duration::from_secs(30);
+/// Bytes batched into one write.
+const BATCH_BYTES: usize = 1 << 20;
+
+fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .length_field_length(4)
+        .big_endian()
+        .max_frame_length(MAX_FRAME_BYTES)
+        .new_codec()
+}
+
+/// Serves clients on `listener` until the listener fails.
+pub async fn serve(listener: TcpListener, server: ServerHandle) -> std::io::Result<()> {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of descriptors and the like: keep serving the connections we have.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        tracing::debug!(%peer, "client connected");
+        tokio::spawn(serve_connection(stream, server.clone()));
+    }
+}
+
+async fn serve_connection(stream: TcpStream, server: ServerHandle) {
+    let client = server.new_client_id();
+    let (rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::unbounded_channel::<ServerFrame>();
+    let queued = Arc::new(AtomicUsize::new(0));
+    let connected = Event::Connected {
+        client,
+        sink: ReplySink::Connection(tx.clone()),
+        queued: queued.clone(),
+    };
+    if server.send(connected).await.is_err() {
+        return;
+    }
+    let mut writer = std::pin::pin!(write_loop(wr, rx, Some(queued.clone())));
+    let direct = Direct {
+        tx: &tx,
+        queued: &queued,
+    };
+    let reader_done = tokio::select! {
+        () = read_client_frames(rd, client, &server, direct) => true,
+        () = &mut writer => false,
+    };
+    let _ = server.send(Event::Disconnected { client }).await;
+    drop(tx);
+    if reader_done {
+        // Let the writer flush the last replies (e.g. the error that closed the stream).
+        let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    }
+}
+
+/// Replies the reader sends itself (errors about frames it could not decode), counted like
+/// the actor's so the writer's accounting stays exact.
+#[derive(Clone, Copy)]
+struct Direct<'a> {
+    tx: &'a mpsc::UnboundedSender<ServerFrame>,
+    queued: &'a AtomicUsize,
+}
+
+impl Direct<'_> {
+    fn error(&self, tag: u64, e: WireError) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        let _ = self.tx.send(ServerFrame {
+            tag,
+            reply: Reply::Error(e),
+        });
+    }
+}
+
+async fn read_client_frames(
+    rd: OwnedReadHalf,
+    client: atomio_proto::ClientId,
+    server: &ServerHandle,
+    direct: Direct<'_>,
+) {
+    let mut frames = FramedRead::new(rd, codec());
+    while let Some(item) = frames.next().await {
+        let bytes = match item {
+            Ok(b) => b,
+            Err(e) => {
+                let code = if e.to_string().contains("frame size too big") {
+                    ErrorCode::LimitExceeded
+                } else {
+                    ErrorCode::Malformed
+                };
+                let msg = format!(
+                    "closing the connection: {e} (frames are limited to {MAX_FRAME_BYTES} bytes)"
+                );
+                direct.error(0, WireError::new(code, msg));
+                return;
+            }
+        };
+        match decode::<ClientFrame>(&bytes) {
+            Ok(f) => {
+                let ev = Event::Frame {
+                    client,
+                    tag: f.tag,
+                    request: f.request,
+                };
+                if server.send(ev).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // Another version's body cannot be read at all, not even its tag.
+                let fatal = e.code == ErrorCode::Version;
+                let tag = if fatal {
+                    0
+                } else {
+                    peek_tag(&bytes).unwrap_or(0)
+                };
+                direct.error(tag, e);
+                if fatal {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Drains `rx` into the socket, batching; ends when `rx` closes or the peer stalls.
+async fn write_loop<T: Serialize>(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<T>,
+    queued: Option<Arc<AtomicUsize>>,
+) {
+    let mut buf = Vec::with_capacity(64 << 10);
+    while let Some(msg) = rx.recv().await {
+        let mut n = 1;
+        if let Err(e) = encode(&msg, &mut buf) {
+            tracing::error!("dropping an unencodable message: {e}");
+        }
+        while buf.len() < BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(m) => {
+                    n += 1;
+                    if let Err(e) = encode(&m, &mut buf) {
+                        tracing::error!("dropping an unencodable message: {e}");
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        match tokio::time::timeout(WRITE_STALL, wr.write_all(&buf)).await {
+            Ok(Ok(())) => {}
+            _ => return,
+        }
+        if let Some(q) = &queued {
+            q.fetch_sub(n, Ordering::Relaxed);
+        }
+        buf.clear();
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// A client-side connection to one server: frames go out through the returned sender;
+/// replies (and the loss of the connection) arrive on `events` tagged with `server`.
+pub async fn connect(
+    addr: &str,
+    server: ServerId,
+    events: mpsc::UnboundedSender<ClientEvent>,
+) -> Result<mpsc::UnboundedSender<ClientFrame>, WireError> {
+    let stream = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(addr))
+        .await
+        .map_err(|_| {
+            WireError::new(
+                ErrorCode::Timeout,
+                format!("connecting to {addr} timed out"),
+            )
+        })?
+        .map_err(|e| {
+            WireError::new(
+                ErrorCode::Disconnected,
+                format!("cannot connect to {addr}: {e}"),
+            )
+        })?;
+    let _ = stream.set_nodelay(true);
+    let (rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::unbounded_channel::<ClientFrame>();
+    let addr = addr.to_string();
+    tokio::spawn(async move {
+        let reader = read_server_frames(rd, server, &events);
+        let writer = write_loop(wr, rx, None);
+        let why = tokio::select! {
+            why = reader => why,
+            () = writer => format!("connection to {addr} closed while sending"),
+        };
+        let _ = events.send(ClientEvent::Lost(
+            server,
+            WireError::new(ErrorCode::Disconnected, why),
+        ));
+    });
+    Ok(tx)
+}
+
+async fn read_server_frames(
+    rd: OwnedReadHalf,
+    server: ServerId,
+    events: &mpsc::UnboundedSender<ClientEvent>,
+) -> String {
+    let mut frames = FramedRead::new(rd, codec());
+    while let Some(item) = frames.next().await {
+        match item
+            .map_err(|e| e.to_string())
+            .and_then(|b| decode::<ServerFrame>(&b).map_err(|e| e.to_string()))
+        {
+            Ok(f) => {
+                if events.send(ClientEvent::Frame(server, f)).is_err() {
+                    return "client dropped".into();
+                }
+            }
+            Err(e) => return format!("{server} sent an unreadable frame: {e}"),
+        }
+    }
+    format!("{server} closed the connection")
+}
