@@ -41,9 +41,12 @@ pub struct LockArgs {
         default_value = "two-phase,one-try,alt-try"
     )]
     protocols: Vec<Protocol>,
-    /// Overlap percentages for the contention variant ("" to skip it).
+    /// Overlap percentages for the contention variant.
     #[arg(long, value_delimiter = ',', default_value = "0,25,50,75,100")]
     overlap: Vec<u32>,
+    /// Skip the contention variant.
+    #[arg(long)]
+    no_contention: bool,
     /// Clients (and servers) in the contention variant.
     #[arg(long, default_value_t = 8)]
     contention_clients: u32,
@@ -79,7 +82,11 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
         locks: a.locks,
         methods: a.methods,
         protocols: a.protocols,
-        overlaps: a.overlap.into_iter().filter(|&o| o <= 100).collect(),
+        overlaps: if a.no_contention {
+            Vec::new()
+        } else {
+            a.overlap.into_iter().filter(|&o| o <= 100).collect()
+        },
         contention_clients: a.contention_clients,
         runs: a.runs.max(1),
         server_exe: Some(std::env::current_exe().context("locating the atomio executable")?),

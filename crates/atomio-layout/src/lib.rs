@@ -21,4 +21,4 @@ pub use pattern::{Block, Field, Node, Order, Pattern, MAX_PATTERN_DEPTH, MAX_PAT
 pub use range::{ByteRange, MAX_OFFSET};
 pub use range_list::{RangeCursor, RangeList, RangeListCursor};
 pub use runs::Runs;
-pub use share::Share;
+pub use share::{Owned, Share};

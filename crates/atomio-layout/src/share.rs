@@ -13,12 +13,35 @@ use crate::layout::{Layout, ServerId};
 use crate::range::{ByteRange, MAX_OFFSET};
 use crate::range_list::RangeCursor;
 
+/// Which objects of a layout one server holds, computed once and shared by every `Share`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owned {
+    mask: Vec<bool>,
+    /// Owned object indices, ascending.
+    objects: Vec<u32>,
+}
+
+impl Owned {
+    pub fn new(layout: &Layout, server: ServerId) -> Self {
+        let mask = layout.owned_mask(server);
+        let objects = mask
+            .iter()
+            .enumerate()
+            .filter(|(_, &o)| o)
+            .map(|(i, _)| i as u32)
+            .collect();
+        Self { mask, objects }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
 pub struct Share<'l, C> {
     cursor: C,
     layout: &'l Layout,
-    owned: Vec<bool>,
-    /// Owned object indices, ascending.
-    owned_objects: Vec<u32>,
+    owned: std::borrow::Cow<'l, Owned>,
     pending: Option<ByteRange>,
     /// Cache of the strip the last range started in.
     strip: u64,
@@ -29,18 +52,23 @@ pub struct Share<'l, C> {
 
 impl<'l, C: RangeCursor> Share<'l, C> {
     pub fn new(cursor: C, layout: &'l Layout, server: ServerId) -> Self {
-        let owned = layout.owned_mask(server);
-        let owned_objects = owned
-            .iter()
-            .enumerate()
-            .filter(|(_, &o)| o)
-            .map(|(i, _)| i as u32)
-            .collect();
+        Self::with_owned(
+            cursor,
+            layout,
+            std::borrow::Cow::Owned(Owned::new(layout, server)),
+        )
+    }
+
+    /// Like `new`, with the ownership computed beforehand (no allocation).
+    pub fn borrowed(cursor: C, layout: &'l Layout, owned: &'l Owned) -> Self {
+        Self::with_owned(cursor, layout, std::borrow::Cow::Borrowed(owned))
+    }
+
+    fn with_owned(cursor: C, layout: &'l Layout, owned: std::borrow::Cow<'l, Owned>) -> Self {
         Self {
             cursor,
             layout,
             owned,
-            owned_objects,
             pending: None,
             strip: 0,
             strip_start: 1,
@@ -54,12 +82,13 @@ impl<'l, C: RangeCursor> Share<'l, C> {
         let count = u64::from(self.layout.stripe_count());
         let row = strip / count;
         let col = (strip % count) as u32;
-        let i = self.owned_objects.partition_point(|&o| o < col);
-        let s = match self.owned_objects.get(i) {
+        let objects = &self.owned.objects;
+        let i = objects.partition_point(|&o| o < col);
+        let s = match objects.get(i) {
             Some(&o) => row.checked_mul(count)?.checked_add(u64::from(o))?,
             None => (row.checked_add(1)?)
                 .checked_mul(count)?
-                .checked_add(u64::from(*self.owned_objects.first()?))?,
+                .checked_add(u64::from(*objects.first()?))?,
         };
         (s.checked_mul(self.layout.stripe_size())? < MAX_OFFSET).then_some(s)
     }
@@ -77,7 +106,8 @@ impl<C: RangeCursor> RangeCursor for Share<'_, C> {
                 let sr = self.layout.strip_range(self.strip);
                 self.strip_start = sr.start;
                 self.strip_end = sr.end;
-                self.strip_owned = self.owned[self.layout.object_of_strip(self.strip) as usize];
+                self.strip_owned =
+                    self.owned.mask[self.layout.object_of_strip(self.strip) as usize];
             }
             if self.strip_owned {
                 if r.end > self.strip_end {

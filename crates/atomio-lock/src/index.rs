@@ -1,14 +1,14 @@
 //! Interval indexes of granted byte-range locks, one pair per file per server.
 //!
-//! * `WriteIndex`: write locks are pairwise disjoint (single writer), so an ordered map keyed
-//!   by start answers "first locked byte in [a, b)" with one predecessor and one successor
-//!   lookup: O(log n) insert, remove and overlap query.
+//! * `WriteHulls`: write locks never overlap (single writer), so granted write bytes can be
+//!   kept as disjoint *hulls*, each a run of one request's bytes, in an ordered map keyed by
+//!   start: O(log n) insert, remove and "which hull covers x / comes next".
 //! * `ReadIndex`: read locks may overlap each other (shared readers), so the index keeps a
 //!   *coverage map*: disjoint segments, each with the number of read locks covering it.
 //!   A writer only needs to know whether any reader covers a byte: O(log n) query;
 //!   add/remove are O(log n + k) for the k segments the lock spans.
 //!
-//! **Invariants:** `WriteIndex` entries are disjoint and non-empty. `ReadIndex` segments are
+//! **Invariants:** `WriteHulls` entries are disjoint and non-empty. `ReadIndex` segments are
 //! disjoint, non-empty, have count ≥ 1, and no two touching segments have equal counts
 //! (canonical form, so the map's size is bounded by the distinct lock endpoints).
 
@@ -16,41 +16,72 @@ use atomio_layout::ByteRange;
 use atomio_proto::LockId;
 use std::collections::BTreeMap;
 
-/// Granted write locks (disjoint).
-#[derive(Debug, Default)]
-pub struct WriteIndex {
-    map: BTreeMap<u64, (u64, LockId)>,
+/// One entry of the write index: lock `lock` holds *its own* bytes within `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hull {
+    pub end: u64,
+    pub lock: LockId,
 }
 
-impl WriteIndex {
-    /// The first byte of `r` covered by a write lock, if any.
+/// Granted write locks as *hulls*: disjoint entries, each covering a run of one request's
+/// granted bytes (the request's description says which bytes inside are really its own).
+/// A request whose grants are not interleaved with anyone else's needs one entry however
+/// many ranges it holds; precise byte-level answers come from the owner's description.
+#[derive(Debug, Default)]
+pub struct WriteHulls {
+    map: BTreeMap<u64, Hull>,
+}
+
+impl WriteHulls {
+    /// The entry whose hull contains `x`.
     #[inline]
-    pub fn first_overlap(&self, r: ByteRange) -> Option<u64> {
-        if let Some((_, &(end, _))) = self.map.range(..=r.start).next_back() {
-            if end > r.start {
-                return Some(r.start);
-            }
-        }
-        self.map.range(r.start..r.end).next().map(|(&s, _)| s)
+    pub fn covering(&self, x: u64) -> Option<(u64, Hull)> {
+        let (&s, &h) = self.map.range(..=x).next_back()?;
+        (h.end > x).then_some((s, h))
     }
 
+    /// The first entry starting at or after `x`.
     #[inline]
-    pub fn insert(&mut self, r: ByteRange, lock: LockId) {
-        debug_assert!(!r.is_empty() && self.first_overlap(r).is_none());
-        self.map.insert(r.start, (r.end, lock));
+    pub fn next_at_or_after(&self, x: u64) -> Option<(u64, Hull)> {
+        self.map.range(x..).next().map(|(&s, &h)| (s, h))
     }
 
-    /// Removes the lock that starts at `r.start` (it must end at `r.end`).
+    /// The first entry starting strictly after `x`.
     #[inline]
-    pub fn remove(&mut self, r: ByteRange) {
-        let removed = self.map.remove(&r.start);
-        debug_assert_eq!(removed.map(|(e, _)| e), Some(r.end));
+    pub fn next_after(&self, x: u64) -> Option<(u64, Hull)> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        self.map
+            .range((Excluded(x), Unbounded))
+            .next()
+            .map(|(&s, &h)| (s, h))
     }
 
-    /// The lock covering `offset`, if any.
-    pub fn holder_at(&self, offset: u64) -> Option<LockId> {
-        let (_, &(end, id)) = self.map.range(..=offset).next_back()?;
-        (end > offset).then_some(id)
+    /// Entries whose hulls intersect `r`, in order.
+    pub fn overlapping(&self, r: ByteRange) -> impl Iterator<Item = (u64, Hull)> + '_ {
+        let first = self.covering(r.start).filter(|(s, _)| *s < r.start);
+        first
+            .into_iter()
+            .chain(self.map.range(r.start..r.end).map(|(&s, &h)| (s, h)))
+    }
+
+    pub fn get(&self, start: u64) -> Option<Hull> {
+        self.map.get(&start).copied()
+    }
+
+    pub fn insert(&mut self, start: u64, hull: Hull) {
+        debug_assert!(start < hull.end);
+        let old = self.map.insert(start, hull);
+        debug_assert!(old.is_none(), "two hulls start at {start}");
+    }
+
+    pub fn set_end(&mut self, start: u64, end: u64) {
+        let h = self.map.get_mut(&start).expect("hull exists");
+        debug_assert!(start < end);
+        h.end = end;
+    }
+
+    pub fn remove(&mut self, start: u64) -> Option<Hull> {
+        self.map.remove(&start)
     }
 
     pub fn len(&self) -> usize {
@@ -61,10 +92,8 @@ impl WriteIndex {
         self.map.is_empty()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (ByteRange, LockId)> + '_ {
-        self.map
-            .iter()
-            .map(|(&start, &(end, id))| (ByteRange { start, end }, id))
+    pub fn iter(&self) -> impl Iterator<Item = (u64, Hull)> + '_ {
+        self.map.iter().map(|(&s, &h)| (s, h))
     }
 }
 
@@ -274,19 +303,23 @@ mod tests {
         }
 
         #[test]
-        fn write_index_first_overlap_is_exact(locks in prop::collection::vec((0u64..60, 1u64..6), 0..20), q in (0u64..64, 1u64..10)) {
-            let mut idx = WriteIndex::default();
-            let mut model = [false; 80];
-            for (i, (s, l)) in locks.into_iter().enumerate() {
-                let rr = r(s, s + l);
-                if idx.first_overlap(rr).is_none() {
-                    idx.insert(rr, LockId(i as u64));
-                    for b in rr.start..rr.end { model[b as usize] = true; }
+        fn write_hull_queries_are_exact(hulls in prop::collection::vec((0u64..60, 1u64..6), 0..20), q in (0u64..64, 1u64..10)) {
+            let mut idx = WriteHulls::default();
+            let mut model: Vec<Option<u64>> = vec![None; 80];
+            for (i, (s, l)) in hulls.into_iter().enumerate() {
+                if (s..s + l).all(|b| model[b as usize].is_none()) {
+                    idx.insert(s, Hull { end: s + l, lock: LockId(i as u64) });
+                    for b in s..s + l { model[b as usize] = Some(s); }
                 }
             }
             let q = r(q.0, q.0 + q.1);
-            let want = (q.start..q.end).find(|&b| model[b as usize]);
-            prop_assert_eq!(idx.first_overlap(q), want);
+            prop_assert_eq!(idx.covering(q.start).map(|x| x.0), model[q.start as usize]);
+            let mut want: Vec<u64> = (q.start..q.end).filter_map(|b| model[b as usize]).collect();
+            want.dedup();
+            let got: Vec<u64> = idx.overlapping(q).map(|x| x.0).collect();
+            prop_assert_eq!(got, want);
+            let next = (q.start..80).find(|&b| model[b as usize] == Some(b));
+            prop_assert_eq!(idx.next_at_or_after(q.start).map(|x| x.0), next);
         }
     }
 }

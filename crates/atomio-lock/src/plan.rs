@@ -127,11 +127,7 @@ pub fn plan(access: &Access, layout: &Layout, method: Method) -> Vec<SubRequest>
                 Some(SubRequest {
                     server,
                     first,
-                    desc: ValidDesc::Pattern {
-                        access: access.clone(),
-                        layout: layout.clone(),
-                        server,
-                    },
+                    desc: ValidDesc::pattern(access.clone(), layout.clone(), server),
                 })
             })
             .collect(),

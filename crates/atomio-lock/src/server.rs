@@ -12,21 +12,32 @@
 //! releases cut it back to an offset. That is what makes `last_abs_offset` /
 //! `next_abs_offset` exact and the clients' ordered protocols deadlock-free.
 //!
-//! Data structures per file: a write index and a read index (see `index`), and the blocked
-//! requests keyed by (the byte they wait for, arrival sequence). A release re-examines only
-//! the blocked requests whose byte it freed, in arrival order, and notifies their clients.
+//! Storage per file: granted *write* bytes as disjoint hulls (`WriteHulls`), each a run of
+//! one request's bytes — the request's description says which bytes inside are its own — so
+//! a structured request that nobody interleaves with costs one index entry, not one per
+//! range, and releases in O(entries). Read locks overlap each other and stay exact, range by
+//! range, in a coverage map (`ReadIndex`) plus a per-request chain. Blocked requests are
+//! keyed by (the byte they wait for, arrival sequence); a release re-examines only those
+//! whose byte lies in what it freed, in arrival order, and notifies their clients.
+//!
+//! Granting runs a fast path: the *horizon* is the first byte at or after the cursor where
+//! any other lock's hull or read segment begins; ranges below it are granted by extending a
+//! local run, with no index lookup per range. Past it, each range is checked precisely
+//! against the owners' descriptions, and granting inside another request's hull splits it.
 //!
 //! **Invariants** (checked by `check_invariants`, which the tests and simulator call):
-//! * for every request, `granted` is sorted, disjoint, lies below `cursor`, equals the
-//!   request's own bytes below `cursor`, and each range is in the index of its mode with its
-//!   id;
-//! * no write lock overlaps another lock of any mode;
-//! * a request is in the wait queue iff it has a pending blocking acquire, keyed by its
+//! * a request's granted bytes are exactly its own bytes below `cursor`; `last` is one past
+//!   the highest of them (0 if none); `next` is its first byte at or after `cursor`;
+//! * write hulls are disjoint; each starts on a granted byte of its owner, lies below the
+//!   owner's cursor, is listed in the owner's entries, and together a write request's hulls
+//!   cover all its granted bytes; a read request's chain lists exactly its granted bytes;
+//! * no two requests hold conflicting bytes (overlapping, one of them a writer);
+//! * a request is queued as a waiter iff it has a pending blocking acquire, keyed by its
 //!   `next` byte, and that byte conflicts with a granted lock;
-//! * counters (`granted_locks`, `waiting`, per-client requests) match the tables.
+//! * counters (`entries`, `waiting`, per-client requests) match the tables.
 
-use crate::index::{ReadIndex, WriteIndex};
-use atomio_layout::{ByteRange, RangeCursor, ServerId, MAX_OFFSET};
+use crate::index::{Hull, ReadIndex, WriteHulls};
+use atomio_layout::{ByteRange, RangeCursor, RangeList, ServerId, MAX_OFFSET};
 use atomio_proto::limits::{MAX_LOCKS_PER_SERVER, MAX_REQUESTS_PER_CLIENT, MAX_WAITING_REQUESTS};
 use atomio_proto::{
     ClientId, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, Reply, Request,
@@ -49,6 +60,24 @@ struct Blocked {
     seq: u64,
 }
 
+/// What a request holds in the indexes.
+#[derive(Debug)]
+enum Held {
+    /// Starts of this request's write hulls, ascending.
+    Write(Vec<u64>),
+    /// This request's read ranges, ascending (the paper's per-request lock chain).
+    Read(Vec<ByteRange>),
+}
+
+impl Held {
+    fn entries(&self) -> usize {
+        match self {
+            Held::Write(v) => v.len(),
+            Held::Read(v) => v.len(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct LockRequest {
     owner: ClientId,
@@ -59,8 +88,9 @@ struct LockRequest {
     cursor: u64,
     /// The first byte of the request at or after `cursor`; `None` when fully granted.
     next: Option<u64>,
-    /// The granted ranges in order (the paper's per-request lock chain).
-    granted: Vec<ByteRange>,
+    /// One past the highest granted byte; 0 when none is granted.
+    last: u64,
+    held: Held,
     blocked: Option<Blocked>,
 }
 
@@ -68,50 +98,35 @@ impl LockRequest {
     fn progress(&self, lock: LockId) -> LockProgress {
         LockProgress {
             lock,
-            last_abs_offset: self.granted.last().map_or(0, |r| r.end),
+            last_abs_offset: self.last,
             next_abs_offset: self.next,
         }
+    }
+
+    /// The granted bytes, from the description (for checks and tests).
+    fn granted_ranges(&self) -> Vec<ByteRange> {
+        let mut c = self.desc.cursor();
+        let mut out = Vec::new();
+        while let Some(r) = c.next_range() {
+            if r.start >= self.cursor {
+                break;
+            }
+            out.push(ByteRange {
+                start: r.start,
+                end: r.end.min(self.cursor),
+            });
+        }
+        out
     }
 }
 
 #[derive(Debug, Default)]
 struct FileTable {
-    writes: WriteIndex,
+    writes: WriteHulls,
     reads: ReadIndex,
     /// Blocked requests by (byte waited for, arrival sequence).
     waiters: BTreeMap<(u64, u64), LockId>,
     requests: usize,
-}
-
-impl FileTable {
-    /// The first byte of `r` that a lock of `mode` cannot take now.
-    #[inline]
-    fn first_conflict(&self, r: ByteRange, mode: LockMode) -> Option<u64> {
-        let w = self.writes.first_overlap(r);
-        match mode {
-            LockMode::Read => w,
-            LockMode::Write => match (w, self.reads.first_overlap(r)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
-        }
-    }
-
-    #[inline]
-    fn insert(&mut self, r: ByteRange, mode: LockMode, lock: LockId) {
-        match mode {
-            LockMode::Read => self.reads.add(r),
-            LockMode::Write => self.writes.insert(r, lock),
-        }
-    }
-
-    #[inline]
-    fn remove(&mut self, r: ByteRange, mode: LockMode) {
-        match mode {
-            LockMode::Read => self.reads.remove(r),
-            LockMode::Write => self.writes.remove(r),
-        }
-    }
 }
 
 /// How a grant attempt ended.
@@ -130,7 +145,8 @@ enum Grant {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServerStats {
     pub requests_opened: u64,
-    pub locks_granted: u64,
+    /// Ranges granted (a range split at a conflict counts once per piece).
+    pub ranges_granted: u64,
     pub releases: u64,
     pub waits: u64,
 }
@@ -144,10 +160,11 @@ pub struct LockServer {
     per_client: HashMap<ClientId, usize>,
     next_lock: u64,
     next_seq: u64,
-    granted_locks: usize,
+    /// Index entries: write hulls plus read ranges.
+    entries: usize,
     waiting: usize,
     stats: ServerStats,
-    /// Negative-control fault for the simulator: grant without checking conflicts.
+    /// Negative-control fault for the simulator: readers and writers ignore each other.
     pub(crate) ignore_conflicts: bool,
 }
 
@@ -157,6 +174,54 @@ fn error(to: ClientId, tag: u64, code: ErrorCode, message: impl Into<String>) ->
         tag,
         reply: Reply::Error(WireError::new(code, message)),
     }
+}
+
+/// The first byte of `w` that another request's granted *write* bytes occupy.
+fn write_conflict(
+    writes: &WriteHulls,
+    others: &HashMap<LockId, LockRequest>,
+    me: LockId,
+    w: ByteRange,
+) -> Option<u64> {
+    for (start, hull) in writes.overlapping(w) {
+        if hull.lock == me {
+            continue;
+        }
+        let owner = &others[&hull.lock];
+        let lo = w.start.max(start);
+        let hi = w.end.min(hull.end);
+        if let Some(b) = owner.desc.first_at_or_after(lo).filter(|&b| b < hi) {
+            return Some(b);
+        }
+    }
+    None
+}
+
+/// The first byte at or after `pos` where another request's lock could be: the start of a
+/// write hull or (for writers) of a read segment, or `pos` itself if one covers it.
+/// `ignore_cross` is the simulator's fault: readers and writers do not see each other.
+fn horizon(table: &FileTable, pos: u64, mode: LockMode, ignore_cross: bool) -> u64 {
+    let see_writes = mode == LockMode::Write || !ignore_cross;
+    let see_reads = mode == LockMode::Write && !ignore_cross;
+    let mut h = MAX_OFFSET;
+    if see_writes {
+        if table.writes.covering(pos).is_some() {
+            return pos;
+        }
+        h = table
+            .writes
+            .next_at_or_after(pos)
+            .map_or(MAX_OFFSET, |(s, _)| s);
+    }
+    if see_reads {
+        if let Some(b) = table.reads.first_overlap(ByteRange {
+            start: pos,
+            end: h.max(pos + 1),
+        }) {
+            h = h.min(b);
+        }
+    }
+    h
 }
 
 impl LockServer {
@@ -178,9 +243,9 @@ impl LockServer {
         self.stats
     }
 
-    /// Granted byte-range locks currently held.
-    pub fn granted_locks(&self) -> usize {
-        self.granted_locks
+    /// Index entries in use (write hulls + read ranges): what the memory limit counts.
+    pub fn index_entries(&self) -> usize {
+        self.entries
     }
 
     /// Open lock requests.
@@ -307,7 +372,11 @@ impl LockServer {
                 desc,
                 cursor: 0,
                 next: Some(first),
-                granted: Vec::new(),
+                last: 0,
+                held: match mode {
+                    LockMode::Write => Held::Write(Vec::new()),
+                    LockMode::Read => Held::Read(Vec::new()),
+                },
                 blocked: None,
             },
         );
@@ -354,7 +423,7 @@ impl LockServer {
                 owner,
                 tag,
                 ErrorCode::LimitExceeded,
-                format!("the server holds {MAX_LOCKS_PER_SERVER} locks, its limit"),
+                format!("the server holds {MAX_LOCKS_PER_SERVER} lock entries, its limit"),
             )),
             Grant::Reached | Grant::Complete | Grant::Blocked(_) => out.push(Outgoing {
                 to: owner,
@@ -367,66 +436,30 @@ impl LockServer {
     /// Grants `lock`'s bytes in offset order from its cursor until a conflict, the bound
     /// `until` (exclusive) or the end of the request.
     fn grant(&mut self, lock: LockId, until: Option<u64>) -> Grant {
-        let req = self.requests.get_mut(&lock).expect("caller checked");
+        // The request is taken out of the map so the others can be read (and, for hull
+        // splits, updated) while it is being extended.
+        let mut req = self.requests.remove(&lock).expect("caller checked");
         let table = self
             .files
             .get_mut(&req.file)
             .expect("open request has a table");
-        let Some(_) = req.next else {
-            return Grant::Complete;
+        let mut ranges = 0u64;
+        let outcome = if req.next.is_none() {
+            Grant::Complete
+        } else {
+            grant_into(
+                &mut req,
+                lock,
+                until.unwrap_or(MAX_OFFSET),
+                table,
+                &mut self.requests,
+                &mut self.entries,
+                &mut ranges,
+                self.ignore_conflicts,
+            )
         };
-        let limit = until.unwrap_or(MAX_OFFSET);
-        let mut src = req.desc.cursor();
-        src.seek(req.cursor);
-        let mut granted = 0u64;
-        let outcome = loop {
-            let Some(r) = src.next_range() else {
-                req.cursor = MAX_OFFSET;
-                req.next = None;
-                break Grant::Complete;
-            };
-            if r.start >= limit {
-                req.cursor = limit.max(req.cursor);
-                req.next = Some(r.start);
-                break Grant::Reached;
-            }
-            let want = ByteRange {
-                start: r.start,
-                end: r.end.min(limit),
-            };
-            let conflict = if self.ignore_conflicts {
-                None
-            } else {
-                table.first_conflict(want, req.mode)
-            };
-            let end = conflict.unwrap_or(want.end);
-            if end > want.start {
-                if self.granted_locks >= MAX_LOCKS_PER_SERVER {
-                    req.cursor = want.start;
-                    req.next = Some(want.start);
-                    break Grant::Full;
-                }
-                let piece = ByteRange {
-                    start: want.start,
-                    end,
-                };
-                table.insert(piece, req.mode, lock);
-                req.granted.push(piece);
-                self.granted_locks += 1;
-                granted += 1;
-            }
-            req.cursor = end;
-            if let Some(at) = conflict {
-                req.next = Some(at);
-                break Grant::Blocked(at);
-            }
-            if want.end < r.end {
-                // The bound cut this range: the rest waits for a later acquire.
-                req.next = Some(want.end);
-                break Grant::Reached;
-            }
-        };
-        self.stats.locks_granted += granted;
+        self.requests.insert(lock, req);
+        self.stats.ranges_granted += ranges;
         outcome
     }
 
@@ -439,7 +472,11 @@ impl LockServer {
             .expect("open request has a table");
         let owner = req.owner;
         let file = req.file;
-        let released: Vec<ByteRange> = match from {
+        let before = req.held.entries();
+        // What was freed, as ranges in increasing order (hulls may include bytes that were
+        // not the request's own; re-examining a waiter there is merely wasted effort).
+        let mut freed: Vec<ByteRange> = Vec::new();
+        match from {
             None => {
                 if let Some(b) = req.blocked.take() {
                     let at = req.next.expect("blocked requests have a next byte");
@@ -452,9 +489,23 @@ impl LockServer {
                         format!("{lock} was released while its acquire waited"),
                     ));
                 }
-                let granted = std::mem::take(&mut req.granted);
-                for &r in &granted {
-                    table.remove(r, req.mode);
+                match &mut req.held {
+                    Held::Write(starts) => {
+                        for &s in starts.iter() {
+                            let h = table.writes.remove(s).expect("listed hulls exist");
+                            freed.push(ByteRange {
+                                start: s,
+                                end: h.end,
+                            });
+                        }
+                        starts.clear();
+                    }
+                    Held::Read(chain) => {
+                        for &r in chain.iter() {
+                            table.reads.remove(r);
+                        }
+                        freed = std::mem::take(chain);
+                    }
                 }
                 out.push(Outgoing {
                     to: owner,
@@ -473,82 +524,100 @@ impl LockServer {
                         self.per_client.remove(&owner);
                     }
                 }
-                granted
+                self.entries -= before;
             }
             Some(x) => {
-                let cut = req.granted.partition_point(|r| r.end <= x);
-                let mut tail = req.granted.split_off(cut);
-                if let Some(first) = tail.first_mut() {
-                    if first.start < x {
-                        // Keep the part below x.
-                        req.granted.push(ByteRange {
-                            start: first.start,
-                            end: x,
-                        });
-                        table.remove(*first, req.mode);
-                        table.insert(
-                            ByteRange {
-                                start: first.start,
-                                end: x,
-                            },
-                            req.mode,
-                            lock,
-                        );
-                        first.start = x;
-                        // The kept part stays counted as a lock; the cut part is counted below.
-                        self.granted_locks += 1;
-                    } else {
-                        table.remove(*first, req.mode);
+                match &mut req.held {
+                    Held::Write(starts) => {
+                        let cut = starts.partition_point(|&s| s < x);
+                        if let Some(&s) = cut.checked_sub(1).and_then(|i| starts.get(i)) {
+                            let h = table.writes.get(s).expect("listed hulls exist");
+                            if h.end > x {
+                                table.writes.set_end(s, x);
+                                freed.push(ByteRange {
+                                    start: x,
+                                    end: h.end,
+                                });
+                            }
+                        }
+                        for &s in &starts[cut..] {
+                            let h = table.writes.remove(s).expect("listed hulls exist");
+                            freed.push(ByteRange {
+                                start: s,
+                                end: h.end,
+                            });
+                        }
+                        starts.truncate(cut);
                     }
-                }
-                for r in tail.iter().skip(1) {
-                    table.remove(*r, req.mode);
+                    Held::Read(chain) => {
+                        let cut = chain.partition_point(|r| r.end <= x);
+                        let mut tail = chain.split_off(cut);
+                        if let Some(first) = tail.first_mut() {
+                            if first.start < x {
+                                let kept = ByteRange {
+                                    start: first.start,
+                                    end: x,
+                                };
+                                table.reads.remove(*first);
+                                table.reads.add(kept);
+                                chain.push(kept);
+                                first.start = x;
+                            } else {
+                                table.reads.remove(*first);
+                            }
+                        }
+                        for r in tail.iter().skip(1) {
+                            table.reads.remove(*r);
+                        }
+                        freed = tail;
+                    }
                 }
                 if req.cursor > x {
                     req.cursor = x;
                     req.next = req.desc.first_at_or_after(x);
+                    req.last = req.desc.last_before(x, 0).map_or(0, |b| b + 1);
                 }
+                self.entries = self.entries + req.held.entries() - before;
                 out.push(Outgoing {
                     to: owner,
                     tag,
                     reply: Reply::Released(req.progress(lock)),
                 });
-                tail
             }
-        };
-        self.granted_locks -= released.len();
+        }
         if self.files.get(&file).is_some_and(|t| t.requests == 0) {
             let t = self.files.remove(&file).expect("just checked");
             debug_assert!(t.writes.is_empty() && t.reads.is_empty() && t.waiters.is_empty());
-        } else if !released.is_empty() {
-            self.reexamine(file, &released, out);
+        } else if !freed.is_empty() {
+            self.reexamine(file, &freed, out);
         }
     }
 
-    /// Retries, in arrival order, the blocked requests waiting on a byte in `released`.
-    fn reexamine(&mut self, file: FileId, released: &[ByteRange], out: &mut Vec<Outgoing>) {
+    /// Retries, in arrival order, the blocked requests waiting on a byte in `freed`.
+    fn reexamine(&mut self, file: FileId, freed: &[ByteRange], out: &mut Vec<Outgoing>) {
         let table = self.files.get_mut(&file).expect("caller checked");
         if table.waiters.is_empty() {
             return;
         }
-        let mut candidates: Vec<(u64, u64, LockId)> = if table.waiters.len() <= released.len() {
+        let mut candidates: Vec<(u64, u64, LockId)> = if table.waiters.len() <= freed.len() {
             table
                 .waiters
                 .iter()
                 .filter(|((at, _), _)| {
-                    let i = released.partition_point(|r| r.end <= *at);
-                    released.get(i).is_some_and(|r| r.start <= *at)
+                    let i = freed.partition_point(|r| r.end <= *at);
+                    freed.get(i).is_some_and(|r| r.start <= *at)
                 })
                 .map(|(&(at, seq), &id)| (seq, at, id))
                 .collect()
         } else {
-            released
+            freed
                 .iter()
                 .flat_map(|r| table.waiters.range((r.start, 0)..(r.end, 0)))
                 .map(|(&(at, seq), &id)| (seq, at, id))
                 .collect()
         };
         candidates.sort_unstable();
+        candidates.dedup();
         for (seq, at, lock) in candidates {
             self.files
                 .get_mut(&file)
@@ -586,19 +655,23 @@ impl LockServer {
                         req.owner,
                         b.tag,
                         ErrorCode::LimitExceeded,
-                        format!("the server holds {MAX_LOCKS_PER_SERVER} locks, its limit"),
+                        format!("the server holds {MAX_LOCKS_PER_SERVER} lock entries, its limit"),
                     ));
                 }
             }
         }
     }
 
-    /// Every granted lock: (lock, owner, mode, range). For tests and the simulator.
+    /// Every granted range: (lock, owner, mode, range). For tests and the simulator.
     pub fn granted(&self) -> Vec<(LockId, ClientId, LockMode, ByteRange)> {
         let mut v: Vec<_> = self
             .requests
             .iter()
-            .flat_map(|(&id, r)| r.granted.iter().map(move |&g| (id, r.owner, r.mode, g)))
+            .flat_map(|(&id, r)| {
+                r.granted_ranges()
+                    .into_iter()
+                    .map(move |g| (id, r.owner, r.mode, g))
+            })
             .collect();
         v.sort_unstable_by_key(|x| (x.3, x.0));
         v
@@ -607,7 +680,7 @@ impl LockServer {
     /// Verifies every invariant in the module docs; O(everything). Returns the first
     /// violation found.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let mut locks = 0usize;
+        let mut entries = 0usize;
         let mut waiting = 0usize;
         let mut per_client: HashMap<ClientId, usize> = HashMap::new();
         let mut per_file: HashMap<FileId, usize> = HashMap::new();
@@ -619,43 +692,89 @@ impl LockServer {
                 .files
                 .get(&r.file)
                 .ok_or_else(|| format!("{id} has no file table"))?;
-            let mut own = r.desc.cursor();
-            let mut expect: Vec<ByteRange> = Vec::new();
-            while let Some(x) = own.next_range() {
-                if x.start >= r.cursor {
-                    break;
-                }
-                expect.push(ByteRange {
-                    start: x.start,
-                    end: x.end.min(r.cursor),
-                });
-            }
-            // The chain may hold adjacent pieces split at conflicts; compare by bytes.
-            let chain = atomio_layout::RangeList::from_ranges(r.granted.clone());
-            if chain.as_slice() != atomio_layout::RangeList::from_ranges(expect.clone()).as_slice()
-            {
+            let granted = r.granted_ranges();
+            let want_last = granted.last().map_or(0, |g| g.end);
+            if r.last != want_last {
                 return Err(format!(
-                    "{id}: granted {:?} but its bytes below cursor {} are {:?}",
-                    r.granted, r.cursor, expect
+                    "{id}: last {} but granted bytes end at {want_last}",
+                    r.last
                 ));
-            }
-            if r.granted.windows(2).any(|w| w[0].end > w[1].start) {
-                return Err(format!("{id}: chain not sorted/disjoint {:?}", r.granted));
             }
             let want_next = r.desc.first_at_or_after(r.cursor);
             if r.next != want_next {
                 return Err(format!("{id}: next {:?}, expected {:?}", r.next, want_next));
             }
-            for &g in &r.granted {
-                if r.mode == LockMode::Write && table.writes.holder_at(g.start) != Some(id) {
-                    return Err(format!("{id}: write lock {g:?} missing from the index"));
+            match &r.held {
+                Held::Write(starts) => {
+                    if r.mode != LockMode::Write {
+                        return Err(format!("{id}: read request holds write hulls"));
+                    }
+                    if starts.windows(2).any(|w| w[0] >= w[1]) {
+                        return Err(format!("{id}: hull list not ascending {starts:?}"));
+                    }
+                    let mut hulls = Vec::new();
+                    for &s in starts {
+                        let h = table
+                            .writes
+                            .get(s)
+                            .ok_or_else(|| format!("{id}: hull at {s} missing"))?;
+                        if h.lock != id {
+                            return Err(format!("{id}: hull at {s} belongs to {}", h.lock));
+                        }
+                        if h.end > r.cursor {
+                            return Err(format!(
+                                "{id}: hull [{s}, {}) passes cursor {}",
+                                h.end, r.cursor
+                            ));
+                        }
+                        if r.desc.first_at_or_after(s) != Some(s) {
+                            return Err(format!(
+                                "{id}: hull at {s} does not start on one of its bytes"
+                            ));
+                        }
+                        hulls.push(ByteRange {
+                            start: s,
+                            end: h.end,
+                        });
+                    }
+                    let hulls = RangeList::from_ranges(hulls);
+                    for g in &granted {
+                        let i = hulls.first_ending_after(g.start);
+                        if !hulls
+                            .as_slice()
+                            .get(i)
+                            .is_some_and(|h| h.start <= g.start && g.end <= h.end)
+                        {
+                            return Err(format!("{id}: granted {g:?} lies outside its hulls"));
+                        }
+                    }
+                    entries += starts.len();
                 }
-                if r.mode == LockMode::Read && table.reads.count_at(g.start) == 0 {
-                    return Err(format!("{id}: read lock {g:?} missing from the index"));
+                Held::Read(chain) => {
+                    if r.mode != LockMode::Read {
+                        return Err(format!("{id}: write request holds read ranges"));
+                    }
+                    if chain.windows(2).any(|w| w[0].end > w[1].start) {
+                        return Err(format!("{id}: chain not sorted/disjoint {chain:?}"));
+                    }
+                    if RangeList::from_ranges(chain.clone())
+                        != RangeList::from_ranges(granted.clone())
+                    {
+                        return Err(format!(
+                            "{id}: chain {chain:?} but granted bytes {granted:?}"
+                        ));
+                    }
+                    for &g in chain {
+                        if table.reads.count_at(g.start) == 0 {
+                            return Err(format!("{id}: read lock {g:?} missing from the index"));
+                        }
+                    }
+                    entries += chain.len();
                 }
+            }
+            for g in granted {
                 all.push((g, r.mode, id));
             }
-            locks += r.granted.len();
             if let Some(b) = &r.blocked {
                 waiting += 1;
                 let at = r
@@ -668,50 +787,240 @@ impl LockServer {
                     start: at,
                     end: at + 1,
                 };
-                if table.first_conflict(probe, r.mode).is_none() {
+                let conflict = write_conflict(&table.writes, &self.requests, id, probe).is_some()
+                    || (r.mode == LockMode::Write
+                        && !self.ignore_conflicts
+                        && table.reads.first_overlap(probe).is_some());
+                if !conflict {
                     return Err(format!("{id} waits at {at}, which nothing holds"));
                 }
             }
         }
         all.sort_unstable_by_key(|x| x.0);
-        for (i, a) in all.iter().enumerate() {
-            for b in &all[i + 1..] {
-                if b.0.start >= a.0.end {
-                    break;
-                }
-                if a.2 != b.2 && (a.1 == LockMode::Write || b.1 == LockMode::Write) {
-                    return Err(format!("conflicting grants {a:?} and {b:?}"));
+        if !self.ignore_conflicts {
+            for (i, a) in all.iter().enumerate() {
+                for b in &all[i + 1..] {
+                    if b.0.start >= a.0.end {
+                        break;
+                    }
+                    if a.2 != b.2 && (a.1 == LockMode::Write || b.1 == LockMode::Write) {
+                        return Err(format!("conflicting grants {a:?} and {b:?}"));
+                    }
                 }
             }
         }
         for (f, t) in &self.files {
             t.reads.check()?;
-            let queued: usize = t.waiters.len();
             if per_file.get(f).copied().unwrap_or(0) != t.requests || t.requests == 0 {
                 return Err(format!("{f}: request count {} is wrong", t.requests));
             }
-            let writes_held: usize = all
-                .iter()
-                .filter(|x| x.1 == LockMode::Write && self.requests[&x.2].file == *f)
-                .count();
-            if t.writes.len() != writes_held {
-                return Err(format!(
-                    "{f}: write index has {} entries, requests hold {writes_held}",
-                    t.writes.len()
-                ));
+            let mut prev_end = 0;
+            for (s, h) in t.writes.iter() {
+                if s < prev_end {
+                    return Err(format!("{f}: hull at {s} overlaps the previous one"));
+                }
+                prev_end = h.end;
+                match self.requests.get(&h.lock).map(|r| &r.held) {
+                    Some(Held::Write(starts)) if starts.binary_search(&s).is_ok() => {}
+                    _ => return Err(format!("{f}: hull at {s} is not listed by {}", h.lock)),
+                }
             }
-            let _ = queued;
         }
         let queued: usize = self.files.values().map(|t| t.waiters.len()).sum();
-        if locks != self.granted_locks || waiting != self.waiting || queued != waiting {
+        if entries != self.entries || waiting != self.waiting || queued != waiting {
             return Err(format!(
-                "counters: locks {locks}/{} waiting {waiting}/{} queued {queued}",
-                self.granted_locks, self.waiting
+                "counters: entries {entries}/{} waiting {waiting}/{} queued {queued}",
+                self.entries, self.waiting
             ));
         }
         if per_client != self.per_client {
             return Err("per-client request counts are wrong".into());
         }
         Ok(())
+    }
+}
+
+/// The grant loop (see the module docs for the fast and slow paths).
+#[allow(clippy::too_many_arguments)]
+fn grant_into(
+    req: &mut LockRequest,
+    lock: LockId,
+    limit: u64,
+    table: &mut FileTable,
+    others: &mut HashMap<LockId, LockRequest>,
+    entries: &mut usize,
+    ranges: &mut u64,
+    ignore_conflicts: bool,
+) -> Grant {
+    let mode = req.mode;
+    let desc = &req.desc;
+    let mut src = desc.cursor();
+    src.seek(req.cursor);
+    let mut horizon = horizon(table, req.cursor, mode, ignore_conflicts);
+    // Write bytes granted on the fast path, not yet in the index.
+    let mut run: Option<ByteRange> = None;
+    let outcome = loop {
+        let Some(r) = src.next_range() else {
+            req.cursor = MAX_OFFSET;
+            req.next = None;
+            break Grant::Complete;
+        };
+        if r.start >= limit {
+            req.cursor = limit.max(req.cursor);
+            req.next = Some(r.start);
+            break Grant::Reached;
+        }
+        let want = ByteRange {
+            start: r.start,
+            end: r.end.min(limit),
+        };
+        let slow = want.end > horizon;
+        let (end, conflict) = if !slow {
+            // Fast path: nobody else holds anything in [cursor, horizon).
+            match mode {
+                LockMode::Write => {
+                    if run.is_none() && *entries >= MAX_LOCKS_PER_SERVER {
+                        req.next = Some(want.start);
+                        break Grant::Full;
+                    }
+                    run = Some(run.map_or(want, |x| ByteRange {
+                        start: x.start,
+                        end: want.end,
+                    }));
+                }
+                LockMode::Read => {
+                    if *entries >= MAX_LOCKS_PER_SERVER {
+                        req.next = Some(want.start);
+                        break Grant::Full;
+                    }
+                    add_read(table, &mut req.held, want, entries);
+                }
+            }
+            (want.end, None)
+        } else {
+            if let Some(x) = run.take() {
+                add_write_hull(table, &mut req.held, lock, x, entries);
+            }
+            let mut conflict = if mode == LockMode::Write || !ignore_conflicts {
+                write_conflict(&table.writes, others, lock, want)
+            } else {
+                None
+            };
+            if mode == LockMode::Write && !ignore_conflicts {
+                if let Some(b) = table.reads.first_overlap(want) {
+                    conflict = Some(conflict.map_or(b, |c| c.min(b)));
+                }
+            }
+            let end = conflict.unwrap_or(want.end);
+            if end > want.start {
+                if *entries + 2 > MAX_LOCKS_PER_SERVER {
+                    req.next = Some(want.start);
+                    break Grant::Full;
+                }
+                let piece = ByteRange {
+                    start: want.start,
+                    end,
+                };
+                match mode {
+                    LockMode::Write => {
+                        split_foreign_hull(table, others, piece, entries);
+                        add_write_hull(table, &mut req.held, lock, piece, entries);
+                    }
+                    LockMode::Read => add_read(table, &mut req.held, piece, entries),
+                }
+            }
+            (end, conflict)
+        };
+        if end > want.start {
+            *ranges += 1;
+            req.last = end;
+        }
+        req.cursor = end;
+        if let Some(at) = conflict {
+            req.next = Some(at);
+            break Grant::Blocked(at);
+        }
+        if want.end < r.end {
+            // The bound cut this range: the rest waits for a later acquire.
+            req.next = Some(want.end);
+            break Grant::Reached;
+        }
+        if slow {
+            horizon = self::horizon(table, end, mode, ignore_conflicts);
+        }
+    };
+    if let Some(x) = run.take() {
+        add_write_hull(table, &mut req.held, lock, x, entries);
+    }
+    outcome
+}
+
+fn add_read(table: &mut FileTable, held: &mut Held, r: ByteRange, entries: &mut usize) {
+    table.reads.add(r);
+    if let Held::Read(chain) = held {
+        chain.push(r);
+    }
+    *entries += 1;
+}
+
+/// Records granted write bytes `r` (above every hull the request has): extends the request's
+/// last hull when no other hull lies between, else starts a new one.
+fn add_write_hull(
+    table: &mut FileTable,
+    held: &mut Held,
+    lock: LockId,
+    r: ByteRange,
+    entries: &mut usize,
+) {
+    let Held::Write(starts) = held else {
+        unreachable!("write grants go to write requests")
+    };
+    if let Some(&tail) = starts.last() {
+        let h = table.writes.get(tail).expect("listed hulls exist");
+        debug_assert!(h.end <= r.start);
+        if table
+            .writes
+            .next_after(tail)
+            .is_none_or(|(s, _)| s >= r.end)
+        {
+            table.writes.set_end(tail, r.end);
+            return;
+        }
+    }
+    table.writes.insert(r.start, Hull { end: r.end, lock });
+    starts.push(r.start);
+    *entries += 1;
+}
+
+/// Before granting write bytes `w` that fall in a gap of another request's hull, splits
+/// that hull around `w` so hulls stay disjoint.
+fn split_foreign_hull(
+    table: &mut FileTable,
+    others: &mut HashMap<LockId, LockRequest>,
+    w: ByteRange,
+    entries: &mut usize,
+) {
+    let Some((start, hull)) = table.writes.covering(w.start) else {
+        return;
+    };
+    let owner = others.get_mut(&hull.lock).expect("hulls have owners");
+    table.writes.set_end(start, w.start);
+    if let Some(rs) = owner
+        .desc
+        .first_at_or_after(w.end)
+        .filter(|&b| b < hull.end)
+    {
+        table.writes.insert(
+            rs,
+            Hull {
+                end: hull.end,
+                lock: hull.lock,
+            },
+        );
+        if let Held::Write(starts) = &mut owner.held {
+            let i = starts.partition_point(|&s| s < rs);
+            starts.insert(i, rs);
+        }
+        *entries += 1;
     }
 }

@@ -380,7 +380,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     }
     check_servers(&servers, &layout).map_err(|w| fail(step, w))?;
     for (i, s) in servers.iter().enumerate() {
-        if s.open_requests() != 0 || s.granted_locks() != 0 {
+        if s.open_requests() != 0 || s.index_entries() != 0 {
             return Err(fail(
                 step,
                 format!(

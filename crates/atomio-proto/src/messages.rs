@@ -96,7 +96,22 @@ pub enum ValidDesc {
         access: Access,
         layout: Layout,
         server: ServerId,
+        /// `server`'s objects under `layout`, computed once.
+        owned: atomio_layout::Owned,
     },
+}
+
+impl ValidDesc {
+    /// A structured description of `access` at `server` under `layout`.
+    pub fn pattern(access: Access, layout: Layout, server: ServerId) -> Self {
+        let owned = atomio_layout::Owned::new(&layout, server);
+        ValidDesc::Pattern {
+            access,
+            layout,
+            server,
+            owned,
+        }
+    }
 }
 
 impl LockDesc {
@@ -155,11 +170,7 @@ impl LockDesc {
                         ));
                     }
                 }
-                Ok(ValidDesc::Pattern {
-                    access,
-                    layout,
-                    server: w.server,
-                })
+                Ok(ValidDesc::pattern(access, layout, w.server))
             }
         }
     }
@@ -235,7 +246,7 @@ pub struct ServerFrame {
 /// An in-order cursor over the bytes a validated description covers at its server.
 pub enum DescCursor<'a> {
     Ranges(atomio_layout::RangeListCursor<'a>),
-    Pattern(Box<atomio_layout::Share<'a, atomio_layout::Runs<'a>>>),
+    Pattern(atomio_layout::Share<'a, atomio_layout::Runs<'a>>),
 }
 
 impl atomio_layout::RangeCursor for DescCursor<'_> {
@@ -263,12 +274,13 @@ impl ValidDesc {
             ValidDesc::Pattern {
                 access,
                 layout,
-                server,
-            } => DescCursor::Pattern(Box::new(atomio_layout::Share::new(
+                owned,
+                ..
+            } => DescCursor::Pattern(atomio_layout::Share::borrowed(
                 access.ranges(),
                 layout,
-                *server,
-            ))),
+                owned,
+            )),
         }
     }
 
@@ -280,6 +292,24 @@ impl ValidDesc {
         c.next_range().map(|r| r.start)
     }
 
+    /// The last byte in `[lo, x)` that this description covers at its server, found by
+    /// binary search over forward seeks: O(log(x − lo) · pattern depth), no backward cursor.
+    pub fn last_before(&self, x: u64, lo: u64) -> Option<u64> {
+        let first = self.first_at_or_after(lo).filter(|&b| b < x)?;
+        // Invariant: first_at_or_after(good) < x; bad is x or a y with first_at_or_after(y) ≥ x.
+        let (mut good, mut bad) = (first, x);
+        while bad - good > 1 {
+            let mid = good + (bad - good) / 2;
+            if self.first_at_or_after(mid).is_some_and(|b| b < x) {
+                good = mid;
+            } else {
+                bad = mid;
+            }
+        }
+        // `good` is covered: were it not, first_at_or_after(good) would be a larger answer.
+        Some(good)
+    }
+
     /// The wire form of this description.
     pub fn to_wire(&self) -> LockDesc {
         match self {
@@ -288,6 +318,7 @@ impl ValidDesc {
                 access,
                 layout,
                 server,
+                ..
             } => LockDesc::Pattern(WirePattern::new(access, layout, *server)),
         }
     }
