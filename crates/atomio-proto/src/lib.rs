@@ -1,11 +1,13 @@
 //! The atomio wire protocol: messages, frames, limits and error codes. No I/O here; the
 //! drivers in `atomio-net` move these bytes.
 
+pub mod data;
 pub mod error;
 pub mod frame;
 pub mod limits;
 pub mod messages;
 
+pub use data::{file_id, metadata_server, FileMeta, ObjPiece};
 pub use error::{ErrorCode, WireError};
 pub use frame::{decode, encode, PROTOCOL_VERSION};
 pub use messages::*;

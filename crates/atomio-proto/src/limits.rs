@@ -19,3 +19,7 @@ pub const MAX_CLIENTS_PER_SERVER: usize = 4096;
 /// Bytes of replies queued for one client before the server gives up on it and closes the
 /// connection (a client that never reads must not grow the server without bound).
 pub const MAX_QUEUED_REPLY_BYTES: usize = 256 << 20;
+/// Most object pieces in one data request.
+pub const MAX_PIECES_PER_REQUEST: usize = 1 << 16;
+/// Longest file path accepted.
+pub const MAX_PATH_BYTES: usize = 4096;

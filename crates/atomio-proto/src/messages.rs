@@ -205,6 +205,37 @@ pub enum Request {
     LockRelease { lock: LockId, from: Option<u64> },
     /// Liveness check.
     Ping { nonce: u64 },
+    /// Create a file (sent to its metadata server). Returns the existing file unless
+    /// `exclusive`, in which case an existing path is an error.
+    Create {
+        path: String,
+        stripe_size: u64,
+        object_servers: Vec<ServerId>,
+        exclusive: bool,
+    },
+    /// Look a file up by path (at its metadata server).
+    Open { path: String },
+    /// Forget a file's metadata (at its metadata server).
+    Remove { path: String },
+    /// Delete every object of a file held by this server.
+    DropObjects { file: FileId },
+    /// Write `data` into the pieces of one object, in order.
+    Write {
+        file: FileId,
+        object: u32,
+        pieces: Vec<crate::data::ObjPiece>,
+        data: crate::data::Bytes,
+    },
+    /// Read the pieces of one object (holes read as zeros).
+    Read {
+        file: FileId,
+        object: u32,
+        pieces: Vec<crate::data::ObjPiece>,
+    },
+    /// Make every object of the file held by this server durable (fsync).
+    Sync { file: FileId },
+    /// Sizes of the file's objects held by this server.
+    ObjectSizes { file: FileId },
 }
 
 /// A request's progress: every byte of it below `next_abs_offset` is granted.
@@ -229,6 +260,18 @@ pub enum Reply {
         nonce: u64,
     },
     Error(WireError),
+    /// Answer to `Create` / `Open`.
+    File(crate::data::FileMeta),
+    /// Answer to `Write`: bytes written.
+    Written {
+        bytes: u64,
+    },
+    /// Answer to `Read`: the pieces' bytes, in order.
+    Data(crate::data::Bytes),
+    /// Answer to `Remove`, `DropObjects`, `Sync`.
+    Done,
+    /// Answer to `ObjectSizes`: (object, size) for each object this server holds.
+    Sizes(Vec<(u32, u64)>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

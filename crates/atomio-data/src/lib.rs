@@ -1,0 +1,172 @@
+//! atomio's data providers: where servers keep file bytes (`store`) and the state machine
+//! that serves data requests (`service`).
+
+pub mod service;
+pub mod store;
+
+pub use service::DataService;
+pub use store::{FileStore, MemStore, ObjectStore};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atomio_layout::ServerId;
+    use atomio_proto::data::Bytes;
+    use atomio_proto::{ErrorCode, FileId, ObjPiece, Reply, Request};
+
+    /// Every behaviour test runs against both stores.
+    fn each_store(test: impl Fn(&mut dyn FnMut(Request) -> Reply)) {
+        let mut mem = DataService::new(MemStore::new());
+        test(&mut |r| mem.handle(r));
+        let dir = std::env::temp_dir().join(format!(
+            "atomio-data-test-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        let mut files = DataService::new(FileStore::open(&dir).unwrap());
+        test(&mut |r| files.handle(r));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn rand_suffix() -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        N.fetch_add(1, Ordering::Relaxed)
+    }
+
+    #[test]
+    fn create_open_write_read_sync_sizes_drop() {
+        each_store(|call| {
+            let created = call(Request::Create {
+                path: "/a".into(),
+                stripe_size: 16,
+                object_servers: vec![ServerId(0), ServerId(1)],
+                exclusive: true,
+            });
+            let Reply::File(meta) = created else {
+                panic!("{created:?}")
+            };
+            assert_eq!(
+                call(Request::Open { path: "/a".into() }),
+                Reply::File(meta.clone())
+            );
+            assert!(matches!(
+                call(Request::Create { path: "/a".into(), stripe_size: 16, object_servers: vec![ServerId(0)], exclusive: true }),
+                Reply::Error(e) if e.code == ErrorCode::Exists
+            ));
+            let f = meta.file;
+            let w = call(Request::Write {
+                file: f,
+                object: 1,
+                pieces: vec![
+                    ObjPiece { offset: 2, len: 3 },
+                    ObjPiece { offset: 10, len: 2 },
+                ],
+                data: Bytes::from(vec![1, 2, 3, 4, 5]),
+            });
+            assert_eq!(w, Reply::Written { bytes: 5 });
+            let r = call(Request::Read {
+                file: f,
+                object: 1,
+                pieces: vec![ObjPiece { offset: 0, len: 14 }],
+            });
+            assert_eq!(
+                r,
+                Reply::Data(Bytes::from(vec![0, 0, 1, 2, 3, 0, 0, 0, 0, 0, 4, 5, 0, 0]))
+            );
+            // An object never written reads as zeros.
+            let r = call(Request::Read {
+                file: f,
+                object: 0,
+                pieces: vec![ObjPiece { offset: 5, len: 2 }],
+            });
+            assert_eq!(r, Reply::Data(Bytes::from(vec![0, 0])));
+            assert_eq!(call(Request::Sync { file: f }), Reply::Done);
+            assert_eq!(
+                call(Request::ObjectSizes { file: f }),
+                Reply::Sizes(vec![(1, 12)])
+            );
+            assert_eq!(call(Request::DropObjects { file: f }), Reply::Done);
+            assert_eq!(call(Request::ObjectSizes { file: f }), Reply::Sizes(vec![]));
+            assert_eq!(call(Request::Remove { path: "/a".into() }), Reply::Done);
+            assert!(
+                matches!(call(Request::Open { path: "/a".into() }), Reply::Error(e) if e.code == ErrorCode::NotFound)
+            );
+        });
+    }
+
+    #[test]
+    fn bad_requests_get_clear_errors() {
+        each_store(|call| {
+            let f = FileId(9);
+            let bad = |r: Reply, code: ErrorCode, text: &str| match r {
+                Reply::Error(e) => {
+                    assert_eq!(e.code, code, "{e}");
+                    assert!(e.message.contains(text), "{e}");
+                }
+                other => panic!("expected an error, got {other:?}"),
+            };
+            bad(
+                call(Request::Write {
+                    file: f,
+                    object: 0,
+                    pieces: vec![ObjPiece { offset: 0, len: 4 }],
+                    data: Bytes::from(vec![1]),
+                }),
+                ErrorCode::InvalidArgument,
+                "came with them",
+            );
+            bad(
+                call(Request::Write {
+                    file: f,
+                    object: 0,
+                    pieces: vec![
+                        ObjPiece { offset: 4, len: 4 },
+                        ObjPiece { offset: 6, len: 1 },
+                    ],
+                    data: Bytes::from(vec![0; 5]),
+                }),
+                ErrorCode::InvalidArgument,
+                "overlaps",
+            );
+            bad(
+                call(Request::Read {
+                    file: f,
+                    object: 0,
+                    pieces: vec![ObjPiece { offset: 0, len: 0 }],
+                }),
+                ErrorCode::InvalidArgument,
+                "empty",
+            );
+            bad(
+                call(Request::Read {
+                    file: f,
+                    object: 0,
+                    pieces: vec![ObjPiece {
+                        offset: u64::MAX - 1,
+                        len: 4,
+                    }],
+                }),
+                ErrorCode::InvalidArgument,
+                "overflows",
+            );
+            bad(
+                call(Request::Open {
+                    path: String::new(),
+                }),
+                ErrorCode::InvalidArgument,
+                "path",
+            );
+            bad(
+                call(Request::Create {
+                    path: "/z".into(),
+                    stripe_size: 0,
+                    object_servers: vec![ServerId(0)],
+                    exclusive: false,
+                }),
+                ErrorCode::InvalidArgument,
+                "stripe size",
+            );
+        });
+    }
+}

@@ -1,0 +1,109 @@
+//! Data-path messages: file metadata (create, open, remove) and object I/O (write, read,
+//! sync, sizes). Clients cut accesses into object pieces with the file's layout, so servers
+//! need no layout to move bytes; they hold one byte array per object.
+
+use crate::error::{ErrorCode, WireError};
+use crate::limits::{MAX_PATH_BYTES, MAX_PIECES_PER_REQUEST};
+use crate::messages::FileId;
+use atomio_layout::{Layout, ServerId, MAX_OFFSET};
+use serde::{Deserialize, Serialize};
+use std::hash::Hasher;
+
+/// `len` bytes at `offset` within one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjPiece {
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// What a file is: its id, path and layout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileMeta {
+    pub file: FileId,
+    pub path: String,
+    pub stripe_size: u64,
+    pub object_servers: Vec<ServerId>,
+}
+
+impl FileMeta {
+    pub fn layout(&self) -> Result<Layout, WireError> {
+        Ok(Layout::new(self.stripe_size, self.object_servers.clone())?)
+    }
+}
+
+/// The id of the file at `path`: a stable 64-bit FNV-1a hash, so every client and server
+/// agrees on it without asking. (The metadata server checks the stored path, so a collision
+/// is reported, never silently shared.)
+pub fn file_id(path: &str) -> FileId {
+    let mut h = fnv::FnvHasher::default();
+    h.write(path.as_bytes());
+    FileId(h.finish())
+}
+
+/// The server holding `path`'s metadata in a cluster of `servers`.
+pub fn metadata_server(path: &str, servers: u32) -> ServerId {
+    ServerId((file_id(path).0 % u64::from(servers.max(1))) as u32)
+}
+
+/// Checks a path: non-empty, bounded, no NUL.
+pub fn validate_path(path: &str) -> Result<(), WireError> {
+    if path.is_empty() || path.len() > MAX_PATH_BYTES || path.contains('\0') {
+        return Err(WireError::new(
+            ErrorCode::InvalidArgument,
+            format!("a path must be 1 to {MAX_PATH_BYTES} bytes without NUL"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks object pieces: non-empty, in order, non-overlapping, within `MAX_OFFSET`, at most
+/// `MAX_PIECES_PER_REQUEST`. Returns their total length.
+pub fn validate_pieces(pieces: &[ObjPiece]) -> Result<u64, WireError> {
+    if pieces.len() > MAX_PIECES_PER_REQUEST {
+        return Err(WireError::new(
+            ErrorCode::LimitExceeded,
+            format!(
+                "{} pieces in one request; the limit is {MAX_PIECES_PER_REQUEST}",
+                pieces.len()
+            ),
+        ));
+    }
+    let mut end = 0u64;
+    let mut total = 0u64;
+    for (i, p) in pieces.iter().enumerate() {
+        if p.len == 0 {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("piece {i} is empty"),
+            ));
+        }
+        let e = p
+            .offset
+            .checked_add(p.len)
+            .filter(|&e| e <= MAX_OFFSET)
+            .ok_or_else(|| {
+                WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "piece {i}: offset {} + length {} overflows",
+                        p.offset, p.len
+                    ),
+                )
+            })?;
+        if i > 0 && p.offset < end {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "piece {i} at {} overlaps or precedes the previous piece",
+                    p.offset
+                ),
+            ));
+        }
+        end = e;
+        total += p.len;
+    }
+    Ok(total)
+}
+
+/// A byte buffer that serializes as bytes (one copy), not as a sequence of integers.
+pub type Bytes = serde_bytes::ByteBuf;
