@@ -616,11 +616,13 @@ fn diagnose(
         let o = x + i as u64;
         let m: Vec<u32> = all.iter().copied().filter(|&c| hit(c, o, byte)).collect();
         if m.is_empty() {
-            let run = data[i..]
-                .iter()
-                .enumerate()
-                .position(|(j, &bj)| all.iter().any(|&c| hit(c, o + j as u64, bj)))
-                .unwrap_or(data.len() - i);
+            // The run ends where bytes are explained again for 8 bytes in a row; shorter islands
+            // (and a short tail) are chance matches (1/256 per byte) and stay inside the run.
+            let explained = |j: usize| all.iter().any(|&c| hit(c, o + j as u64, data[i + j]));
+            let rest = data.len() - i;
+            let run = (1..rest)
+                .find(|&j| j + 8 <= rest && (j..j + 8).all(explained))
+                .unwrap_or(rest);
             return Diag::Unexplained {
                 range: ByteRange {
                     start: o,

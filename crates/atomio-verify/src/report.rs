@@ -59,7 +59,8 @@ impl ViolationKind {
 }
 
 /// "These bytes hold this operation's data" (for reads: the read saw it there); `None` when
-/// the bytes are nobody's.
+/// the bytes are nobody's. An unexplained range ends where the bytes are explained again for
+/// 8 bytes in a row, so single bytes inside it may match a write by chance (1/256 each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Evidence {
     pub range: ByteRange,
