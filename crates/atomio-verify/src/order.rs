@@ -42,6 +42,10 @@ pub(crate) const INIT: u32 = u32::MAX;
 const MAX_CLOSURE_NODES: usize = 16_384;
 /// Propagation rounds before giving the rest to the witness search.
 const MAX_ROUNDS: usize = 64;
+/// Witness searches: as many as fit in about this much work (node and constraint visits per
+/// attempt), between 2 and `MAX_ATTEMPTS`.
+const WITNESS_WORK: usize = 4_000_000;
+const MAX_ATTEMPTS: usize = 64;
 
 #[derive(Clone, Copy, Debug)]
 enum Why {
@@ -283,21 +287,30 @@ impl Constraints {
         }
 
         // Phase C: look for a witness order that satisfies every read constraint.
-        let outcome = match witness(self.nw, n, &g, &self.amb, &self.reads) {
-            Some(order) if check(&order, n, &edges, &self.amb, &self.reads) => {
-                Outcome::Order(order)
+        let work = n
+            + self.amb.iter().map(|a| a.covering.len()).sum::<usize>()
+            + self.reads.iter().map(|r| r.covering.len()).sum::<usize>();
+        let attempts = (WITNESS_WORK / work.max(1)).clamp(2, MAX_ATTEMPTS);
+        let mut failed_check = false;
+        for attempt in 0..attempts as u64 {
+            if let Some(order) = witness(self.nw, n, &g, &self.amb, &self.reads, attempt) {
+                if check(&order, n, &edges, &self.amb, &self.reads) {
+                    return solved(Outcome::Order(order), &edges);
+                }
+                failed_check = true;
             }
-            Some(_) => Outcome::Inconclusive(
-                "the witness order found fails a read constraint (please report this)".into(),
+        }
+        let why = match note {
+            Some(n) => n,
+            None if failed_check => {
+                "a witness order failed a read constraint (a verifier bug: please report)".into()
+            }
+            None => format!(
+                "no violation could be proven, and {attempts} searches found no serial order \
+                 placing every read"
             ),
-            None => Outcome::Inconclusive(match note {
-                Some(n) => n,
-                None => "no violation could be proven, but no serial order placing every \
-                         read was found either"
-                    .into(),
-            }),
         };
-        solved(outcome, &edges)
+        solved(Outcome::Inconclusive(why), &edges)
     }
 }
 
@@ -720,8 +733,19 @@ fn contradiction(
 }
 
 /// Greedy search for a serial order satisfying the definite edges, the ambiguous file
-/// constraints and every read constraint (module docs). `None` when it gets stuck.
-fn witness(nw: usize, n: usize, g: &Graph, amb: &[Amb], reads: &[ReadCon]) -> Option<Vec<u32>> {
+/// constraints and every read constraint (module docs). `None` when it gets stuck. Placing
+/// a read last commits the remaining writes to come before it, and the right choice among
+/// several placeable reads is not locally knowable (the problem is NP-complete), so
+/// `attempt` selects the tie-breaking: 0 and 1 are deterministic, higher values random.
+fn witness(
+    nw: usize,
+    n: usize,
+    g: &Graph,
+    amb: &[Amb],
+    reads: &[ReadCon],
+    attempt: u64,
+) -> Option<Vec<u32>> {
+    let mut rng = mix64(attempt);
     let mut amb: Vec<Amb> = amb.to_vec();
     let mut blocked: Vec<u32> = g.out.iter().map(|o| o.len() as u32).collect();
     let mut by_member: Vec<Vec<u32>> = vec![Vec::new(); n];
@@ -772,18 +796,41 @@ fn witness(nw: usize, n: usize, g: &Graph, amb: &[Amb], reads: &[ReadCon]) -> Op
                 }
             })
         };
-        // Writes first: placing a write after the reads that did not see it is what their
-        // data says; reads go last only when no write can.
-        let pick = ready
-            .iter()
-            .copied()
-            .find(|&u| (u as usize) < nw && ok_write(u))
-            .or_else(|| {
-                ready
+        let ok = |u: u32| {
+            if (u as usize) < nw {
+                ok_write(u)
+            } else {
+                ok_read(u)
+            }
+        };
+        let is_write = |u: u32| (u as usize) < nw;
+        let pick = match attempt {
+            // Writes first: a write placed after the reads that did not see it is what
+            // their data says; reads go last only when no write can.
+            0 => ready.iter().copied().find(|&u| is_write(u) && ok(u)).or_else(|| {
+                ready.iter().copied().find(|&u| !is_write(u) && ok(u))
+            }),
+            // Reads first: each read as late as it can be.
+            1 => ready.iter().copied().find(|&u| !is_write(u) && ok(u)).or_else(|| {
+                ready.iter().copied().find(|&u| is_write(u) && ok(u))
+            }),
+            // Random tie-breaking, half the time still preferring writes.
+            _ => {
+                rng = mix64(rng.wrapping_add(0x9e37_79b9_7f4a_7c15));
+                let writes_only = rng & 1 == 0;
+                let cands: Vec<u32> = ready
                     .iter()
                     .copied()
-                    .find(|&u| (u as usize) >= nw && ok_read(u))
-            })?;
+                    .filter(|&u| ok(u) && (!writes_only || is_write(u)))
+                    .collect();
+                let cands = if cands.is_empty() {
+                    ready.iter().copied().filter(|&u| ok(u)).collect()
+                } else {
+                    cands
+                };
+                (!cands.is_empty()).then(|| cands[(rng >> 1) as usize % cands.len()])
+            }
+        }?;
         removed[pick as usize] = true;
         peeled.push(pick);
         for &u in &g.inn[pick as usize] {
