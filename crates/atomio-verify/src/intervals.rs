@@ -153,10 +153,12 @@ pub(crate) fn sweep<'r, S: ByteSource + ?Sized>(
             st.segment(pos, p)?;
         }
         events.clear();
-        merge.pop_at(p, &mut events).map_err(|d| Error::NotMonotone {
-            op: st.ids[d.stream as usize],
-            offset: d.offset,
-        })?;
+        merge
+            .pop_at(p, &mut events)
+            .map_err(|d| Error::NotMonotone {
+                op: st.ids[d.stream as usize],
+                offset: d.offset,
+            })?;
         let stream = |e: &Event| match *e {
             Event::Start(s) | Event::End { stream: s, .. } => s as usize,
         };
@@ -317,7 +319,12 @@ impl<'r, S: ByteSource + ?Sized> State<'_, 'r, S> {
     fn file_violation(&self, diag: Diag, x: u64, len: usize) -> Violation {
         let id = |w: u32| self.ids[w as usize];
         match diag {
-            Diag::Split { a, a_range, b, b_range } => {
+            Diag::Split {
+                a,
+                a_range,
+                b,
+                b_range,
+            } => {
                 let mut v = Violation::new(ViolationKind::TornWrite);
                 v.ops = vec![id(a), id(b)];
                 v.evidence = vec![
@@ -535,10 +542,7 @@ impl<'r, S: ByteSource + ?Sized> State<'_, 'r, S> {
                         data_of: None,
                     }];
                     v.found = found;
-                    v.note = Some(format!(
-                        "read data offset {}",
-                        data_pos + (range.start - x)
-                    ));
+                    v.note = Some(format!("read data offset {}", data_pos + (range.start - x)));
                     v
                 }
                 Diag::Nothing => {
@@ -584,7 +588,10 @@ enum Diag {
         b_range: ByteRange,
     },
     /// Bytes matching no candidate at all.
-    Unexplained { range: ByteRange, found: Vec<u8> },
+    Unexplained {
+        range: ByteRange,
+        found: Vec<u8>,
+    },
     Nothing,
 }
 

@@ -347,8 +347,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("atomio-verify-m-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("m.json");
-        std::fs::write(&p, r#"{"version":1,"file":"x","writes":[{"writer":0,"op":0,"acess":{}}]}"#)
-            .unwrap();
+        std::fs::write(
+            &p,
+            r#"{"version":1,"file":"x","writes":[{"writer":0,"op":0,"acess":{}}]}"#,
+        )
+        .unwrap();
         assert!(matches!(Manifest::load(&p), Err(Error::Json { .. })));
         std::fs::write(&p, r#"{"version":2,"file":"x"}"#).unwrap();
         assert!(matches!(Manifest::load(&p), Err(Error::Manifest { .. })));

@@ -133,7 +133,9 @@ mod tests {
 
     fn list(v: &[(u64, u64)]) -> Ranges {
         Ranges::List(RangeList::from_ranges(
-            v.iter().map(|&(s, e)| ByteRange::new(s, e).unwrap()).collect(),
+            v.iter()
+                .map(|&(s, e)| ByteRange::new(s, e).unwrap())
+                .collect(),
         ))
     }
 

@@ -109,7 +109,9 @@ impl Constraints {
         Self {
             nw,
             nr,
-            zob: (0..nw as u64).map(|i| mix64(i ^ 0x7a6f_6272_6973_7421)).collect(),
+            zob: (0..nw as u64)
+                .map(|i| mix64(i ^ 0x7a6f_6272_6973_7421))
+                .collect(),
             seen_file: HashSet::new(),
             seen_read: HashSet::new(),
             edges: HashMap::new(),
@@ -176,10 +178,7 @@ impl Constraints {
         matching: &[u32],
         range: ByteRange,
     ) {
-        if !self
-            .seen_read
-            .insert((read, zob_c, self.zob_set(matching)))
-        {
+        if !self.seen_read.insert((read, zob_c, self.zob_set(matching))) {
             return;
         }
         match *matching {
@@ -434,7 +433,10 @@ fn peel(n: usize, g: &Graph, amb: &[Amb]) -> Result<Vec<u32>, Stuck> {
     }
     let mut alive = vec![true; amb.len()];
     let mut removed = vec![false; n];
-    let mut stack: Vec<u32> = (0..n as u32).rev().filter(|&u| blocked[u as usize] == 0).collect();
+    let mut stack: Vec<u32> = (0..n as u32)
+        .rev()
+        .filter(|&u| blocked[u as usize] == 0)
+        .collect();
     let mut peeled = Vec::with_capacity(n);
     while let Some(x) = stack.pop() {
         removed[x as usize] = true;
@@ -577,7 +579,7 @@ fn stuck_violation(
     let mut best: Option<Vec<(u32, u32, Step)>> = None;
     for &s in first_cycle.iter().take(32) {
         if let Some(c) = shortest_cycle(s, &adj) {
-            if best.as_ref().is_none_or(|b| c.len() < b.len()) {
+            if best.as_ref().map_or(true, |b| c.len() < b.len()) {
                 best = Some(c);
             }
         }
@@ -665,12 +667,16 @@ fn classify(cycle: Vec<Edge>) -> Violation {
             }
         }
     }
-    let read = cycle.iter().flat_map(|e| [e.before, e.after]).find(is_read).or_else(|| {
-        cycle.iter().find_map(|e| match e.reason {
-            EdgeReason::Inferred { read } => Some(OpId::Read(read)),
-            _ => None,
-        })
-    });
+    let read = cycle
+        .iter()
+        .flat_map(|e| [e.before, e.after])
+        .find(is_read)
+        .or_else(|| {
+            cycle.iter().find_map(|e| match e.reason {
+                EdgeReason::Inferred { read } => Some(OpId::Read(read)),
+                _ => None,
+            })
+        });
     let mut v = Violation::new(if read.is_some() {
         ViolationKind::ReadNotSerializable
     } else {
@@ -775,7 +781,9 @@ fn witness(
         }
     }
     let mut removed = vec![false; n];
-    let mut ready: Vec<u32> = (0..n as u32).filter(|&u| blocked[u as usize] == 0).collect();
+    let mut ready: Vec<u32> = (0..n as u32)
+        .filter(|&u| blocked[u as usize] == 0)
+        .collect();
     let mut peeled = Vec::with_capacity(n);
     while peeled.len() < n {
         ready.retain(|&u| !removed[u as usize] && blocked[u as usize] == 0);
@@ -807,13 +815,17 @@ fn witness(
         let pick = match attempt {
             // Writes first: a write placed after the reads that did not see it is what
             // their data says; reads go last only when no write can.
-            0 => ready.iter().copied().find(|&u| is_write(u) && ok(u)).or_else(|| {
-                ready.iter().copied().find(|&u| !is_write(u) && ok(u))
-            }),
+            0 => ready
+                .iter()
+                .copied()
+                .find(|&u| is_write(u) && ok(u))
+                .or_else(|| ready.iter().copied().find(|&u| !is_write(u) && ok(u))),
             // Reads first: each read as late as it can be.
-            1 => ready.iter().copied().find(|&u| !is_write(u) && ok(u)).or_else(|| {
-                ready.iter().copied().find(|&u| is_write(u) && ok(u))
-            }),
+            1 => ready
+                .iter()
+                .copied()
+                .find(|&u| !is_write(u) && ok(u))
+                .or_else(|| ready.iter().copied().find(|&u| is_write(u) && ok(u))),
             // Random tie-breaking, half the time still preferring writes.
             _ => {
                 rng = mix64(rng.wrapping_add(0x9e37_79b9_7f4a_7c15));

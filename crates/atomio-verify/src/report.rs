@@ -357,7 +357,11 @@ impl fmt::Display for Report {
             let shown: Vec<String> = self.order.iter().take(SHOWN).map(short_id).collect();
             write!(f, "  serial order: {}", shown.join(" → "))?;
             if self.order.len() > SHOWN {
-                write!(f, " → … ({} operations)", thousands(self.order.len() as u64))?;
+                write!(
+                    f,
+                    " → … ({} operations)",
+                    thousands(self.order.len() as u64)
+                )?;
             }
             writeln!(f)?;
         }

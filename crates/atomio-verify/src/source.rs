@@ -257,9 +257,15 @@ mod tests {
         let f = File::open(&path).unwrap();
         let mut w = Window::new(&f, 64, "file");
         for off in (0..9_990u64).step_by(37) {
-            assert_eq!(w.get(off, 10).unwrap(), &data[off as usize..off as usize + 10]);
+            assert_eq!(
+                w.get(off, 10).unwrap(),
+                &data[off as usize..off as usize + 10]
+            );
         }
-        assert!(matches!(w.get(9_995, 10), Err(Error::ShortRead { got: 5, .. })));
+        assert!(matches!(
+            w.get(9_995, 10),
+            Err(Error::ShortRead { got: 5, .. })
+        ));
         std::fs::remove_file(&path).unwrap();
     }
 }

@@ -85,8 +85,11 @@ fn three_write_cycle_is_reported_with_its_overlaps() {
     let v = rep.violation().unwrap();
     assert_eq!(v.kind, ViolationKind::OrderCycle);
     assert_eq!(v.cycle.len(), 3);
-    let mut steps: Vec<(OpId, OpId, ByteRange)> =
-        v.cycle.iter().map(|e| (e.before, e.after, e.range)).collect();
+    let mut steps: Vec<(OpId, OpId, ByteRange)> = v
+        .cycle
+        .iter()
+        .map(|e| (e.before, e.after, e.range))
+        .collect();
     steps.sort_by_key(|s| s.2.start);
     assert_eq!(
         steps,
@@ -119,7 +122,10 @@ fn data_at_a_wrong_offset_is_unexplained_and_located() {
     assert_eq!(v.range().unwrap().start, 4608);
     assert_eq!(v.ops, vec![w(1, 7), w(2, 7)]);
     let note = v.note.as_deref().unwrap();
-    assert!(note.contains("(w1,op7)") && note.contains("512 bytes too high"), "{v}");
+    assert!(
+        note.contains("(w1,op7)") && note.contains("512 bytes too high"),
+        "{v}"
+    );
     // The bytes past A's range, [8192, 8704), are B's only and also wrong.
     assert_eq!(rep.violation_count, 2);
     assert_eq!(rep.violations[1].range().unwrap().start, 8192);
@@ -140,7 +146,10 @@ fn lost_data_and_stray_writes_are_told_apart() {
     assert!(lost.to_string().contains("never landed"), "{lost}");
     let stray = &rep.violations[1];
     assert_eq!(stray.range(), Some(r(64, 72)));
-    assert!(stray.note.as_deref().unwrap().contains("stray write"), "{stray}");
+    assert!(
+        stray.note.as_deref().unwrap().contains("stray write"),
+        "{stray}"
+    );
 }
 
 #[test]
@@ -253,7 +262,9 @@ fn read_before_any_write_sees_zeros_and_goes_first() {
 /// Finds an op number for writer 2 whose tag byte at `o` equals writer 1 op 0's.
 fn colliding_op(o: u64) -> u64 {
     let want = atomio_verify::tag_byte(1, 0, o);
-    (0..).find(|&op| atomio_verify::tag_byte(2, op, o) == want).unwrap()
+    (0..)
+        .find(|&op| atomio_verify::tag_byte(2, op, o) == want)
+        .unwrap()
 }
 
 #[test]
@@ -296,7 +307,7 @@ fn ambiguity_resolved_by_other_evidence_can_prove_a_violation() {
 #[test]
 fn input_problems_are_errors_not_verdicts() {
     let a = write(1, 0, &[(0, 100)]);
-    let file = vec![0u8; 50];
+    let file = [0u8; 50];
     assert!(matches!(
         verify(&file[..], std::slice::from_ref(&a), &[]),
         Err(Error::ShortFile {
@@ -305,7 +316,7 @@ fn input_problems_are_errors_not_verdicts() {
             ..
         })
     ));
-    let file = vec![0u8; 100];
+    let file = [0u8; 100];
     let dup = [a.clone(), write(1, 0, &[(0, 10)])];
     assert!(matches!(
         verify(&file[..], &dup, &[]),
@@ -330,8 +341,14 @@ fn report_display_reads_well() {
     paint_range(&mut file, a.id, 4096, 4104);
     paint_range(&mut file, b.id, 5120, 5128);
     let text = verify(&file[..], &[a, b], &[]).unwrap().to_string();
-    assert!(text.starts_with("NOT ATOMIC: torn write: writes (w1,op3) and (w2,op3)"), "{text}");
-    assert!(text.contains("2 writes, 0 reads; 2 elementary intervals"), "{text}");
+    assert!(
+        text.starts_with("NOT ATOMIC: torn write: writes (w1,op3) and (w2,op3)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 writes, 0 reads; 2 elementary intervals"),
+        "{text}"
+    );
     let e = &verify(&file[..], &[write(1, 3, &[(4096, 4104)])], &[])
         .unwrap()
         .violations;

@@ -137,10 +137,7 @@ fn interleave(writes: &[Write], mode: u8, rng: &mut ChaCha8Rng) -> Vec<u8> {
 }
 
 fn specs() -> impl Strategy<Value = Vec<Vec<(u64, u64)>>> {
-    prop::collection::vec(
-        prop::collection::vec((0..SPACE, 1u64..=48), 1..=4),
-        1..=6,
-    )
+    prop::collection::vec(prop::collection::vec((0..SPACE, 1u64..=48), 1..=4), 1..=6)
 }
 
 proptest! {
@@ -228,7 +225,10 @@ fn read_case(seed: u64, tear: bool) -> ReadCase {
     if tear {
         // One read takes each interval from one of two random points in time.
         let r = rng.gen_range(0..nr);
-        let (t1, t2) = (rng.gen_range(0..states.len()), rng.gen_range(0..states.len()));
+        let (t1, t2) = (
+            rng.gen_range(0..states.len()),
+            rng.gen_range(0..states.len()),
+        );
         let cov = cover(&writes);
         let mut mixed = states[t1].clone();
         for (s, e) in intervals(&cov) {
@@ -276,7 +276,9 @@ fn write_interleavings_cover_both_outcomes() {
             .collect();
         let writes = make_writes(&specs);
         let file = interleave(&writes, (i % 4) as u8, &mut rng);
-        let truth = permutations(writes.len()).iter().any(|p| image(&writes, p) == file);
+        let truth = permutations(writes.len())
+            .iter()
+            .any(|p| image(&writes, p) == file);
         let rep = verify(&file[..], &writes, &[]).unwrap();
         assert_eq!(rep.ok(), truth, "{rep}");
         explained[truth as usize] += 1;
@@ -319,7 +321,10 @@ fn reads_are_judged_soundly_against_brute_force() {
     }
     eprintln!("reads model: [violated truth, serializable truth] x [atomic, violated, inconclusive] = {counts:?}");
     let inconclusive = counts[0][2] + counts[1][2];
-    assert!(inconclusive as u64 * 100 <= n, "too many inconclusive: {counts:?}");
+    assert!(
+        inconclusive as u64 * 100 <= n,
+        "too many inconclusive: {counts:?}"
+    );
 }
 
 #[test]

@@ -7,7 +7,9 @@ use atomio_verify::{Ranges, TagKey, Write, WriteId};
 
 pub fn list(v: &[(u64, u64)]) -> Ranges {
     Ranges::List(RangeList::from_ranges(
-        v.iter().map(|&(s, e)| ByteRange::new(s, e).unwrap()).collect(),
+        v.iter()
+            .map(|&(s, e)| ByteRange::new(s, e).unwrap())
+            .collect(),
     ))
 }
 
