@@ -40,6 +40,10 @@ pub(crate) const INIT: u32 = u32::MAX;
 
 /// Above this many nodes the n² closure for read inference is skipped.
 const MAX_CLOSURE_NODES: usize = 16_384;
+/// Word operations the closure may spend on inference (about a second).
+const CLOSURE_BUDGET: u64 = 1 << 30;
+/// Most "c → v or R → c" alternatives kept for inference.
+const MAX_DISJUNCTIONS: usize = 1 << 22;
 /// Propagation rounds before giving the rest to the witness search.
 const MAX_ROUNDS: usize = 64;
 /// Witness searches: as many as fit in about this much work (node and constraint visits per
@@ -88,6 +92,7 @@ pub(crate) struct Constraints {
     amb: Vec<Amb>,
     reads: Vec<ReadCon>,
     disj: HashMap<(u32, u32, u32), ByteRange>,
+    disj_capped: bool,
     pub(crate) ambiguous_intervals: u64,
 }
 
@@ -118,6 +123,7 @@ impl Constraints {
             amb: Vec::new(),
             reads: Vec::new(),
             disj: HashMap::new(),
+            disj_capped: false,
             ambiguous_intervals: 0,
         }
     }
@@ -196,7 +202,11 @@ impl Constraints {
                     why: Why::Saw,
                 });
                 for &c in covering.iter().filter(|&&c| c != v) {
-                    self.disj.entry((read, v, c)).or_insert(range);
+                    if self.disj.len() < MAX_DISJUNCTIONS {
+                        self.disj.entry((read, v, c)).or_insert(range);
+                    } else {
+                        self.disj_capped = true;
+                    }
                 }
             }
             _ => {}
@@ -233,38 +243,55 @@ impl Constraints {
         }
 
         // Phase B: propagate "c → v or R → c" against the closure.
-        let mut note = None;
-        if n <= MAX_CLOSURE_NODES {
+        let mut notes: Vec<String> = Vec::new();
+        if self.disj_capped {
+            notes.push(format!(
+                "only the first {MAX_DISJUNCTIONS} read alternatives were used for inference"
+            ));
+        }
+        let words = n.div_ceil(64) as u64;
+        let setup = g.out.iter().map(|o| o.len() as u64).sum::<u64>() * words;
+        if n > MAX_CLOSURE_NODES || setup > CLOSURE_BUDGET {
+            notes.push(format!(
+                "{n} operations are too many for read inference, which was skipped"
+            ));
+        } else {
+            let mut budget = CLOSURE_BUDGET - setup;
+            let add_cost = n as u64 * (words + 1);
             let mut dis: Vec<((u32, u32, u32), ByteRange)> = self.disj.into_iter().collect();
             dis.sort_unstable_by_key(|&(k, r)| (r.start, k));
             let mut cl = Closure::new(n, &g, &topo);
             let mut open: Vec<bool> = vec![true; dis.len()];
             let mut rounds = 0;
-            loop {
+            'rounds: loop {
                 let mut changed = false;
                 for (i, &((r, v, c), range)) in dis.iter().enumerate() {
                     if !open[i] {
                         continue;
                     }
-                    if cl.reach(c, v) || cl.reach(r, c) {
-                        open[i] = false;
+                    let add = if cl.reach(c, v) || cl.reach(r, c) {
+                        None
                     } else if cl.reach(v, c) {
                         if cl.reach(c, r) {
                             let v = contradiction(&g, &edges, ids, (r, v, c), range);
                             return solved(Outcome::Violation(v), &edges);
                         }
-                        let why = Why::Missed { saw: v };
-                        edges.insert((r, c), EdgeInfo { range, why });
-                        g.add(r, c);
-                        cl.add(r, c);
-                        open[i] = false;
-                        changed = true;
+                        Some((r, c, Why::Missed { saw: v }))
                     } else if cl.reach(c, r) {
-                        let why = Why::Inferred { read: r };
-                        edges.insert((c, v), EdgeInfo { range, why });
-                        g.add(c, v);
-                        cl.add(c, v);
-                        open[i] = false;
+                        Some((c, v, Why::Inferred { read: r }))
+                    } else {
+                        continue;
+                    };
+                    open[i] = false;
+                    if let Some((a, b, why)) = add {
+                        if budget < add_cost {
+                            notes.push("read inference stopped at its work budget".into());
+                            break 'rounds;
+                        }
+                        budget -= add_cost;
+                        edges.insert((a, b), EdgeInfo { range, why });
+                        g.add(a, b);
+                        cl.add(a, b);
                         changed = true;
                     }
                 }
@@ -273,10 +300,6 @@ impl Constraints {
                     break;
                 }
             }
-        } else {
-            note = Some(format!(
-                "{n} operations: more than {MAX_CLOSURE_NODES}, so read inference was skipped"
-            ));
         }
 
         // The inferred edges are facts too: peel again, a failure is a proof.
@@ -286,7 +309,9 @@ impl Constraints {
         }
 
         // Phase C: look for a witness order that satisfies every read constraint.
+        // Each attempt scans the ready list once per placed node: up to n² steps.
         let work = n
+            + n * n / 16
             + self.amb.iter().map(|a| a.covering.len()).sum::<usize>()
             + self.reads.iter().map(|r| r.covering.len()).sum::<usize>();
         let attempts = (WITNESS_WORK / work.max(1)).clamp(2, MAX_ATTEMPTS);
@@ -299,16 +324,18 @@ impl Constraints {
                 failed_check = true;
             }
         }
-        let why = match note {
-            Some(n) => n,
-            None if failed_check => {
-                "a witness order failed a read constraint (a verifier bug: please report)".into()
-            }
-            None => format!(
+        let mut why = if failed_check {
+            "a witness order failed a read constraint (a verifier bug: please report)".into()
+        } else {
+            format!(
                 "no violation could be proven, and {attempts} searches found no serial order \
                  placing every read"
-            ),
+            )
         };
+        for n in notes {
+            why.push_str("; ");
+            why.push_str(&n);
+        }
         solved(Outcome::Inconclusive(why), &edges)
     }
 }

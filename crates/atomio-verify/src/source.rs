@@ -203,6 +203,9 @@ impl<'s, S: ByteSource + ?Sized> Window<'s, S> {
                 .read_at(offset, &mut self.buf[..want])
                 .map_err(|e| Error::io(format!("reading {} at offset {offset}", self.what), e))?;
             self.start = offset;
+            // A source claiming more than it was asked for must not make us slice past the
+            // buffer.
+            let n = n.min(want);
             self.filled = n;
             if n < len {
                 return Err(self.short(offset, end, n as u64));
