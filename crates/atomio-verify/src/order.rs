@@ -756,10 +756,14 @@ fn contradiction(
     let why = to(g.path(v, c).unwrap_or_default());
     let mut out = classify(cycle);
     let steps: Vec<String> = why.iter().map(|e| e.to_string()).collect();
+    let name = |o: OpId| match o {
+        OpId::Write(w) => w.to_string(),
+        other => other.to_string(),
+    };
     out.note = Some(format!(
-        "{} is ordered after {}: {}",
-        id(c),
-        id(v),
+        "{} comes after {}: {}",
+        name(id(c)),
+        name(id(v)),
         steps.join("; ")
     ));
     out

@@ -199,26 +199,22 @@ fn hex(bytes: &[u8]) -> String {
         .join(" ")
 }
 
+/// Reads as the evidence for "`before` comes before `after`".
 impl fmt::Display for Edge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (b, a, r) = (&self.before, &self.after, self.range);
-        write!(f, "{b} before {a}: ")?;
+        let (b, a, r) = (short_id(&self.before), short_id(&self.after), self.range);
         match self.reason {
-            EdgeReason::Overwrote => write!(f, "its data covers {}'s at {r}", short_id(b))?,
-            EdgeReason::ReadSaw => write!(f, "the read saw its data at {r}")?,
+            EdgeReason::Overwrote => write!(f, "{a} over {b} at {r}")?,
+            EdgeReason::ReadSaw => write!(f, "{a} saw {b} at {r}")?,
             EdgeReason::ReadMissed { saw: OpId::Initial } => {
-                write!(f, "the read saw the initial zeros at {r}, where it wrote")?
+                write!(f, "{b} saw the initial zeros at {r}, not {a}")?
             }
-            EdgeReason::ReadMissed { saw } => write!(
-                f,
-                "the read saw older {saw}'s data at {r}, where {} (ordered after it) wrote",
-                short_id(a)
-            )?,
+            EdgeReason::ReadMissed { saw } => {
+                write!(f, "{b} saw older {} at {r}, not {a}", short_id(&saw))?
+            }
             EdgeReason::Inferred { read } => write!(
                 f,
-                "read {read} saw {}'s data at {r}, where {} also wrote and comes before the read",
-                short_id(a),
-                short_id(b)
+                "{read} saw {a} at {r}, where {b} also wrote before the read (so {b} before {a})"
             )?,
         }
         if !self.alternatives.is_empty() {
@@ -229,6 +225,14 @@ impl fmt::Display for Edge {
             )?;
         }
         Ok(())
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{} {many}", thousands(n as u64))
     }
 }
 
@@ -265,12 +269,18 @@ impl fmt::Display for Violation {
                 let range = self.evidence.first().map(|e| e.range);
                 let range = range.map_or_else(String::new, |r| r.to_string());
                 if self.kind == ViolationKind::UnexplainedData {
-                    write!(
-                        f,
-                        "bytes {range} match none of the {} writes covering them ({})",
-                        self.ops.len(),
-                        list(&self.ops)
-                    )?;
+                    match self.ops.len() {
+                        1 => write!(
+                            f,
+                            "bytes {range} do not match the one write covering them, {}",
+                            list(&self.ops)
+                        )?,
+                        n => write!(
+                            f,
+                            "bytes {range} match none of the {n} writes covering them ({})",
+                            list(&self.ops)
+                        )?,
+                    }
                 } else {
                     write!(
                         f,
@@ -291,13 +301,19 @@ impl fmt::Display for Violation {
                 } else {
                     write!(f, "read {} fits nowhere in the serial order: ", op(0))?;
                 }
+                for e in &self.cycle {
+                    write!(f, "{} → ", short_id(&e.before))?;
+                }
+                if let Some(e) = self.cycle.first() {
+                    write!(f, "{}", short_id(&e.before))?;
+                }
+                f.write_str(", because ")?;
                 for (i, e) in self.cycle.iter().enumerate() {
                     if i > 0 {
                         f.write_str("; ")?;
                     }
                     write!(f, "{e}")?;
                 }
-                f.write_str(" — a cycle")?;
             }
         }
         if let Some(n) = &self.note {
@@ -342,10 +358,10 @@ impl fmt::Display for Report {
         }
         writeln!(
             f,
-            "  {} writes, {} reads; {} elementary intervals ({} ambiguous); {} file bytes and {} read bytes checked; {} ordering edges ({} inferred)",
-            thousands(self.writes as u64),
-            thousands(self.reads as u64),
-            thousands(self.intervals),
+            "  {}, {}; {} ({} ambiguous); {} file bytes and {} read bytes checked; {} ordering edges ({} inferred)",
+            plural(self.writes, "write", "writes"),
+            plural(self.reads, "read", "reads"),
+            plural(self.intervals as usize, "elementary interval", "elementary intervals"),
             thousands(self.ambiguous_intervals),
             thousands(self.bytes_checked),
             thousands(self.read_bytes_checked),

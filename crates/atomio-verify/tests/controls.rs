@@ -102,7 +102,12 @@ fn three_write_cycle_is_reported_with_its_overlaps() {
     for pair in v.cycle.windows(2) {
         assert_eq!(pair[0].after, pair[1].before, "steps chain into a cycle");
     }
-    assert!(v.to_string().contains("a cycle"), "{v}");
+    assert!(
+        v.to_string().starts_with(
+            "no serial order of whole writes explains the file: (w1,op0) → (w3,op0) → (w2,op0) → (w1,op0), because (w3,op0) over (w1,op0) at [32, 40)"
+        ),
+        "{v}"
+    );
 }
 
 #[test]
@@ -354,4 +359,34 @@ fn report_display_reads_well() {
         .violations;
     assert_eq!(e.len(), 0);
     let _ = EdgeReason::Overwrote;
+}
+
+#[test]
+fn read_in_a_longer_cycle_is_not_serializable() {
+    // The file puts C before A (A over C at [128,192)). The read saw A at [0,64) but the
+    // initial zeros at [256,320), where C wrote: A → read → C → A.
+    let a = write(1, 0, &[(0, 64), (128, 192)]);
+    let c = write(3, 0, &[(128, 192), (256, 320)]);
+    let mut file = vec![0u8; 320];
+    paint(&mut file, &c);
+    paint(&mut file, &a);
+    let ranges = list(&[(0, 64), (256, 320)]);
+    let mut seen = observe(&file, &ranges);
+    seen[64..].fill(0);
+    let read = Read::new(5, 0, ranges, seen);
+    let rep = verify(&file[..], &[a, c], &[read]).unwrap();
+    assert_eq!(rep.verdict, Verdict::Violated, "{rep}");
+    let v = rep.violation().unwrap();
+    assert_eq!(v.kind, ViolationKind::ReadNotSerializable, "{v}");
+    let rd = OpId::Read(ReadId::new(5, 0));
+    assert_eq!(v.ops[0], rd);
+    assert_eq!(v.cycle.len(), 3);
+    assert_eq!(v.cycle[0].before, rd, "the cycle starts at the read");
+    let ranges: Vec<ByteRange> = v.cycle.iter().map(|e| e.range).collect();
+    assert!(ranges.contains(&r(256, 320)) && ranges.contains(&r(128, 192)));
+    assert!(ranges.contains(&r(0, 64)));
+    assert!(
+        v.to_string().starts_with("read (r5,op0) fits nowhere"),
+        "{v}"
+    );
 }
