@@ -28,7 +28,9 @@ use atomio_layout::ByteRange;
 /// Largest piece of bytes compared at once.
 const CHUNK: usize = 64 << 10;
 const FILE_WINDOW: usize = 4 << 20;
-const READ_WINDOW: usize = 64 << 10;
+/// All read windows together stay under this (each between 4 KiB and `CHUNK`), so thousands
+/// of reads active at once cost tens of MiB, not one window of `CHUNK` each.
+const READ_WINDOWS_TOTAL: usize = 64 << 20;
 /// Shifts tried when looking for the origin of misplaced data.
 const SHIFT_SEARCH: i64 = 64 << 10;
 const NONE: u32 = u32::MAX;
@@ -82,6 +84,8 @@ struct State<'a, 'r, S: ?Sized> {
     violations: Vec<Violation>,
     violation_count: u64,
     max_detailed: usize,
+    /// Largest chunk while reads are active: their window size.
+    read_chunk: usize,
 }
 
 pub(crate) fn sweep<'r, S: ByteSource + ?Sized>(
@@ -138,6 +142,7 @@ pub(crate) fn sweep<'r, S: ByteSource + ?Sized>(
         violations: Vec::new(),
         violation_count: 0,
         max_detailed,
+        read_chunk: (READ_WINDOWS_TOTAL / nr.max(1)).clamp(4 << 10, CHUNK),
         ids,
     };
     let mut merge = Merge::new(
@@ -205,7 +210,7 @@ impl<'r, S: ByteSource + ?Sized> State<'_, 'r, S> {
                 let rs = &mut self.reads[r as usize];
                 if rs.window.is_none() {
                     let what = format!("the data observed by {}", self.ids[s as usize]);
-                    rs.window = Some(Window::new(rs.src, READ_WINDOW, what));
+                    rs.window = Some(Window::new(rs.src, self.read_chunk, what));
                 }
             }
             Event::End { stream: s, last } => {
@@ -272,9 +277,14 @@ impl<'r, S: ByteSource + ?Sized> State<'_, 'r, S> {
         if !self.in_interval && self.active_r.is_empty() {
             return Ok(());
         }
+        let step = if self.active_r.is_empty() {
+            CHUNK
+        } else {
+            self.read_chunk
+        };
         let mut x = a;
         while x < b {
-            let len = (b - x).min(CHUNK as u64) as usize;
+            let len = (b - x).min(step as u64) as usize;
             if self.in_interval {
                 self.file_chunk(x, len)?;
             }

@@ -11,6 +11,27 @@
 //! 3. `order` decides whether a serial order explains all of it: exactly for writes,
 //!    soundly (with an honest `Inconclusive`) for reads.
 //!
+//! ```
+//! use atomio_layout::{ByteRange, RangeList};
+//! use atomio_verify::{verify, TagKey, Write};
+//!
+//! let ranges = |v: &[(u64, u64)]| {
+//!     RangeList::from_ranges(v.iter().map(|&(s, e)| ByteRange::new(s, e).unwrap()).collect())
+//! };
+//! let a = Write::new(0, 1, ranges(&[(0, 64), (128, 192)]));
+//! let b = Write::new(1, 1, ranges(&[(32, 160)]));
+//! // The run: b, then a, each whole.
+//! let mut file = vec![0u8; 192];
+//! for w in [&b, &a] {
+//!     let tag = TagKey::DEFAULT.op(w.id.writer, w.id.op);
+//!     for r in w.ranges.iter() {
+//!         tag.fill_at(r.start, &mut file[r.start as usize..r.end as usize]);
+//!     }
+//! }
+//! let report = verify(&file[..], &[a, b], &[]).unwrap();
+//! assert!(report.ok(), "{report}");
+//! ```
+//!
 //! Scope decisions, stated once here:
 //! * Bytes covered by no write are not checked in the file (the run does not define them);
 //!   reads must see zeros there (the file must start empty).

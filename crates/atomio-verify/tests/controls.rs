@@ -218,6 +218,24 @@ fn read_of_a_write_later_overwritten_is_accepted() {
 }
 
 #[test]
+fn read_of_a_write_later_completely_hidden_is_accepted() {
+    // W2 covers all of W1, so W1 is nowhere in the file, yet the read proves it happened.
+    let w1 = write(1, 0, &[(0, 256), (512, 768)]);
+    let w2 = write(2, 0, &[(0, 1024)]);
+    let mut file = vec![0u8; 1024];
+    paint(&mut file, &w1);
+    let ranges = list(&[(0, 1024)]);
+    let seen = observe(&file, &ranges);
+    paint(&mut file, &w2);
+    let rep = verify(&file[..], &[w1, w2], &[Read::new(9, 0, ranges, seen)]).unwrap();
+    assert!(rep.ok(), "{rep}");
+    assert_eq!(
+        rep.order,
+        vec![w(1, 0), OpId::Read(ReadId::new(9, 0)), w(2, 0)]
+    );
+}
+
+#[test]
 fn read_ordered_inconsistently_with_the_file_is_not_serializable() {
     // The file says W1 then W2 (W2 on top). The read saw W2 in one place and W1 in another
     // place where W2 also wrote: it would need W2 both before and after it.
