@@ -128,6 +128,10 @@ fn fill_is_fast() {
     let gbs = buf.len() as f64 / s / 1e9;
     eprintln!("fill: {gbs:.2} GB/s");
     assert!(t.matches(3, &buf));
-    // The target is ≥ 1 GB/s on an idle core; leave room for a loaded shared machine.
-    assert!(gbs > 0.3, "fill at {gbs:.2} GB/s");
+    // The target is ≥ 1 GB/s on an idle core; leave room for a loaded shared machine. Only
+    // an optimized build says anything about speed (the test profile is opt-level 1 with
+    // debug assertions).
+    if !cfg!(debug_assertions) {
+        assert!(gbs > 0.3, "fill at {gbs:.2} GB/s");
+    }
 }
