@@ -1,5 +1,5 @@
-//! `atomio server`: one server process, single-threaded (the state machine is serial
-//! anyway; one thread avoids cross-core hand-offs on every message).
+//! `atomio server`: one server process (locks + data under `--data`), single-threaded (the
+//! state machines are serial anyway; one thread avoids cross-core hand-offs per message).
 
 use anyhow::{bail, Context};
 use atomio_layout::ServerId;
@@ -54,7 +54,7 @@ pub fn run(a: ServerArgs) -> anyhow::Result<()> {
             out.flush()?;
         }
         tokio::select! {
-            r = atomio_net::run_tcp_server(listener, a.id.map(ServerId)) => r.context("server failed"),
+            r = atomio_net::run_tcp_server(listener, a.id.map(ServerId), &a.data) => r.context("server failed"),
             _ = shutdown_signal() => Ok(()),
         }
     })

@@ -17,10 +17,28 @@ pub trait RangeCursor {
     fn seek(&mut self, offset: u64);
 }
 
-/// A sorted, merged list of byte ranges.
+/// A sorted, merged list of byte ranges. Decoding validates every range and normalizes,
+/// so a `RangeList` read from outside upholds the invariant too.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<ByteRange>", into = "Vec<ByteRange>")]
 pub struct RangeList {
     ranges: Vec<ByteRange>,
+}
+
+impl TryFrom<Vec<ByteRange>> for RangeList {
+    type Error = LayoutError;
+    fn try_from(v: Vec<ByteRange>) -> Result<Self, LayoutError> {
+        for r in &v {
+            r.validate()?;
+        }
+        Ok(Self::from_ranges(v))
+    }
+}
+
+impl From<RangeList> for Vec<ByteRange> {
+    fn from(l: RangeList) -> Self {
+        l.ranges
+    }
 }
 
 impl RangeList {

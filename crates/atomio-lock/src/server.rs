@@ -176,6 +176,23 @@ fn error(to: ClientId, tag: u64, code: ErrorCode, message: impl Into<String>) ->
     }
 }
 
+fn request_name(r: &Request) -> &'static str {
+    match r {
+        Request::LockNew { .. } => "LockNew",
+        Request::LockMore { .. } => "LockMore",
+        Request::LockRelease { .. } => "LockRelease",
+        Request::Ping { .. } => "Ping",
+        Request::Create { .. } => "Create",
+        Request::Open { .. } => "Open",
+        Request::Remove { .. } => "Remove",
+        Request::DropObjects { .. } => "DropObjects",
+        Request::Write { .. } => "Write",
+        Request::Read { .. } => "Read",
+        Request::Sync { .. } => "Sync",
+        Request::ObjectSizes { .. } => "ObjectSizes",
+    }
+}
+
 /// The first byte of `w` that another request's granted *write* bytes occupy.
 fn write_conflict(
     writes: &WriteHulls,
@@ -293,6 +310,12 @@ impl LockServer {
                 tag,
                 reply: Reply::Pong { nonce },
             }),
+            other => out.push(error(
+                client,
+                tag,
+                ErrorCode::Unsupported,
+                format!("a lock server does not serve {}", request_name(&other)),
+            )),
         }
     }
 

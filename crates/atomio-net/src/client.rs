@@ -12,7 +12,7 @@
 use crate::actor::{ClientEvent, Event};
 use atomio_layout::{Access, Layout, ServerId};
 use atomio_lock::{plan, LockOp, Method, OpStats, Protocol, Send, Status, SubRequest};
-use atomio_proto::{ClientFrame, ClientId, ErrorCode, FileId, LockMode, Reply, WireError};
+use atomio_proto::{ClientFrame, ClientId, ErrorCode, FileId, LockMode, Reply, Request, WireError};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -134,21 +134,32 @@ impl ClusterClient {
     }
 
     async fn send(&mut self, seq: u64, s: Send) -> Result<(), WireError> {
-        let server = s.server;
+        self.send_raw(s.server, (seq << 32) | u64::from(s.sub), s.request)
+            .await
+    }
+
+    pub(crate) async fn send_raw(
+        &mut self,
+        server: ServerId,
+        tag: u64,
+        request: Request,
+    ) -> Result<(), WireError> {
+        let Some(link) = self.links.get(server.0 as usize) else {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("{server} is not in this cluster of {}", self.links.len()),
+            ));
+        };
         if let Some(e) = &self.lost[server.0 as usize] {
             return Err(e.clone());
         }
-        let frame = ClientFrame {
-            tag: (seq << 32) | u64::from(s.sub),
-            request: s.request,
-        };
-        let ok = match &self.links[server.0 as usize] {
-            Link::Tcp(tx) => tx.send(frame).is_ok(),
+        let ok = match link {
+            Link::Tcp(tx) => tx.send(ClientFrame { tag, request }).is_ok(),
             Link::InProcess { client, inbox } => inbox
                 .send(Event::Frame {
                     client: *client,
-                    tag: frame.tag,
-                    request: frame.request,
+                    tag,
+                    request,
                 })
                 .await
                 .is_ok(),
@@ -160,6 +171,78 @@ impl ClusterClient {
             self.lost[server.0 as usize] = Some(e.clone());
             Err(e)
         }
+    }
+
+    /// Sends every call at once and returns the replies in call order. Any error reply fails
+    /// the whole batch (after the other replies are in, so nothing is left in flight); a lost
+    /// server with a call outstanding fails it at once; silence fails it after `timeout`.
+    pub async fn rpc_all(
+        &mut self,
+        calls: Vec<(ServerId, Request)>,
+    ) -> Result<Vec<Reply>, WireError> {
+        self.seq += 1;
+        let seq = self.seq;
+        let n = calls.len();
+        let mut targets = Vec::with_capacity(n);
+        for (i, (server, request)) in calls.into_iter().enumerate() {
+            targets.push(server);
+            self.send_raw(server, (seq << 32) | i as u64, request)
+                .await?;
+        }
+        let mut replies: Vec<Option<Reply>> = (0..n).map(|_| None).collect();
+        let mut pending = n;
+        let mut first_err: Option<WireError> = None;
+        while pending > 0 {
+            let event = match tokio::time::timeout(self.timeout, self.events.recv()).await {
+                Ok(Some(ev)) => ev,
+                Ok(None) => {
+                    return Err(WireError::new(
+                        ErrorCode::Disconnected,
+                        "all server connections are gone",
+                    ))
+                }
+                Err(_) => {
+                    return Err(WireError::new(
+                        ErrorCode::Timeout,
+                        format!("{pending} of {n} replies missing after {:?}", self.timeout),
+                    ))
+                }
+            };
+            match event {
+                ClientEvent::Frame(_, f) if f.tag >> 32 == seq => {
+                    let i = (f.tag & 0xffff_ffff) as usize;
+                    if let Some(slot) = replies.get_mut(i).filter(|s| s.is_none()) {
+                        if let Reply::Error(e) = &f.reply {
+                            first_err.get_or_insert_with(|| e.clone());
+                        }
+                        *slot = Some(f.reply);
+                        pending -= 1;
+                    }
+                }
+                ClientEvent::Frame(server, f) => {
+                    if let (0, Reply::Error(e)) = (f.tag, &f.reply) {
+                        return Err(WireError::new(e.code, format!("{server}: {}", e.message)));
+                    }
+                }
+                ClientEvent::Lost(server, e) => {
+                    self.lost[server.0 as usize] = Some(e.clone());
+                    let waiting_on_it = targets
+                        .iter()
+                        .zip(&replies)
+                        .any(|(t, r)| *t == server && r.is_none());
+                    if waiting_on_it {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        Ok(replies
+            .into_iter()
+            .map(|r| r.expect("all replies in"))
+            .collect())
     }
 
     /// Runs `op` until its status is final for the current step (held, released, failed).

@@ -3,9 +3,12 @@
 
 use crate::actor::{self, ClientEvent, Event, ReplySink, ServerHandle};
 use crate::client::{ClusterClient, Link};
+use crate::service::Node;
+use atomio_data::{FileStore, MemStore};
 use atomio_layout::ServerId;
 use atomio_lock::LockServer;
-use atomio_proto::WireError;
+use atomio_proto::{ErrorCode, WireError};
+use std::path::Path;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -15,12 +18,47 @@ pub struct EmbeddedCluster {
 }
 
 impl EmbeddedCluster {
-    /// Starts `n` lock servers on the current tokio runtime.
+    /// Starts `n` servers (locks + in-memory data) on the current tokio runtime.
     pub fn start(n: u32) -> Self {
         let servers = (0..n)
-            .map(|i| actor::spawn(LockServer::with_id(ServerId(i))))
+            .map(|i| actor::spawn(Node::new(LockServer::with_id(ServerId(i)), MemStore::new())))
             .collect();
         Self { servers }
+    }
+
+    /// Starts `n` servers keeping data in local files under `dir/server-<i>`.
+    pub fn start_on_disk(n: u32, dir: &Path) -> Result<Self, WireError> {
+        let mut servers = Vec::new();
+        for i in 0..n {
+            let store = FileStore::open(&dir.join(format!("server-{i}"))).map_err(|e| {
+                WireError::new(
+                    ErrorCode::Io,
+                    format!("opening the data directory under {}: {e}", dir.display()),
+                )
+            })?;
+            servers.push(actor::spawn(Node::new(
+                LockServer::with_id(ServerId(i)),
+                store,
+            )));
+        }
+        Ok(Self { servers })
+    }
+
+    /// Also serves every server over TCP on loopback (ephemeral ports), so other processes
+    /// on this machine can use the embedded cluster. Returns the addresses in server order.
+    pub async fn serve_tcp(&self) -> Result<Vec<String>, WireError> {
+        let mut addrs = Vec::new();
+        for s in &self.servers {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| WireError::new(ErrorCode::Io, format!("binding loopback: {e}")))?;
+            let addr = listener
+                .local_addr()
+                .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
+            addrs.push(addr.to_string());
+            tokio::spawn(crate::tcp::serve(listener, s.clone()));
+        }
+        Ok(addrs)
     }
 
     pub fn servers(&self) -> usize {

@@ -5,25 +5,30 @@ pub mod actor;
 pub mod client;
 pub mod cluster;
 pub mod embedded;
+pub mod files;
 pub mod service;
 pub mod tcp;
 
 pub use client::{ClusterClient, HeldLock, DEFAULT_TIMEOUT};
 pub use cluster::{ClusterConfig, LocalServers, ServerEntry, LISTENING_PREFIX};
 pub use embedded::EmbeddedCluster;
-pub use service::Service;
+pub use files::FileInfo;
+pub use service::{Node, Service};
 
+use atomio_data::FileStore;
 use atomio_layout::ServerId;
 use atomio_lock::LockServer;
 
-/// Runs a TCP lock server on `listener` (on the current runtime) until it fails.
+/// Runs a TCP server (locks + data in `data_dir`) on `listener` until it fails.
 pub async fn run_tcp_server(
     listener: tokio::net::TcpListener,
     id: Option<ServerId>,
+    data_dir: &std::path::Path,
 ) -> std::io::Result<()> {
-    let service = match id {
+    let locks = match id {
         Some(id) => LockServer::with_id(id),
         None => LockServer::new(),
     };
-    tcp::serve(listener, actor::spawn(service)).await
+    let node = Node::new(locks, FileStore::open(data_dir)?);
+    tcp::serve(listener, actor::spawn(node)).await
 }

@@ -1,0 +1,349 @@
+//! File operations on a `ClusterClient`: create/open/remove by path, and list I/O of byte
+//! ranges. A call's ranges are cut at strip boundaries into object pieces (the layout maps
+//! each to its server and object offset), grouped per object into messages of at most
+//! `MAX_MESSAGE_DATA` bytes, and all messages are sent at once; the call returns when every
+//! server has answered. No locking here: atomicity is the caller's (see `atomio-client`).
+//!
+//! **Invariants:** data order is the ranges' order (increasing file offset); a call either
+//! succeeds for every byte or returns an error; ranges are validated before anything is sent.
+
+use crate::client::ClusterClient;
+use atomio_layout::{Access, ByteRange, Layout, RangeList, ServerId};
+use atomio_proto::data::Bytes;
+use atomio_proto::{
+    metadata_server, ErrorCode, FileId, FileMeta, ObjPiece, Reply, Request, WireError,
+};
+use std::collections::HashMap;
+
+/// Bytes of payload per data message.
+pub const MAX_MESSAGE_DATA: usize = 1 << 20;
+/// Pieces per data message.
+const MAX_MESSAGE_PIECES: usize = 8192;
+
+/// An open file: its metadata and layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileInfo {
+    pub meta: FileMeta,
+    pub layout: Layout,
+}
+
+impl FileInfo {
+    fn new(meta: FileMeta) -> Result<Self, WireError> {
+        Ok(Self {
+            layout: meta.layout()?,
+            meta,
+        })
+    }
+
+    pub fn id(&self) -> FileId {
+        self.meta.file
+    }
+}
+
+/// One message's worth of pieces of one object.
+struct Chunk {
+    server: ServerId,
+    object: u32,
+    pieces: Vec<ObjPiece>,
+    /// (offset in the caller's buffer, length) of each piece.
+    spans: Vec<(usize, usize)>,
+    bytes: usize,
+}
+
+/// Cuts `ranges` (increasing, disjoint) into per-object chunks.
+fn chunks(layout: &Layout, ranges: impl Iterator<Item = ByteRange>) -> Vec<Chunk> {
+    let mut open: HashMap<u32, Chunk> = HashMap::new();
+    let mut done = Vec::new();
+    let mut at = 0usize;
+    for r in ranges {
+        for p in layout.pieces(r) {
+            let (object, offset) = layout.object_offset(p.range.start);
+            let len = p.range.len() as usize;
+            let c = open.entry(object).or_insert_with(|| Chunk {
+                server: p.server,
+                object,
+                pieces: Vec::new(),
+                spans: Vec::new(),
+                bytes: 0,
+            });
+            c.pieces.push(ObjPiece {
+                offset,
+                len: len as u64,
+            });
+            c.spans.push((at, len));
+            c.bytes += len;
+            at += len;
+            if c.bytes >= MAX_MESSAGE_DATA || c.pieces.len() >= MAX_MESSAGE_PIECES {
+                done.push(open.remove(&object).expect("just used"));
+            }
+        }
+    }
+    let mut rest: Vec<Chunk> = open.into_values().collect();
+    rest.sort_by_key(|c| c.object);
+    done.extend(rest);
+    done
+}
+
+fn need(what: &str, have: usize, want: u64) -> Result<(), WireError> {
+    if have as u64 != want {
+        return Err(WireError::new(
+            ErrorCode::InvalidArgument,
+            format!("{what} buffer holds {have} bytes but the ranges cover {want}"),
+        ));
+    }
+    Ok(())
+}
+
+fn unexpected(what: &str, r: &Reply) -> WireError {
+    WireError::new(
+        ErrorCode::Internal,
+        format!("{what}: unexpected reply {r:?}"),
+    )
+}
+
+impl ClusterClient {
+    /// Creates (or, unless `exclusive`, opens) the file at `path`, striped over
+    /// `stripe_count` objects starting at its metadata server.
+    pub async fn create(
+        &mut self,
+        path: &str,
+        stripe_size: u64,
+        stripe_count: u32,
+        exclusive: bool,
+    ) -> Result<FileInfo, WireError> {
+        let n = self.servers() as u32;
+        let meta_server = metadata_server(path, n);
+        let layout = Layout::round_robin(stripe_size, stripe_count, n, meta_server.0)?;
+        let request = Request::Create {
+            path: path.to_string(),
+            stripe_size,
+            object_servers: layout.object_servers().to_vec(),
+            exclusive,
+        };
+        match self.rpc_all(vec![(meta_server, request)]).await?.pop() {
+            Some(Reply::File(meta)) => FileInfo::new(meta),
+            Some(other) => Err(unexpected("create", &other)),
+            None => Err(unexpected("create", &Reply::Done)),
+        }
+    }
+
+    /// Opens an existing file.
+    pub async fn open(&mut self, path: &str) -> Result<FileInfo, WireError> {
+        let meta_server = metadata_server(path, self.servers() as u32);
+        match self
+            .rpc_all(vec![(
+                meta_server,
+                Request::Open {
+                    path: path.to_string(),
+                },
+            )])
+            .await?
+            .pop()
+        {
+            Some(Reply::File(meta)) => FileInfo::new(meta),
+            Some(other) => Err(unexpected("open", &other)),
+            None => Err(unexpected("open", &Reply::Done)),
+        }
+    }
+
+    /// Deletes the file's objects everywhere, then its metadata.
+    pub async fn remove(&mut self, path: &str) -> Result<(), WireError> {
+        let info = self.open(path).await?;
+        let calls = info
+            .layout
+            .servers()
+            .into_iter()
+            .map(|s| (s, Request::DropObjects { file: info.id() }))
+            .collect();
+        self.rpc_all(calls).await?;
+        let meta_server = metadata_server(path, self.servers() as u32);
+        self.rpc_all(vec![(
+            meta_server,
+            Request::Remove {
+                path: path.to_string(),
+            },
+        )])
+        .await?;
+        Ok(())
+    }
+
+    /// Writes `data` to the bytes of `access`, in offset order.
+    pub async fn write(
+        &mut self,
+        f: &FileInfo,
+        access: &Access,
+        data: &[u8],
+    ) -> Result<(), WireError> {
+        need("write", data.len(), access.size())?;
+        self.write_ranges(f, access.ranges(), data).await
+    }
+
+    /// Writes `data` to explicit ranges, which must be non-empty, increasing and disjoint.
+    pub async fn write_list(
+        &mut self,
+        f: &FileInfo,
+        ranges: &[ByteRange],
+        data: &[u8],
+    ) -> Result<(), WireError> {
+        let list = RangeList::from_disjoint_sorted(ranges)?;
+        need("write", data.len(), list.total_bytes())?;
+        self.write_ranges(f, list.cursor(), data).await
+    }
+
+    async fn write_ranges(
+        &mut self,
+        f: &FileInfo,
+        ranges: impl Iterator<Item = ByteRange>,
+        data: &[u8],
+    ) -> Result<(), WireError> {
+        let calls = chunks(&f.layout, ranges)
+            .into_iter()
+            .map(|c| {
+                let mut buf = Vec::with_capacity(c.bytes);
+                for &(at, len) in &c.spans {
+                    buf.extend_from_slice(&data[at..at + len]);
+                }
+                (
+                    c.server,
+                    Request::Write {
+                        file: f.id(),
+                        object: c.object,
+                        pieces: c.pieces,
+                        data: Bytes::from(buf),
+                    },
+                )
+            })
+            .collect();
+        for r in self.rpc_all(calls).await? {
+            if !matches!(r, Reply::Written { .. }) {
+                return Err(unexpected("write", &r));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the bytes of `access` into `out` (offset order). Reading past the end of the
+    /// file is an error (the file size is asked first).
+    pub async fn read(
+        &mut self,
+        f: &FileInfo,
+        access: &Access,
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        need("read", out.len(), access.size())?;
+        if let Some(h) = access.hull() {
+            self.check_within_file(f, h).await?;
+        }
+        self.read_ranges(f, access.ranges(), out).await
+    }
+
+    /// Reads explicit ranges (non-empty, increasing, disjoint) into `out`.
+    pub async fn read_list(
+        &mut self,
+        f: &FileInfo,
+        ranges: &[ByteRange],
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        let list = RangeList::from_disjoint_sorted(ranges)?;
+        need("read", out.len(), list.total_bytes())?;
+        if let Some(h) = list.hull() {
+            self.check_within_file(f, h).await?;
+        }
+        self.read_ranges(f, list.cursor(), out).await
+    }
+
+    async fn check_within_file(&mut self, f: &FileInfo, hull: ByteRange) -> Result<(), WireError> {
+        let size = self.size(f).await?;
+        if hull.end > size {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "read of {hull} reaches past the end of '{}' ({size} bytes)",
+                    f.meta.path
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads without checking the file size (holes and bytes past the end read as zero).
+    pub async fn read_ranges(
+        &mut self,
+        f: &FileInfo,
+        ranges: impl Iterator<Item = ByteRange>,
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        let chunks = chunks(&f.layout, ranges);
+        let calls = chunks
+            .iter()
+            .map(|c| {
+                (
+                    c.server,
+                    Request::Read {
+                        file: f.id(),
+                        object: c.object,
+                        pieces: c.pieces.clone(),
+                    },
+                )
+            })
+            .collect();
+        let replies = self.rpc_all(calls).await?;
+        for (c, r) in chunks.iter().zip(replies) {
+            let Reply::Data(data) = r else {
+                return Err(unexpected("read", &r));
+            };
+            if data.len() != c.bytes {
+                return Err(WireError::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "{} returned {} bytes for a {}-byte read",
+                        c.server,
+                        data.len(),
+                        c.bytes
+                    ),
+                ));
+            }
+            let mut from = 0;
+            for &(at, len) in &c.spans {
+                out[at..at + len].copy_from_slice(&data[from..from + len]);
+                from += len;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes everything written to the file durable on every server.
+    pub async fn sync(&mut self, f: &FileInfo) -> Result<(), WireError> {
+        let calls = f
+            .layout
+            .servers()
+            .into_iter()
+            .map(|s| (s, Request::Sync { file: f.id() }))
+            .collect();
+        self.rpc_all(calls).await.map(|_| ())
+    }
+
+    /// The file's size: one past its last written byte.
+    pub async fn size(&mut self, f: &FileInfo) -> Result<u64, WireError> {
+        let calls = f
+            .layout
+            .servers()
+            .into_iter()
+            .map(|s| (s, Request::ObjectSizes { file: f.id() }))
+            .collect();
+        let mut size = 0;
+        for r in self.rpc_all(calls).await? {
+            let Reply::Sizes(objects) = r else {
+                return Err(unexpected("size", &r));
+            };
+            for (object, len) in objects {
+                if len > 0 && object < f.layout.stripe_count() {
+                    if let Some(end) = f.layout.file_offset(object, len - 1) {
+                        size = size.max(end + 1);
+                    }
+                }
+            }
+        }
+        Ok(size)
+    }
+}
