@@ -115,3 +115,57 @@ where
         .draw()
         .map_err(err)
 }
+
+/// One bar of a bar chart.
+pub struct Bar {
+    pub label: String,
+    pub value: f64,
+    /// Drawn in red (e.g. failed verification), else in blue; `none` bars grey.
+    pub bad: bool,
+    pub muted: bool,
+}
+
+/// A horizontal bar chart (one bar per strategy), values printed at the bar ends.
+pub fn bars(path: &Path, title: &str, x_label: &str, bars: &[Bar]) -> std::io::Result<()> {
+    let height = 120 + 36 * bars.len() as u32;
+    let root = SVGBackend::new(path, (900, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let max = bars.iter().map(|b| b.value).fold(0.0, f64::max).max(1e-9);
+    let n = bars.len() as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(10)
+        .build_cartesian_2d(0.0..max * 1.25, 0.0..n)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .disable_y_axis()
+        .x_desc(x_label)
+        .draw()
+        .map_err(err)?;
+    for (i, b) in bars.iter().enumerate() {
+        // Top to bottom in the given order.
+        let y = n - 1.0 - i as f64;
+        let color = if b.bad {
+            RGBColor(214, 39, 40)
+        } else if b.muted {
+            RGBColor(160, 160, 160)
+        } else {
+            RGBColor(31, 119, 180)
+        };
+        chart
+            .draw_series(std::iter::once(Rectangle::new([(0.0, y + 0.15), (b.value, y + 0.85)], color.filled())))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!("{}  {:.0}", b.label, b.value),
+                (b.value + max * 0.01, y + 0.65),
+                ("sans-serif", 14),
+            )))
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}

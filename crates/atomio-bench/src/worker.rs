@@ -1,0 +1,243 @@
+//! The client side of a workload run: one `atomio worker` process per client.
+//!
+//! Clients are processes, not tasks, because the baseline's `fcntl` locks belong to the
+//! process (two tasks of one process never exclude each other) and because MPI ranks are
+//! processes. The coordinator talks to each worker with JSON lines on stdin/stdout:
+//!
+//! ```text
+//! coordinator → worker   {"cmd":"job", ...}   connect, open the file, fill write buffers
+//! worker → coordinator   {"msg":"ready"}
+//! coordinator → worker   {"cmd":"go"}         run the calls (timed)
+//! worker → coordinator   {"msg":"done", ...}  seconds, bytes, lock counts, read dumps
+//! coordinator → worker   {"cmd":"exit"}
+//! ```
+//!
+//! **Invariants:** write buffers are filled with verifier tags (writer = rank, op = call
+//! number) before "go", so the timed part is I/O and locking only; what reads returned is
+//! dumped after the timed part.
+
+use atomio_client::{File, PosixFile, Strategy};
+use atomio_layout::Access;
+use atomio_net::ClusterClient;
+use atomio_proto::{ErrorCode, WireError};
+use atomio_workloads::{CallKind, Workload};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Instant;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Where a job's I/O goes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Target {
+    /// An atomio cluster (servers in order) and the file's path on it.
+    Cluster {
+        servers: Vec<String>,
+        path: String,
+        stripe_size: u64,
+        stripe_count: u32,
+    },
+    /// One ordinary local file (the posix-fcntl baseline).
+    Posix { file: PathBuf },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Job {
+    pub rank: u32,
+    pub clients: u32,
+    pub workload: Workload,
+    pub strategy: String,
+    pub target: Target,
+    /// Where to put what reads returned.
+    pub dump_dir: PathBuf,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReadDump {
+    pub op: u32,
+    pub path: PathBuf,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct JobResult {
+    pub rank: u32,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub lock_requests: u64,
+    pub lock_messages: u64,
+    pub reads: Vec<ReadDump>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "lowercase")]
+pub enum ToWorker {
+    Job(Box<Job>),
+    Go,
+    Exit,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "msg", rename_all = "lowercase")]
+pub enum FromWorker {
+    Ready,
+    Done(JobResult),
+    Failed { error: String },
+}
+
+enum Io {
+    Cluster { client: ClusterClient, file: File },
+    Posix(PosixFile),
+}
+
+struct Prepared {
+    job: Job,
+    calls: Vec<(CallKind, Option<Access>, u32, Option<Vec<u8>>)>,
+    io: Io,
+}
+
+fn bad(e: impl std::fmt::Display) -> WireError {
+    WireError::new(ErrorCode::InvalidArgument, e.to_string())
+}
+
+async fn prepare(job: Job) -> Result<Prepared, WireError> {
+    let strategy: Strategy = job.strategy.parse().map_err(bad)?;
+    let plan = job.workload.plan(job.clients).map_err(bad)?;
+    let mine = plan
+        .clients
+        .into_iter()
+        .find(|c| c.rank == job.rank)
+        .ok_or_else(|| bad(format!("the plan has no client {}", job.rank)))?;
+    let mut calls = Vec::with_capacity(mine.calls.len());
+    for call in mine.calls {
+        let buf = match (&call.kind, &call.access) {
+            (CallKind::Write, Some(a)) => {
+                let mut buf = vec![0u8; a.size() as usize];
+                atomio_verify::fill(job.rank, u64::from(call.op), a.ranges(), &mut buf).map_err(bad)?;
+                Some(buf)
+            }
+            _ => None,
+        };
+        calls.push((call.kind, call.access, call.op, buf));
+    }
+    let io = match &job.target {
+        Target::Cluster {
+            servers,
+            path,
+            stripe_size,
+            stripe_count,
+        } => {
+            let mut client = ClusterClient::connect_tcp(servers).await?;
+            let mut file = File::create(&mut client, path, *stripe_size, *stripe_count).await?;
+            file.set_atomic(Some(strategy))?;
+            Io::Cluster { client, file }
+        }
+        Target::Posix { file } => {
+            if strategy != Strategy::PosixFcntl {
+                return Err(bad(format!("a local file runs posix-fcntl, not {strategy}")));
+            }
+            let mut f = PosixFile::open(file, true)?;
+            f.set_atomic(true);
+            Io::Posix(f)
+        }
+    };
+    Ok(Prepared { job, calls, io })
+}
+
+async fn execute(p: &mut Prepared) -> Result<JobResult, WireError> {
+    let mut observed: Vec<(u32, Vec<u8>)> = Vec::new();
+    let mut bytes = 0u64;
+    let t0 = Instant::now();
+    for (kind, access, op, buf) in &p.calls {
+        match (kind, access) {
+            (CallKind::Write, Some(a)) => {
+                let data = buf.as_deref().expect("prepared");
+                match &mut p.io {
+                    Io::Cluster { client, file } => file.write(client, a, data).await?,
+                    Io::Posix(f) => f.write(a, data)?,
+                }
+                bytes += a.size();
+            }
+            (CallKind::Read, Some(a)) => {
+                let mut out = vec![0u8; a.size() as usize];
+                match &mut p.io {
+                    Io::Cluster { client, file } => file.read(client, a, &mut out).await?,
+                    Io::Posix(f) => f.read(a, &mut out)?,
+                }
+                bytes += a.size();
+                observed.push((*op, out));
+            }
+            (CallKind::Sync, _) => match &mut p.io {
+                Io::Cluster { client, file } => file.sync(client).await?,
+                Io::Posix(f) => f.sync()?,
+            },
+            (_, None) => return Err(bad(format!("call {op} has no access"))),
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let (lock_requests, lock_messages) = match &p.io {
+        Io::Cluster { file, .. } => (file.stats().lock_requests, file.stats().lock_messages),
+        Io::Posix(_) => (0, 0),
+    };
+    let mut reads = Vec::new();
+    for (op, data) in observed {
+        let path = p.job.dump_dir.join(format!("read-{}-{op}.bin", p.job.rank));
+        std::fs::write(&path, data).map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", path.display())))?;
+        reads.push(ReadDump { op, path });
+    }
+    Ok(JobResult {
+        rank: p.job.rank,
+        seconds,
+        bytes,
+        lock_requests,
+        lock_messages,
+        reads,
+    })
+}
+
+async fn say(out: &mut (impl AsyncWrite + Unpin), msg: &FromWorker) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    out.write_all(&line).await?;
+    out.flush().await
+}
+
+/// A worker's main loop: serves jobs until told to exit or its input closes.
+pub async fn serve(input: impl AsyncBufRead + Unpin, mut output: impl AsyncWrite + Unpin) -> std::io::Result<()> {
+    let mut lines = input.lines();
+    let mut prepared: Option<Prepared> = None;
+    while let Some(line) = lines.next_line().await? {
+        let msg: ToWorker = match serde_json::from_str(&line) {
+            Ok(m) => m,
+            Err(e) => {
+                say(&mut output, &FromWorker::Failed { error: format!("unreadable command: {e}") }).await?;
+                continue;
+            }
+        };
+        match msg {
+            ToWorker::Job(job) => {
+                prepared = None;
+                match prepare(*job).await {
+                    Ok(p) => {
+                        prepared = Some(p);
+                        say(&mut output, &FromWorker::Ready).await?;
+                    }
+                    Err(e) => say(&mut output, &FromWorker::Failed { error: e.to_string() }).await?,
+                }
+            }
+            ToWorker::Go => {
+                let reply = match prepared.as_mut() {
+                    None => FromWorker::Failed {
+                        error: "go before a job was prepared".into(),
+                    },
+                    Some(p) => match execute(p).await {
+                        Ok(r) => FromWorker::Done(r),
+                        Err(e) => FromWorker::Failed { error: e.to_string() },
+                    },
+                };
+                prepared = None;
+                say(&mut output, &reply).await?;
+            }
+            ToWorker::Exit => return Ok(()),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,367 @@
+//! Workload benchmarks: N client processes (see `worker`) run a workload's calls under each
+//! strategy against M servers, the coordinator times them, reads the result back and proves
+//! it atomic (or not) with the verifier.
+//!
+//! Per strategy and run: a fresh file; every worker prepares (connects, opens, fills its
+//! write buffers with verifier tags) and says ready; the coordinator sends "go" to all and
+//! times until the last "done". Seconds are the median over runs; bandwidth is bytes moved
+//! (writes + reads) over that. The first run of each strategy is verified: the file's bytes
+//! against every write of the plan, plus every read's dump.
+//!
+//! **Invariants:** every strategy of one invocation runs the same plan on the same servers
+//! with the same workers, so their ratios are comparable; a run that fails is an error, not
+//! a slow row.
+
+use crate::stats::median;
+use crate::worker::{FromWorker, Job, JobResult, Target, ToWorker};
+use atomio_client::Strategy;
+use atomio_net::{ClusterClient, EmbeddedCluster, LocalServers};
+use atomio_proto::{ErrorCode, WireError};
+use atomio_verify::{Read, Report, Write};
+use atomio_workloads::{CallKind, Workload, WorkloadPlan};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// How servers are provided.
+#[derive(Clone, Debug)]
+pub enum Deploy {
+    /// In the coordinator process, served over loopback TCP; data on disk under the
+    /// scratch directory (or in memory).
+    Embedded { memory: bool },
+    /// `atomio server` processes on loopback.
+    Processes,
+    /// Servers already running.
+    Cluster(Vec<String>),
+}
+
+#[derive(Clone, Debug)]
+pub struct WorkloadBenchConfig {
+    pub workload: Workload,
+    pub clients: u32,
+    pub strategies: Vec<Strategy>,
+    pub servers: u32,
+    pub deploy: Deploy,
+    pub stripe_size: u64,
+    pub runs: usize,
+    /// The `atomio` executable (for workers and server processes).
+    pub exe: PathBuf,
+    pub scratch: PathBuf,
+    pub verify: bool,
+    pub progress: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadRow {
+    pub workload: String,
+    pub strategy: String,
+    pub clients: u32,
+    pub servers: u32,
+    /// Bytes moved per run (writes + reads).
+    pub bytes: u64,
+    /// Median seconds per run.
+    pub seconds: f64,
+    pub mib_per_s: f64,
+    /// Bandwidth as a percentage of strategy `none` in the same invocation (null if `none`
+    /// did not run).
+    pub pct_of_none: Option<f64>,
+    /// Lock requests per run (all clients).
+    pub lock_requests: u64,
+    /// The verifier's verdict on the first run; null when no two clients' writes overlap
+    /// and the data checked out (nothing to order).
+    pub verified: Option<bool>,
+    pub runs: usize,
+    pub seconds_runs: Vec<f64>,
+    /// The first violation, when verification failed.
+    pub violation: Option<String>,
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Worker {
+    async fn spawn(exe: &Path) -> Result<Self, WireError> {
+        let mut child = Command::new(exe)
+            .arg("worker")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| WireError::new(ErrorCode::Io, format!("starting a worker ({}): {e}", exe.display())))?;
+        let stdin = child.stdin.take().expect("piped");
+        let lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        Ok(Self { child, stdin, lines })
+    }
+
+    async fn send(&mut self, msg: &ToWorker) -> Result<(), WireError> {
+        let mut line = serde_json::to_vec(msg).map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+        line.push(b'\n');
+        self.stdin
+            .write_all(&line)
+            .await
+            .map_err(|e| WireError::new(ErrorCode::Disconnected, format!("a worker is gone: {e}")))
+    }
+
+    async fn recv(&mut self, timeout: Duration) -> Result<FromWorker, WireError> {
+        let line = tokio::time::timeout(timeout, self.lines.next_line())
+            .await
+            .map_err(|_| WireError::new(ErrorCode::Timeout, format!("a worker said nothing for {timeout:?}")))?
+            .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?
+            .ok_or_else(|| WireError::new(ErrorCode::Disconnected, "a worker exited"))?;
+        serde_json::from_str(&line)
+            .map_err(|e| WireError::new(ErrorCode::Malformed, format!("worker said '{line}': {e}")))
+    }
+}
+
+/// How long a worker may take to prepare or run one job.
+const WORKER_TIMEOUT: Duration = Duration::from_secs(600);
+
+enum Servers {
+    Embedded(EmbeddedCluster, Vec<String>),
+    Processes(LocalServers),
+    External(Vec<String>),
+}
+
+impl Servers {
+    fn addrs(&self) -> &[String] {
+        match self {
+            Servers::Embedded(_, a) | Servers::External(a) => a,
+            Servers::Processes(p) => &p.addresses,
+        }
+    }
+}
+
+/// Runs the workload under every strategy; one row per strategy.
+pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireError> {
+    let plan = cfg
+        .workload
+        .plan(cfg.clients)
+        .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+    std::fs::create_dir_all(&cfg.scratch)
+        .map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", cfg.scratch.display())))?;
+    let servers = match &cfg.deploy {
+        Deploy::Embedded { memory } => {
+            let cluster = if *memory {
+                EmbeddedCluster::start(cfg.servers)
+            } else {
+                EmbeddedCluster::start_on_disk(cfg.servers, &cfg.scratch.join("servers"))?
+            };
+            let addrs = cluster.serve_tcp().await?;
+            Servers::Embedded(cluster, addrs)
+        }
+        Deploy::Processes => Servers::Processes(LocalServers::start(&cfg.exe, cfg.servers, &cfg.scratch.join("servers")).await?),
+        Deploy::Cluster(a) => Servers::External(a.clone()),
+    };
+    let addrs = servers.addrs().to_vec();
+    let mut coordinator = ClusterClient::connect_tcp(&addrs).await?;
+    let mut workers = Vec::new();
+    for _ in 0..plan.clients.len() {
+        workers.push(Worker::spawn(&cfg.exe).await?);
+    }
+    let bar = if cfg.progress {
+        let b = ProgressBar::new((cfg.strategies.len() * cfg.runs) as u64);
+        b.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut rows = Vec::new();
+    let result = async {
+        for (si, &strategy) in cfg.strategies.iter().enumerate() {
+            let mut seconds = Vec::new();
+            let mut locks = Vec::new();
+            let mut verdict: (Option<bool>, Option<String>) = (None, None);
+            let mut bytes = 0;
+            for run in 0..cfg.runs {
+                bar.set_message(format!("{} {strategy} run {}", plan.workload, run + 1));
+                let tag = format!("{}-{si}-{run}", std::process::id());
+                let dump_dir = cfg.scratch.join(format!("dumps-{tag}"));
+                std::fs::create_dir_all(&dump_dir).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
+                let target = if strategy.on_cluster() {
+                    Target::Cluster {
+                        servers: addrs.clone(),
+                        path: format!("/bench/{}/{tag}", plan.workload),
+                        stripe_size: cfg.stripe_size,
+                        stripe_count: cfg.servers,
+                    }
+                } else {
+                    let file = cfg.scratch.join(format!("posix-{tag}.dat"));
+                    std::fs::File::create(&file).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
+                    Target::Posix { file }
+                };
+                let results = run_once(&mut workers, cfg, &strategy, &target, &dump_dir).await?;
+                let secs = results.0;
+                seconds.push(secs);
+                bytes = results.1.iter().map(|r| r.bytes).sum();
+                locks.push(results.1.iter().map(|r| r.lock_requests).sum::<u64>() as f64);
+                if run == 0 && cfg.verify {
+                    let report = verify_run(&mut coordinator, &plan, &target, &results.1).await?;
+                    verdict = if report.ok() {
+                        (if plan.overlapping { Some(true) } else { None }, None)
+                    } else {
+                        (Some(false), Some(report.violation().map_or_else(|| report.to_string(), |v| v.to_string())))
+                    };
+                }
+                cleanup(&mut coordinator, &target, &dump_dir).await;
+                bar.inc(1);
+            }
+            let med = median(&seconds);
+            rows.push(WorkloadRow {
+                workload: plan.workload.clone(),
+                strategy: strategy.to_string(),
+                clients: cfg.clients,
+                servers: cfg.servers,
+                bytes,
+                seconds: med,
+                mib_per_s: bytes as f64 / med / (1 << 20) as f64,
+                pct_of_none: None,
+                lock_requests: median(&locks) as u64,
+                verified: verdict.0,
+                runs: cfg.runs,
+                seconds_runs: seconds,
+                violation: verdict.1,
+            });
+        }
+        Ok::<(), WireError>(())
+    }
+    .await;
+    bar.finish_and_clear();
+    for mut w in workers {
+        let _ = w.send(&ToWorker::Exit).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), w.child.wait()).await;
+    }
+    drop(coordinator);
+    if let Servers::Processes(p) = servers {
+        p.stop().await;
+    }
+    result?;
+    if let Some(none) = rows.iter().find(|r| r.strategy == "none").map(|r| r.mib_per_s) {
+        for r in &mut rows {
+            r.pct_of_none = Some(r.mib_per_s / none * 100.0);
+        }
+    }
+    Ok(rows)
+}
+
+/// Prepares every worker, starts them together, and waits for all: (seconds, results).
+async fn run_once(
+    workers: &mut [Worker],
+    cfg: &WorkloadBenchConfig,
+    strategy: &Strategy,
+    target: &Target,
+    dump_dir: &Path,
+) -> Result<(f64, Vec<JobResult>), WireError> {
+    let n = workers.len() as u32;
+    for (rank, w) in workers.iter_mut().enumerate() {
+        w.send(&ToWorker::Job(Box::new(Job {
+            rank: rank as u32,
+            clients: n,
+            workload: cfg.workload.clone(),
+            strategy: strategy.to_string(),
+            target: target.clone(),
+            dump_dir: dump_dir.to_path_buf(),
+        })))
+        .await?;
+    }
+    for w in workers.iter_mut() {
+        match w.recv(WORKER_TIMEOUT).await? {
+            FromWorker::Ready => {}
+            FromWorker::Failed { error } => return Err(WireError::new(ErrorCode::Internal, format!("worker: {error}"))),
+            FromWorker::Done(_) => return Err(WireError::new(ErrorCode::Internal, "worker finished before go")),
+        }
+    }
+    let t0 = Instant::now();
+    for w in workers.iter_mut() {
+        w.send(&ToWorker::Go).await?;
+    }
+    let mut results = Vec::new();
+    let mut first_err = None;
+    for w in workers.iter_mut() {
+        match w.recv(WORKER_TIMEOUT).await? {
+            FromWorker::Done(r) => results.push(r),
+            FromWorker::Failed { error } => {
+                first_err.get_or_insert(error);
+            }
+            FromWorker::Ready => first_err = Some("worker said ready twice".into()),
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    if let Some(e) = first_err {
+        return Err(WireError::new(ErrorCode::Internal, format!("{strategy}: worker failed: {e}")));
+    }
+    Ok((secs, results))
+}
+
+/// Reads the run's file back and checks it (and the reads) with the verifier.
+async fn verify_run(
+    c: &mut ClusterClient,
+    plan: &WorkloadPlan,
+    target: &Target,
+    results: &[JobResult],
+) -> Result<Report, WireError> {
+    let bytes = read_back(c, target).await?;
+    let writes: Vec<Write> = plan
+        .clients
+        .iter()
+        .flat_map(|cl| {
+            cl.calls.iter().filter(|c| c.kind == CallKind::Write).filter_map(move |c| {
+                c.access.as_ref().map(|a| Write::new(cl.rank, u64::from(c.op), a.clone()))
+            })
+        })
+        .collect();
+    let mut reads = Vec::new();
+    for r in results {
+        let client = plan.clients.iter().find(|c| c.rank == r.rank);
+        for d in &r.reads {
+            let access = client
+                .and_then(|c| c.calls.iter().find(|c| c.op == d.op))
+                .and_then(|c| c.access.clone())
+                .ok_or_else(|| WireError::new(ErrorCode::Internal, "a read dump matches no call"))?;
+            let observed = std::fs::File::open(&d.path).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
+            reads.push(Read::new(r.rank, u64::from(d.op), access, observed));
+        }
+    }
+    atomio_verify::verify(&bytes[..], &writes, &reads)
+        .map_err(|e| WireError::new(ErrorCode::Internal, format!("verifier could not check the run: {e}")))
+}
+
+/// The logical bytes of the run's file.
+pub async fn read_back(c: &mut ClusterClient, target: &Target) -> Result<Vec<u8>, WireError> {
+    match target {
+        Target::Cluster { path, .. } => {
+            let f = c.open(path).await?;
+            let size = c.size(&f).await?;
+            let mut out = vec![0u8; size as usize];
+            if size > 0 {
+                c.read_ranges(&f, std::iter::once(atomio_layout::ByteRange::new(0, size)?), &mut out)
+                    .await?;
+            }
+            Ok(out)
+        }
+        Target::Posix { file } => std::fs::read(file).map_err(|e| WireError::new(ErrorCode::Io, e.to_string())),
+    }
+}
+
+async fn cleanup(c: &mut ClusterClient, target: &Target, dump_dir: &Path) {
+    match target {
+        Target::Cluster { path, .. } => {
+            let _ = c.remove(path).await;
+        }
+        Target::Posix { file } => {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+    let _ = std::fs::remove_dir_all(dump_dir);
+}
