@@ -157,7 +157,10 @@ pub fn bars(path: &Path, title: &str, x_label: &str, bars: &[Bar]) -> std::io::R
             RGBColor(31, 119, 180)
         };
         chart
-            .draw_series(std::iter::once(Rectangle::new([(0.0, y + 0.15), (b.value, y + 0.85)], color.filled())))
+            .draw_series(std::iter::once(Rectangle::new(
+                [(0.0, y + 0.15), (b.value, y + 0.85)],
+                color.filled(),
+            )))
             .map_err(err)?;
         chart
             .draw_series(std::iter::once(Text::new(

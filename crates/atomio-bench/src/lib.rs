@@ -5,3 +5,5 @@ pub mod chart;
 pub mod locks;
 pub mod stats;
 pub mod table;
+pub mod worker;
+pub mod workload;

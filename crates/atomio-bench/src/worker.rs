@@ -111,7 +111,8 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
         let buf = match (&call.kind, &call.access) {
             (CallKind::Write, Some(a)) => {
                 let mut buf = vec![0u8; a.size() as usize];
-                atomio_verify::fill(job.rank, u64::from(call.op), a.ranges(), &mut buf).map_err(bad)?;
+                atomio_verify::fill(job.rank, u64::from(call.op), a.ranges(), &mut buf)
+                    .map_err(bad)?;
                 Some(buf)
             }
             _ => None,
@@ -132,7 +133,9 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
         }
         Target::Posix { file } => {
             if strategy != Strategy::PosixFcntl {
-                return Err(bad(format!("a local file runs posix-fcntl, not {strategy}")));
+                return Err(bad(format!(
+                    "a local file runs posix-fcntl, not {strategy}"
+                )));
             }
             let mut f = PosixFile::open(file, true)?;
             f.set_atomic(true);
@@ -180,7 +183,8 @@ async fn execute(p: &mut Prepared) -> Result<JobResult, WireError> {
     let mut reads = Vec::new();
     for (op, data) in observed {
         let path = p.job.dump_dir.join(format!("read-{}-{op}.bin", p.job.rank));
-        std::fs::write(&path, data).map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", path.display())))?;
+        std::fs::write(&path, data)
+            .map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", path.display())))?;
         reads.push(ReadDump { op, path });
     }
     Ok(JobResult {
@@ -201,14 +205,23 @@ async fn say(out: &mut (impl AsyncWrite + Unpin), msg: &FromWorker) -> std::io::
 }
 
 /// A worker's main loop: serves jobs until told to exit or its input closes.
-pub async fn serve(input: impl AsyncBufRead + Unpin, mut output: impl AsyncWrite + Unpin) -> std::io::Result<()> {
+pub async fn serve(
+    input: impl AsyncBufRead + Unpin,
+    mut output: impl AsyncWrite + Unpin,
+) -> std::io::Result<()> {
     let mut lines = input.lines();
     let mut prepared: Option<Prepared> = None;
     while let Some(line) = lines.next_line().await? {
         let msg: ToWorker = match serde_json::from_str(&line) {
             Ok(m) => m,
             Err(e) => {
-                say(&mut output, &FromWorker::Failed { error: format!("unreadable command: {e}") }).await?;
+                say(
+                    &mut output,
+                    &FromWorker::Failed {
+                        error: format!("unreadable command: {e}"),
+                    },
+                )
+                .await?;
                 continue;
             }
         };
@@ -220,7 +233,15 @@ pub async fn serve(input: impl AsyncBufRead + Unpin, mut output: impl AsyncWrite
                         prepared = Some(p);
                         say(&mut output, &FromWorker::Ready).await?;
                     }
-                    Err(e) => say(&mut output, &FromWorker::Failed { error: e.to_string() }).await?,
+                    Err(e) => {
+                        say(
+                            &mut output,
+                            &FromWorker::Failed {
+                                error: e.to_string(),
+                            },
+                        )
+                        .await?
+                    }
                 }
             }
             ToWorker::Go => {
@@ -230,7 +251,9 @@ pub async fn serve(input: impl AsyncBufRead + Unpin, mut output: impl AsyncWrite
                     },
                     Some(p) => match execute(p).await {
                         Ok(r) => FromWorker::Done(r),
-                        Err(e) => FromWorker::Failed { error: e.to_string() },
+                        Err(e) => FromWorker::Failed {
+                            error: e.to_string(),
+                        },
                     },
                 };
                 prepared = None;

@@ -52,6 +52,8 @@ pub struct WorkloadBenchConfig {
     pub exe: PathBuf,
     pub scratch: PathBuf,
     pub verify: bool,
+    /// Keep each strategy's verified file and its manifest here (for `atomio verify`).
+    pub keep: Option<PathBuf>,
     pub progress: bool,
 }
 
@@ -95,14 +97,24 @@ impl Worker {
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| WireError::new(ErrorCode::Io, format!("starting a worker ({}): {e}", exe.display())))?;
+            .map_err(|e| {
+                WireError::new(
+                    ErrorCode::Io,
+                    format!("starting a worker ({}): {e}", exe.display()),
+                )
+            })?;
         let stdin = child.stdin.take().expect("piped");
         let lines = BufReader::new(child.stdout.take().expect("piped")).lines();
-        Ok(Self { child, stdin, lines })
+        Ok(Self {
+            child,
+            stdin,
+            lines,
+        })
     }
 
     async fn send(&mut self, msg: &ToWorker) -> Result<(), WireError> {
-        let mut line = serde_json::to_vec(msg).map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
+        let mut line = serde_json::to_vec(msg)
+            .map_err(|e| WireError::new(ErrorCode::Internal, e.to_string()))?;
         line.push(b'\n');
         self.stdin
             .write_all(&line)
@@ -113,7 +125,12 @@ impl Worker {
     async fn recv(&mut self, timeout: Duration) -> Result<FromWorker, WireError> {
         let line = tokio::time::timeout(timeout, self.lines.next_line())
             .await
-            .map_err(|_| WireError::new(ErrorCode::Timeout, format!("a worker said nothing for {timeout:?}")))?
+            .map_err(|_| {
+                WireError::new(
+                    ErrorCode::Timeout,
+                    format!("a worker said nothing for {timeout:?}"),
+                )
+            })?
             .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?
             .ok_or_else(|| WireError::new(ErrorCode::Disconnected, "a worker exited"))?;
         serde_json::from_str(&line)
@@ -125,7 +142,11 @@ impl Worker {
 const WORKER_TIMEOUT: Duration = Duration::from_secs(600);
 
 enum Servers {
-    Embedded(EmbeddedCluster, Vec<String>),
+    /// The cluster is held so its servers live as long as the run.
+    Embedded {
+        _cluster: EmbeddedCluster,
+        addrs: Vec<String>,
+    },
     Processes(LocalServers),
     External(Vec<String>),
 }
@@ -133,7 +154,7 @@ enum Servers {
 impl Servers {
     fn addrs(&self) -> &[String] {
         match self {
-            Servers::Embedded(_, a) | Servers::External(a) => a,
+            Servers::Embedded { addrs: a, .. } | Servers::External(a) => a,
             Servers::Processes(p) => &p.addresses,
         }
     }
@@ -155,9 +176,14 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 EmbeddedCluster::start_on_disk(cfg.servers, &cfg.scratch.join("servers"))?
             };
             let addrs = cluster.serve_tcp().await?;
-            Servers::Embedded(cluster, addrs)
+            Servers::Embedded {
+                _cluster: cluster,
+                addrs,
+            }
         }
-        Deploy::Processes => Servers::Processes(LocalServers::start(&cfg.exe, cfg.servers, &cfg.scratch.join("servers")).await?),
+        Deploy::Processes => Servers::Processes(
+            LocalServers::start(&cfg.exe, cfg.servers, &cfg.scratch.join("servers")).await?,
+        ),
         Deploy::Cluster(a) => Servers::External(a.clone()),
     };
     let addrs = servers.addrs().to_vec();
@@ -188,7 +214,8 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 bar.set_message(format!("{} {strategy} run {}", plan.workload, run + 1));
                 let tag = format!("{}-{si}-{run}", std::process::id());
                 let dump_dir = cfg.scratch.join(format!("dumps-{tag}"));
-                std::fs::create_dir_all(&dump_dir).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
+                std::fs::create_dir_all(&dump_dir)
+                    .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
                 let target = if strategy.on_cluster() {
                     Target::Cluster {
                         servers: addrs.clone(),
@@ -198,7 +225,8 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                     }
                 } else {
                     let file = cfg.scratch.join(format!("posix-{tag}.dat"));
-                    std::fs::File::create(&file).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
+                    std::fs::File::create(&file)
+                        .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
                     Target::Posix { file }
                 };
                 let results = run_once(&mut workers, cfg, &strategy, &target, &dump_dir).await?;
@@ -207,11 +235,32 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 bytes = results.1.iter().map(|r| r.bytes).sum();
                 locks.push(results.1.iter().map(|r| r.lock_requests).sum::<u64>() as f64);
                 if run == 0 && cfg.verify {
-                    let report = verify_run(&mut coordinator, &plan, &target, &results.1).await?;
+                    let keep = cfg.keep.as_ref().map(|d| {
+                        d.join(format!(
+                            "{}-{}.dat",
+                            plan.workload,
+                            strategy.to_string().replace(':', "-")
+                        ))
+                    });
+                    let report = verify_run(
+                        &mut coordinator,
+                        &plan,
+                        &target,
+                        &results.1,
+                        keep.as_deref(),
+                    )
+                    .await?;
                     verdict = if report.ok() {
                         (if plan.overlapping { Some(true) } else { None }, None)
                     } else {
-                        (Some(false), Some(report.violation().map_or_else(|| report.to_string(), |v| v.to_string())))
+                        (
+                            Some(false),
+                            Some(
+                                report
+                                    .violation()
+                                    .map_or_else(|| report.to_string(), |v| v.to_string()),
+                            ),
+                        )
                     };
                 }
                 cleanup(&mut coordinator, &target, &dump_dir).await;
@@ -247,7 +296,11 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
         p.stop().await;
     }
     result?;
-    if let Some(none) = rows.iter().find(|r| r.strategy == "none").map(|r| r.mib_per_s) {
+    if let Some(none) = rows
+        .iter()
+        .find(|r| r.strategy == "none")
+        .map(|r| r.mib_per_s)
+    {
         for r in &mut rows {
             r.pct_of_none = Some(r.mib_per_s / none * 100.0);
         }
@@ -278,8 +331,18 @@ async fn run_once(
     for w in workers.iter_mut() {
         match w.recv(WORKER_TIMEOUT).await? {
             FromWorker::Ready => {}
-            FromWorker::Failed { error } => return Err(WireError::new(ErrorCode::Internal, format!("worker: {error}"))),
-            FromWorker::Done(_) => return Err(WireError::new(ErrorCode::Internal, "worker finished before go")),
+            FromWorker::Failed { error } => {
+                return Err(WireError::new(
+                    ErrorCode::Internal,
+                    format!("worker: {error}"),
+                ))
+            }
+            FromWorker::Done(_) => {
+                return Err(WireError::new(
+                    ErrorCode::Internal,
+                    "worker finished before go",
+                ))
+            }
         }
     }
     let t0 = Instant::now();
@@ -299,7 +362,10 @@ async fn run_once(
     }
     let secs = t0.elapsed().as_secs_f64();
     if let Some(e) = first_err {
-        return Err(WireError::new(ErrorCode::Internal, format!("{strategy}: worker failed: {e}")));
+        return Err(WireError::new(
+            ErrorCode::Internal,
+            format!("{strategy}: worker failed: {e}"),
+        ));
     }
     Ok((secs, results))
 }
@@ -310,15 +376,24 @@ async fn verify_run(
     plan: &WorkloadPlan,
     target: &Target,
     results: &[JobResult],
+    keep: Option<&Path>,
 ) -> Result<Report, WireError> {
     let bytes = read_back(c, target).await?;
+    if let Some(path) = keep {
+        save_run(path, &bytes, plan, results)?;
+    }
     let writes: Vec<Write> = plan
         .clients
         .iter()
         .flat_map(|cl| {
-            cl.calls.iter().filter(|c| c.kind == CallKind::Write).filter_map(move |c| {
-                c.access.as_ref().map(|a| Write::new(cl.rank, u64::from(c.op), a.clone()))
-            })
+            cl.calls
+                .iter()
+                .filter(|c| c.kind == CallKind::Write)
+                .filter_map(move |c| {
+                    c.access
+                        .as_ref()
+                        .map(|a| Write::new(cl.rank, u64::from(c.op), a.clone()))
+                })
         })
         .collect();
     let mut reads = Vec::new();
@@ -328,13 +403,83 @@ async fn verify_run(
             let access = client
                 .and_then(|c| c.calls.iter().find(|c| c.op == d.op))
                 .and_then(|c| c.access.clone())
-                .ok_or_else(|| WireError::new(ErrorCode::Internal, "a read dump matches no call"))?;
-            let observed = std::fs::File::open(&d.path).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
+                .ok_or_else(|| {
+                    WireError::new(ErrorCode::Internal, "a read dump matches no call")
+                })?;
+            let observed = std::fs::File::open(&d.path)
+                .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
             reads.push(Read::new(r.rank, u64::from(d.op), access, observed));
         }
     }
-    atomio_verify::verify(&bytes[..], &writes, &reads)
-        .map_err(|e| WireError::new(ErrorCode::Internal, format!("verifier could not check the run: {e}")))
+    atomio_verify::verify(&bytes[..], &writes, &reads).map_err(|e| {
+        WireError::new(
+            ErrorCode::Internal,
+            format!("verifier could not check the run: {e}"),
+        )
+    })
+}
+
+/// Saves the run's bytes as a flat file plus a manifest beside it (`FILE.atomio.json`), so
+/// `atomio verify FILE` can check it again; reads' dumps are copied next to it.
+fn save_run(
+    path: &Path,
+    bytes: &[u8],
+    plan: &WorkloadPlan,
+    results: &[JobResult],
+) -> Result<(), WireError> {
+    let io = |e: std::io::Error| WireError::new(ErrorCode::Io, format!("{}: {e}", path.display()));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    std::fs::write(path, bytes).map_err(io)?;
+    let mut manifest =
+        atomio_verify::Manifest::new(path.file_name().map(PathBuf::from).unwrap_or_default());
+    for cl in &plan.clients {
+        for c in cl.calls.iter().filter(|c| c.kind == CallKind::Write) {
+            if let Some(a) = &c.access {
+                manifest.add_write(
+                    atomio_verify::WriteId {
+                        writer: cl.rank,
+                        op: u64::from(c.op),
+                    },
+                    &atomio_verify::Ranges::Access(a.clone()),
+                );
+            }
+        }
+    }
+    for r in results {
+        let client = plan.clients.iter().find(|c| c.rank == r.rank);
+        for d in &r.reads {
+            let Some(a) = client
+                .and_then(|c| c.calls.iter().find(|c| c.op == d.op))
+                .and_then(|c| c.access.clone())
+            else {
+                continue;
+            };
+            let name = format!(
+                "{}.read-{}-{}.bin",
+                path.file_name().and_then(|n| n.to_str()).unwrap_or("run"),
+                r.rank,
+                d.op
+            );
+            std::fs::copy(&d.path, path.with_file_name(&name)).map_err(io)?;
+            manifest.add_read(
+                atomio_verify::ReadId {
+                    reader: r.rank,
+                    op: u64::from(d.op),
+                },
+                &atomio_verify::Ranges::Access(a),
+                atomio_verify::Observed {
+                    file: Some(PathBuf::from(name)),
+                    offset: 0,
+                    hex: None,
+                },
+            );
+        }
+    }
+    manifest
+        .save(&atomio_verify::manifest_path_for(path))
+        .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))
 }
 
 /// The logical bytes of the run's file.
@@ -345,12 +490,18 @@ pub async fn read_back(c: &mut ClusterClient, target: &Target) -> Result<Vec<u8>
             let size = c.size(&f).await?;
             let mut out = vec![0u8; size as usize];
             if size > 0 {
-                c.read_ranges(&f, std::iter::once(atomio_layout::ByteRange::new(0, size)?), &mut out)
-                    .await?;
+                c.read_ranges(
+                    &f,
+                    std::iter::once(atomio_layout::ByteRange::new(0, size)?),
+                    &mut out,
+                )
+                .await?;
             }
             Ok(out)
         }
-        Target::Posix { file } => std::fs::read(file).map_err(|e| WireError::new(ErrorCode::Io, e.to_string())),
+        Target::Posix { file } => {
+            std::fs::read(file).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))
+        }
     }
 }
 

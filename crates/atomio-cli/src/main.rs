@@ -1,6 +1,9 @@
 //! `atomio`: run servers, benchmarks and simulations.
 
 mod bench_locks;
+mod bench_workload;
+mod demo;
+mod files;
 mod server;
 mod sim;
 
@@ -19,7 +22,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a lock (and later data) server.
+    /// The main job: overlapping tiles on an embedded cluster under every kind of atomicity,
+    /// verified, with a table and a chart.
+    Demo(demo::DemoArgs),
+    /// Run a server (locks and data).
     Server(server::ServerArgs),
     /// Run a benchmark; prints a table, writes JSON and a chart.
     Bench {
@@ -28,6 +34,13 @@ enum Command {
     },
     /// Run the seeded deterministic lock-protocol simulation.
     Sim(sim::SimArgs),
+    /// Write a cluster file's logical bytes as one ordinary file.
+    Export(files::ExportArgs),
+    /// Decide from a file's bytes (and its manifest) whether its writes were atomic.
+    Verify(files::VerifyArgs),
+    /// A benchmark client process (started by `atomio bench`).
+    #[command(hide = true)]
+    Worker,
 }
 
 #[derive(Subcommand)]
@@ -35,6 +48,22 @@ enum Bench {
     /// Ching et al. §6.1: acquire/release 128Ki one-byte locks per client, scaling and
     /// contention variants, every method × protocol, embedded and TCP.
     Locks(bench_locks::LockArgs),
+    /// List the workloads.
+    List,
+    /// A workload: `atomio bench <workload> [options] [-- workload options]`.
+    #[command(external_subcommand)]
+    Workload(Vec<String>),
+}
+
+fn worker() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(atomio_bench::worker::serve(
+        tokio::io::BufReader::new(tokio::io::stdin()),
+        tokio::io::stdout(),
+    ))?;
+    Ok(())
 }
 
 fn main() -> std::process::ExitCode {
@@ -51,6 +80,17 @@ fn main() -> std::process::ExitCode {
         Command::Bench {
             which: Bench::Locks(a),
         } => bench_locks::run(a),
+        Command::Bench { which: Bench::List } => {
+            bench_workload::list();
+            Ok(())
+        }
+        Command::Bench {
+            which: Bench::Workload(args),
+        } => bench_workload::run(&args[0], &args[1..]),
+        Command::Demo(a) => demo::run(a),
+        Command::Export(a) => files::export(a),
+        Command::Verify(a) => files::verify(a),
+        Command::Worker => worker(),
         Command::Sim(a) => sim::run(a),
     };
     match result {

@@ -31,8 +31,15 @@ pub struct File {
 }
 
 impl File {
-    pub async fn create(c: &mut ClusterClient, path: &str, stripe_size: u64, stripe_count: u32) -> Result<Self, WireError> {
-        Ok(Self::from_info(c.create(path, stripe_size, stripe_count, false).await?))
+    pub async fn create(
+        c: &mut ClusterClient,
+        path: &str,
+        stripe_size: u64,
+        stripe_count: u32,
+    ) -> Result<Self, WireError> {
+        Ok(Self::from_info(
+            c.create(path, stripe_size, stripe_count, false).await?,
+        ))
     }
 
     pub async fn open(c: &mut ClusterClient, path: &str) -> Result<Self, WireError> {
@@ -101,15 +108,29 @@ impl File {
     }
 
     /// Writes `data` (offset order) to the bytes of `access`, atomically in atomic mode.
-    pub async fn write(&mut self, c: &mut ClusterClient, access: &Access, data: &[u8]) -> Result<(), WireError> {
-        self.locked(c, LockMode::Write, access, async |c, f| c.write(f, access, data).await)
-            .await
+    pub async fn write(
+        &mut self,
+        c: &mut ClusterClient,
+        access: &Access,
+        data: &[u8],
+    ) -> Result<(), WireError> {
+        self.locked(c, LockMode::Write, access, async |c, f| {
+            c.write(f, access, data).await
+        })
+        .await
     }
 
     /// Reads the bytes of `access` into `out`, atomically (shared locks) in atomic mode.
-    pub async fn read(&mut self, c: &mut ClusterClient, access: &Access, out: &mut [u8]) -> Result<(), WireError> {
-        self.locked(c, LockMode::Read, access, async |c, f| c.read(f, access, out).await)
-            .await
+    pub async fn read(
+        &mut self,
+        c: &mut ClusterClient,
+        access: &Access,
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        self.locked(c, LockMode::Read, access, async |c, f| {
+            c.read(f, access, out).await
+        })
+        .await
     }
 
     pub async fn sync(&mut self, c: &mut ClusterClient) -> Result<(), WireError> {

@@ -32,7 +32,10 @@ impl PosixFile {
             .truncate(false)
             .open(path)
             .map_err(|e| io(&format!("opening {}", path.display()), e))?;
-        Ok(Self { file, atomic: false })
+        Ok(Self {
+            file,
+            atomic: false,
+        })
     }
 
     pub fn set_atomic(&mut self, atomic: bool) {
@@ -58,7 +61,12 @@ impl PosixFile {
         }
     }
 
-    fn locked<T>(&self, kind: libc::c_int, access: &Access, f: impl FnOnce() -> Result<T, WireError>) -> Result<T, WireError> {
+    fn locked<T>(
+        &self,
+        kind: libc::c_int,
+        access: &Access,
+        f: impl FnOnce() -> Result<T, WireError>,
+    ) -> Result<T, WireError> {
         let hull = match (self.atomic, access.hull()) {
             (true, Some(h)) => h,
             _ => return f(),
@@ -75,7 +83,11 @@ impl PosixFile {
         if data.len() as u64 != access.size() {
             return Err(WireError::new(
                 ErrorCode::InvalidArgument,
-                format!("write buffer holds {} bytes but the ranges cover {}", data.len(), access.size()),
+                format!(
+                    "write buffer holds {} bytes but the ranges cover {}",
+                    data.len(),
+                    access.size()
+                ),
             ));
         }
         self.locked(libc::F_WRLCK, access, || {
@@ -95,7 +107,11 @@ impl PosixFile {
         if out.len() as u64 != access.size() {
             return Err(WireError::new(
                 ErrorCode::InvalidArgument,
-                format!("read buffer holds {} bytes but the ranges cover {}", out.len(), access.size()),
+                format!(
+                    "read buffer holds {} bytes but the ranges cover {}",
+                    out.len(),
+                    access.size()
+                ),
             ));
         }
         self.locked(libc::F_RDLCK, access, || {

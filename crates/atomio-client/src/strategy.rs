@@ -40,7 +40,11 @@ impl Strategy {
     pub fn ching_all() -> Vec<Strategy> {
         Method::ALL
             .iter()
-            .flat_map(|&method| Protocol::ALL.iter().map(move |&protocol| Strategy::Ching { method, protocol }))
+            .flat_map(|&method| {
+                Protocol::ALL
+                    .iter()
+                    .map(move |&protocol| Strategy::Ching { method, protocol })
+            })
             .collect()
     }
 
@@ -91,7 +95,9 @@ impl FromStr for Strategy {
         if let Some(n) = s.strip_prefix("block:") {
             return match n.parse::<u64>() {
                 Ok(n) if n > 0 => Ok(Strategy::Block(BlockSize::Bytes(n))),
-                _ => Err(format!("'{s}': a block size is a positive number of bytes or 'stripe'")),
+                _ => Err(format!(
+                    "'{s}': a block size is a positive number of bytes or 'stripe'"
+                )),
             };
         }
         if let Some(rest) = s.strip_prefix("ching:") {
@@ -203,10 +209,19 @@ mod tests {
     #[test]
     fn block_rounding_covers_more_than_the_access() {
         let layout = Layout::round_robin(65536, 2, 2, 0).unwrap();
-        let a = Access::new(100, Pattern::hvector(3, 1, 10_000, &Pattern::bytes(10).unwrap()).unwrap()).unwrap();
-        let (_, subs) = lock_plan(Strategy::Block(BlockSize::Bytes(4096)), &a, &layout, ServerId(0))
-            .unwrap()
-            .unwrap();
+        let a = Access::new(
+            100,
+            Pattern::hvector(3, 1, 10_000, &Pattern::bytes(10).unwrap()).unwrap(),
+        )
+        .unwrap();
+        let (_, subs) = lock_plan(
+            Strategy::Block(BlockSize::Bytes(4096)),
+            &a,
+            &layout,
+            ServerId(0),
+        )
+        .unwrap()
+        .unwrap();
         let mut covered: Vec<ByteRange> = Vec::new();
         for s in &subs {
             if let ValidDesc::Ranges(l) = &s.desc {

@@ -1,0 +1,252 @@
+//! `atomio bench <workload>`: run a workload under several strategies with client processes,
+//! verify each result, print a table, write JSON and a bar chart.
+
+use anyhow::{anyhow, Context};
+use atomio_bench::chart::{bars, Bar};
+use atomio_bench::table::render;
+use atomio_bench::workload::{Deploy, WorkloadBenchConfig, WorkloadRow};
+use atomio_client::Strategy;
+use atomio_net::ClusterConfig;
+use atomio_workloads::Workload;
+use clap::{Args, Parser};
+use std::path::{Path, PathBuf};
+
+/// The strategies a workload runs unless told otherwise: the upper bound, today's
+/// baselines, and the Ching strategies that matter.
+pub const DEFAULT_STRATEGIES: &str =
+    "none,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try";
+
+#[derive(Args, Clone)]
+pub struct CommonArgs {
+    /// Client processes.
+    #[arg(long, default_value_t = 4)]
+    pub clients: u32,
+    /// Servers (objects per file = servers).
+    #[arg(long, default_value_t = 4)]
+    pub servers: u32,
+    /// Strategies, comma-separated, or "all".
+    #[arg(long, default_value = DEFAULT_STRATEGIES)]
+    pub strategies: String,
+    /// embedded: servers inside this process (served on loopback TCP); processes: `atomio
+    /// server` processes on loopback.
+    #[arg(long, default_value = "embedded")]
+    pub deploy: String,
+    /// Keep embedded servers' data in memory instead of local files.
+    #[arg(long)]
+    pub memory: bool,
+    /// Use the servers of this cluster file.
+    #[arg(long)]
+    pub cluster: Option<PathBuf>,
+    #[arg(long, default_value_t = atomio_layout::DEFAULT_STRIPE_SIZE)]
+    pub stripe_size: u64,
+    /// Runs per strategy (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Skip the atomicity verification.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Keep each strategy's verified file and manifest here (then `atomio verify FILE`).
+    #[arg(long)]
+    pub keep: Option<PathBuf>,
+    /// Scratch directory for server data, local files and read dumps.
+    #[arg(long)]
+    pub scratch: Option<PathBuf>,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// SVG chart path (default out/bench-<workload>.svg).
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+#[derive(Parser)]
+#[command(
+    name = "atomio bench <workload>",
+    after_help = "Workload parameters go after `--`; \
+`atomio bench <workload> -- --help` lists them, `atomio bench list` the workloads."
+)]
+struct WorkloadCmd {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Workload parameters, after `--` (e.g. `-- --tile-x 64 --overlap-x 8`).
+    #[arg(last = true)]
+    params: Vec<String>,
+}
+
+pub fn parse_strategies(s: &str) -> anyhow::Result<Vec<Strategy>> {
+    if s == "all" {
+        let mut v = vec![
+            Strategy::None,
+            Strategy::PosixFcntl,
+            Strategy::WholeFile,
+            Strategy::BoundingExtent,
+            Strategy::Block(atomio_client::BlockSize::Bytes(4096)),
+            Strategy::Block(atomio_client::BlockSize::Stripe),
+        ];
+        v.extend(Strategy::ching_all());
+        return Ok(v);
+    }
+    s.split(',')
+        .filter(|x| !x.is_empty())
+        .map(|x| x.parse::<Strategy>().map_err(|e| anyhow!(e)))
+        .collect()
+}
+
+pub fn config(common: &CommonArgs, workload: Workload) -> anyhow::Result<WorkloadBenchConfig> {
+    let deploy = match (&common.cluster, common.deploy.as_str()) {
+        (Some(p), _) => Deploy::Cluster(ClusterConfig::load(p)?.addresses()),
+        (None, "embedded") => Deploy::Embedded {
+            memory: common.memory,
+        },
+        (None, "processes") => Deploy::Processes,
+        (None, other) => return Err(anyhow!("--deploy {other}: expected embedded or processes")),
+    };
+    let servers = match &deploy {
+        Deploy::Cluster(a) => a.len() as u32,
+        _ => common.servers,
+    };
+    Ok(WorkloadBenchConfig {
+        workload,
+        clients: common.clients,
+        strategies: parse_strategies(&common.strategies)?,
+        servers,
+        deploy,
+        stripe_size: common.stripe_size,
+        runs: common.runs.max(1),
+        exe: std::env::current_exe().context("locating the atomio executable")?,
+        scratch: common.scratch.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("atomio-bench-{}", std::process::id()))
+        }),
+        verify: !common.no_verify,
+        keep: common.keep.clone(),
+        progress: !common.no_progress,
+    })
+}
+
+pub fn run(name: &str, argv: &[String]) -> anyhow::Result<()> {
+    let cmd = WorkloadCmd::try_parse_from(
+        std::iter::once(format!("atomio bench {name}")).chain(argv.iter().cloned()),
+    )
+    .map_err(|e| anyhow!("{}", e.render()))?;
+    let workload = Workload::from_name(name, &cmd.params).map_err(|e| anyhow!("{e}"))?;
+    let cfg = config(&cmd.common, workload)?;
+    let rows = run_config(&cfg)?;
+    report(&rows, &cmd.common, &format!("bench-{name}"))
+}
+
+pub fn run_config(cfg: &WorkloadBenchConfig) -> anyhow::Result<Vec<WorkloadRow>> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let rows = rt.block_on(atomio_bench::workload::run(cfg))?;
+    let _ = std::fs::remove_dir_all(&cfg.scratch);
+    Ok(rows)
+}
+
+pub fn verdict(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "atomic",
+        Some(false) => "VIOLATED",
+        None => "n/a (no overlap)",
+    }
+}
+
+pub fn table(rows: &[WorkloadRow]) -> String {
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.strategy.clone(),
+                format!("{:.1}", r.mib_per_s),
+                r.pct_of_none.map_or("-".into(), |p| format!("{p:.0}%")),
+                format!("{:.3}", r.seconds),
+                format!("{}", r.lock_requests),
+                verdict(r.verified).to_string(),
+            ]
+        })
+        .collect();
+    render(
+        &[
+            "strategy",
+            "MiB/s",
+            "% of none",
+            "seconds",
+            "lock requests",
+            "verified",
+        ],
+        &body,
+    )
+}
+
+pub fn chart(path: &Path, title: &str, rows: &[WorkloadRow]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let b: Vec<Bar> = rows
+        .iter()
+        .map(|r| Bar {
+            label: r.strategy.clone(),
+            value: r.mib_per_s,
+            bad: r.verified == Some(false),
+            muted: r.strategy == "none",
+        })
+        .collect();
+    bars(path, title, "MiB/s (median of runs)", &b)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn report(rows: &[WorkloadRow], common: &CommonArgs, stem: &str) -> anyhow::Result<()> {
+    let Some(first) = rows.first() else {
+        return Ok(());
+    };
+    println!(
+        "{}: {} clients, {} servers, {} MiB per run, median of {} runs",
+        first.workload,
+        first.clients,
+        first.servers,
+        first.bytes >> 20,
+        first.runs
+    );
+    print!("{}", table(rows));
+    for r in rows.iter().filter(|r| r.verified == Some(false)) {
+        println!(
+            "{}: {}",
+            r.strategy,
+            r.violation.as_deref().unwrap_or("violated")
+        );
+    }
+    if let Some(p) = &common.json {
+        if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        serde_json::to_writer_pretty(std::fs::File::create(p)?, rows)?;
+        println!("JSON: {}", p.display());
+    }
+    let chart_path = common
+        .chart
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("out/{stem}.svg")));
+    chart(
+        &chart_path,
+        &format!("{} — {} clients", first.workload, first.clients),
+        rows,
+    )?;
+    println!("chart: {}", chart_path.display());
+    Ok(())
+}
+
+/// `atomio bench list`.
+pub fn list() {
+    let rows: Vec<Vec<String>> = Workload::list()
+        .iter()
+        .map(|w| {
+            vec![
+                w.name.to_string(),
+                w.summary.to_string(),
+                w.source.to_string(),
+            ]
+        })
+        .collect();
+    print!("{}", render(&["workload", "what", "from"], &rows));
+}
