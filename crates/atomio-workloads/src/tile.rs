@@ -235,7 +235,7 @@ fn tile_grid(ctx: Ctx, p: &TileParams, clients: u32) -> Result<(u32, u32)> {
         if given == 0 {
             return Err(ctx.invalid(format!("tiles_{axis} must be at least 1")));
         }
-        if clients % given != 0 {
+        if !clients.is_multiple_of(given) {
             return Err(ctx.clients(
                 clients,
                 format!("tiles_{axis} = {given} does not divide the client count"),
