@@ -101,6 +101,23 @@ impl TileParams {
     }
 }
 
+impl TileParams {
+    /// Chen et al. (SeqDLM) §V-D scaled by 1/100 per client: 2048×2048 tiles (paper:
+    /// 20,480×20,480) of 4-byte pixels with a 10-pixel overlap (paper: 100), so each client
+    /// writes 16 MiB in 2048 rows of 8 KiB (paper: 1.6 GB in 20,480 rows of 80 KiB): many
+    /// small regions per atomic call.
+    pub fn seqdlm_pixels() -> Self {
+        Self {
+            tile_x: 2048,
+            tile_y: 2048,
+            element_bytes: 4,
+            overlap_x: 10,
+            overlap_y: 10,
+            ..Self::default()
+        }
+    }
+}
+
 /// One axis of an overlapped tiling: `(array length, start, length)` of tile `i`, in elements.
 pub(crate) fn axis(
     ctx: Ctx,
