@@ -11,7 +11,7 @@ pub fn near_square(n: u32) -> (u32, u32) {
     let mut best = (n, 1);
     let mut b = 1u32;
     while u64::from(b) * u64::from(b) <= u64::from(n) {
-        if n % b == 0 {
+        if n.is_multiple_of(b) {
             best = (n / b, b);
         }
         b += 1;
@@ -31,7 +31,7 @@ pub fn near_cube(n: u32) -> [u32; 3] {
     let mut best = [n, 1, 1];
     let mut c = 1u32;
     while u64::from(c).pow(3) <= u64::from(n) {
-        if n % c == 0 {
+        if n.is_multiple_of(c) {
             let (a, b) = near_square(n / c);
             if b >= c {
                 let key = |t: [u32; 3]| (t[0] - t[2], t[0]);

@@ -14,7 +14,7 @@
 //! | `tile` (`tile-large`) | Tran §6.5, SeqDLM §V-D | mpi-tile-io tile `(c mod tx, c div tx)`, one 2-D subarray | 16 MiB/client |
 //! | `row` | Tran §6.4 | subdomain c of one row, overlap width/8, one subarray | 16 MiB/client |
 //! | `s3d` | Ching §6.2 | 4 Fortran-order arrays (11,3,1,1 comps), block³ partition | 108 MiB total |
-//! | `s3asim` | Ching §6.3 | seeded results, prefix-sum offsets, hindexed per worker per query + sync | ≈127 MiB total |
+//! | `s3asim` | Ching §6.3 | seeded results, prefix-sum offsets, hindexed per worker per query + sync | ≈130 MiB total |
 //! | `flash` | Logan §5.1 | variable v at `(v·N+c)·B`, one hvector of 24 | 7.5 MiB/client |
 //! | `regions` | Tran §6.3 | R equal regions of one client, gap = region | 64 MiB/client |
 //!

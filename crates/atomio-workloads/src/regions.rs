@@ -53,7 +53,7 @@ pub(crate) fn plan(p: &RegionsParams, clients: u32) -> Result<WorkloadPlan> {
     let mut b = PlanBuilder::new(ctx, clients)?;
     let regions = ctx.nonzero(p.regions, "regions")?;
     let total = ctx.nonzero(p.bytes_per_client, "bytes_per_client")?;
-    if total % regions != 0 {
+    if !total.is_multiple_of(regions) {
         return Err(ctx.invalid(format!(
             "bytes_per_client = {total} is not a multiple of regions = {regions}: the regions must be equal"
         )));

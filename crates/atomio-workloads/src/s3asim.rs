@@ -24,8 +24,9 @@
 //! **Sizes.** The NT database has sequences from 6 B to ~43 MB with mean 4,401 B. The box
 //! histogram below keeps the 6 B minimum and a ~4.4 KB mean (4,442 B expected) but caps
 //! results at 64 KiB, so one result never dwarfs a run on this machine. Defaults keep the
-//! paper's counts (20 queries × 1000–2000 results): ≈ 133 MB ≈ 127 MiB per run, whatever
-//! the client count (paper: 208 MB, the difference being the capped tail; scale ≈ 0.64).
+//! paper's counts (20 queries × 1000–2000 results): 133 MB (127 MiB) expected per run,
+//! 130.4 MiB with the default seed 1, whatever the client count (paper: 208 MB, the
+//! difference being the capped tail; scale ≈ 0.65).
 //!
 //! **Invariants:** writes never overlap; their union is `[0, file_bytes)` and equals the
 //! generated results for every client count; each query's bytes are contiguous in the file;

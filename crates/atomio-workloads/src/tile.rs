@@ -101,6 +101,23 @@ impl TileParams {
     }
 }
 
+impl TileParams {
+    /// Chen et al. (SeqDLM) §V-D scaled by 1/100 per client: 2048×2048 tiles (paper:
+    /// 20,480×20,480) of 4-byte pixels with a 10-pixel overlap (paper: 100), so each client
+    /// writes 16 MiB in 2048 rows of 8 KiB (paper: 1.6 GB in 20,480 rows of 80 KiB): many
+    /// small regions per atomic call.
+    pub fn seqdlm_pixels() -> Self {
+        Self {
+            tile_x: 2048,
+            tile_y: 2048,
+            element_bytes: 4,
+            overlap_x: 10,
+            overlap_y: 10,
+            ..Self::default()
+        }
+    }
+}
+
 /// One axis of an overlapped tiling: `(array length, start, length)` of tile `i`, in elements.
 pub(crate) fn axis(
     ctx: Ctx,
@@ -235,7 +252,7 @@ fn tile_grid(ctx: Ctx, p: &TileParams, clients: u32) -> Result<(u32, u32)> {
         if given == 0 {
             return Err(ctx.invalid(format!("tiles_{axis} must be at least 1")));
         }
-        if clients % given != 0 {
+        if !clients.is_multiple_of(given) {
             return Err(ctx.clients(
                 clients,
                 format!("tiles_{axis} = {given} does not divide the client count"),

@@ -101,6 +101,24 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         summary: "4×4 tiles of 1 MiB elements, overlap 1, 16 MiB per client",
     },
     WorkloadInfo {
+        name: "tile-pixels",
+        workload: "tile",
+        preset_args: &[
+            "--tile-x",
+            "2048",
+            "--tile-y",
+            "2048",
+            "--element-bytes",
+            "4",
+            "--overlap-x",
+            "10",
+            "--overlap-y",
+            "10",
+        ],
+        source: "Chen et al. 2022 (SeqDLM) §V-D",
+        summary: "2048×2048 tiles of 4-byte pixels, overlap 10, 16 MiB per client in 2048 rows",
+    },
+    WorkloadInfo {
         name: "row",
         workload: "row",
         preset_args: &[],
@@ -119,7 +137,7 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         workload: "s3asim",
         preset_args: &[],
         source: "Ching et al. 2007 §6.3",
-        summary: "20 queries × 1000–2000 results (mean ~4.4 KB), ~127 MiB total",
+        summary: "20 queries × 1000–2000 results (mean ~4.4 KB), ~130 MiB total",
     },
     WorkloadInfo {
         name: "flash",
@@ -232,6 +250,10 @@ mod tests {
         assert_eq!(
             Workload::from_name::<&str>("tile-large", &[]).unwrap(),
             Workload::Tile(TileParams::large_elements())
+        );
+        assert_eq!(
+            Workload::from_name::<&str>("tile-pixels", &[]).unwrap(),
+            Workload::Tile(TileParams::seqdlm_pixels())
         );
         assert_eq!(
             Workload::from_name::<&str>("ior-hard", &[]).unwrap(),
