@@ -12,7 +12,7 @@ build: setup
 
 # The main job on an embedded cluster: no daemons to start.
 demo: build
-	$(ATOMIO) bench locks --quick
+	$(ATOMIO) demo
 
 # The whole test suite.
 test: setup

@@ -84,13 +84,24 @@ pub enum FromWorker {
 }
 
 enum Io {
-    Cluster { client: ClusterClient, file: File },
+    Cluster {
+        client: Box<ClusterClient>,
+        file: File,
+    },
     Posix(PosixFile),
+}
+
+/// One call ready to run: its write buffer is already filled with tags.
+struct ReadyCall {
+    kind: CallKind,
+    access: Option<Access>,
+    op: u32,
+    data: Option<Vec<u8>>,
 }
 
 struct Prepared {
     job: Job,
-    calls: Vec<(CallKind, Option<Access>, u32, Option<Vec<u8>>)>,
+    calls: Vec<ReadyCall>,
     io: Io,
 }
 
@@ -117,7 +128,12 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             }
             _ => None,
         };
-        calls.push((call.kind, call.access, call.op, buf));
+        calls.push(ReadyCall {
+            kind: call.kind,
+            access: call.access,
+            op: call.op,
+            data: buf,
+        });
     }
     let io = match &job.target {
         Target::Cluster {
@@ -129,7 +145,10 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             let mut client = ClusterClient::connect_tcp(servers).await?;
             let mut file = File::create(&mut client, path, *stripe_size, *stripe_count).await?;
             file.set_atomic(Some(strategy))?;
-            Io::Cluster { client, file }
+            Io::Cluster {
+                client: Box::new(client),
+                file,
+            }
         }
         Target::Posix { file } => {
             if strategy != Strategy::PosixFcntl {
@@ -149,10 +168,16 @@ async fn execute(p: &mut Prepared) -> Result<JobResult, WireError> {
     let mut observed: Vec<(u32, Vec<u8>)> = Vec::new();
     let mut bytes = 0u64;
     let t0 = Instant::now();
-    for (kind, access, op, buf) in &p.calls {
+    for ReadyCall {
+        kind,
+        access,
+        op,
+        data,
+    } in &p.calls
+    {
         match (kind, access) {
             (CallKind::Write, Some(a)) => {
-                let data = buf.as_deref().expect("prepared");
+                let data = data.as_deref().expect("prepared");
                 match &mut p.io {
                     Io::Cluster { client, file } => file.write(client, a, data).await?,
                     Io::Posix(f) => f.write(a, data)?,
