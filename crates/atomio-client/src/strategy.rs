@@ -234,7 +234,7 @@ mod tests {
             &[
                 ByteRange::new(0, 4096).unwrap(),
                 ByteRange::new(8192, 12288).unwrap(),
-                ByteRange::new(20480, 24576).unwrap()
+                ByteRange::new(16384, 20480).unwrap()
             ]
         );
     }
