@@ -23,7 +23,9 @@ struct Frame {
 pub struct Runs<'a> {
     inner: &'a Inner,
     base: u64,
-    stack: Vec<Frame>,
+    /// Inline for the usual depths, so creating a cursor (once per precise lock query)
+    /// allocates nothing.
+    stack: smallvec::SmallVec<[Frame; 8]>,
     /// A leaf run produced outside the frame loop (a root that is plain bytes).
     leaf: Option<ByteRange>,
     /// Coalescing buffer.
@@ -60,7 +62,7 @@ impl<'a> Runs<'a> {
         let mut r = Runs {
             inner: &pattern.inner,
             base,
-            stack: Vec::with_capacity(8),
+            stack: smallvec::SmallVec::new(),
             leaf: None,
             pending: None,
             clip: 0,
@@ -139,7 +141,7 @@ impl<'a> Runs<'a> {
     fn descend(&mut self, node: u32, base: u64, off: u64) {
         let inner = self.inner;
         let info = &inner.info;
-        let push = |stack: &mut Vec<Frame>, block: u64, copy: u64| {
+        let push = |stack: &mut smallvec::SmallVec<[Frame; 8]>, block: u64, copy: u64| {
             stack.push(Frame {
                 node,
                 base,

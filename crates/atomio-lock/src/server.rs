@@ -193,25 +193,43 @@ fn request_name(r: &Request) -> &'static str {
     }
 }
 
-/// The first byte of `w` that another request's granted *write* bytes occupy.
+/// The hull that covers the start of a range being granted, and its owner's first byte at
+/// or after that start (all a split needs, so it need not query the owner again).
+#[derive(Clone, Copy)]
+struct Covering {
+    start: u64,
+    hull: Hull,
+    owner_next: Option<u64>,
+}
+
+/// The first byte of `w` that another request's granted *write* bytes occupy, and the
+/// foreign hull covering `w.start`, if any.
 fn write_conflict(
     writes: &WriteHulls,
     others: &HashMap<LockId, LockRequest>,
     me: LockId,
     w: ByteRange,
-) -> Option<u64> {
+) -> (Option<u64>, Option<Covering>) {
+    let mut covering = None;
     for (start, hull) in writes.overlapping(w) {
         if hull.lock == me {
             continue;
         }
         let owner = &others[&hull.lock];
         let lo = w.start.max(start);
-        let hi = w.end.min(hull.end);
-        if let Some(b) = owner.desc.first_at_or_after(lo).filter(|&b| b < hi) {
-            return Some(b);
+        let next = owner.desc.first_at_or_after(lo);
+        if start < w.start {
+            covering = Some(Covering {
+                start,
+                hull,
+                owner_next: next,
+            });
+        }
+        if let Some(b) = next.filter(|&b| b < w.end.min(hull.end)) {
+            return (Some(b), covering);
         }
     }
-    None
+    (None, covering)
 }
 
 /// The first byte at or after `pos` where another request's lock could be: the start of a
@@ -810,7 +828,9 @@ impl LockServer {
                     start: at,
                     end: at + 1,
                 };
-                let conflict = write_conflict(&table.writes, &self.requests, id, probe).is_some()
+                let conflict = write_conflict(&table.writes, &self.requests, id, probe)
+                    .0
+                    .is_some()
                     || (r.mode == LockMode::Write
                         && !self.ignore_conflicts
                         && table.reads.first_overlap(probe).is_some());
@@ -924,10 +944,10 @@ fn grant_into(
             if let Some(x) = run.take() {
                 add_write_hull(table, &mut req.held, lock, x, entries);
             }
-            let mut conflict = if mode == LockMode::Write || !ignore_conflicts {
+            let (mut conflict, covering) = if mode == LockMode::Write || !ignore_conflicts {
                 write_conflict(&table.writes, others, lock, want)
             } else {
-                None
+                (None, None)
             };
             if mode == LockMode::Write && !ignore_conflicts {
                 if let Some(b) = table.reads.first_overlap(want) {
@@ -946,7 +966,9 @@ fn grant_into(
                 };
                 match mode {
                     LockMode::Write => {
-                        split_foreign_hull(table, others, piece, entries);
+                        if let Some(c) = covering {
+                            split_foreign_hull(table, others, piece, c, entries);
+                        }
                         add_write_hull(table, &mut req.held, lock, piece, entries);
                     }
                     LockMode::Read => add_read(table, &mut req.held, piece, entries),
@@ -1015,31 +1037,29 @@ fn add_write_hull(
     *entries += 1;
 }
 
-/// Before granting write bytes `w` that fall in a gap of another request's hull, splits
-/// that hull around `w` so hulls stay disjoint.
+/// Before granting write bytes `w` that fall in a gap of another request's hull `c`, splits
+/// that hull around `w` so hulls stay disjoint. `c.owner_next` is the owner's first byte at
+/// or after `w.start`; since none of its bytes lie in `w`, it is also its first at or after
+/// `w.end`.
 fn split_foreign_hull(
     table: &mut FileTable,
     others: &mut HashMap<LockId, LockRequest>,
     w: ByteRange,
+    c: Covering,
     entries: &mut usize,
 ) {
-    let Some((start, hull)) = table.writes.covering(w.start) else {
-        return;
-    };
-    let owner = others.get_mut(&hull.lock).expect("hulls have owners");
-    table.writes.set_end(start, w.start);
-    if let Some(rs) = owner
-        .desc
-        .first_at_or_after(w.end)
-        .filter(|&b| b < hull.end)
-    {
+    debug_assert!(c.start < w.start && w.start < c.hull.end);
+    debug_assert!(c.owner_next.is_none_or(|b| b >= w.end || b >= c.hull.end));
+    table.writes.set_end(c.start, w.start);
+    if let Some(rs) = c.owner_next.filter(|&b| b < c.hull.end) {
         table.writes.insert(
             rs,
             Hull {
-                end: hull.end,
-                lock: hull.lock,
+                end: c.hull.end,
+                lock: c.hull.lock,
             },
         );
+        let owner = others.get_mut(&c.hull.lock).expect("hulls have owners");
         if let Held::Write(starts) = &mut owner.held {
             let i = starts.partition_point(|&s| s < rs);
             starts.insert(i, rs);

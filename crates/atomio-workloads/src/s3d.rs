@@ -81,7 +81,10 @@ fn process_grid(ctx: Ctx, p: &S3dParams, clients: u32) -> Result<[u32; 3]> {
     match (p.proc_x, p.proc_y, p.proc_z) {
         (None, None, None) => Ok(near_cube(clients)),
         (Some(x), Some(y), Some(z)) => {
-            if u64::from(x) * u64::from(y) * u64::from(z) != u64::from(clients) {
+            let product = u64::from(x)
+                .checked_mul(u64::from(y))
+                .and_then(|xy| xy.checked_mul(u64::from(z)));
+            if product != Some(u64::from(clients)) {
                 return Err(ctx.clients(
                     clients,
                     format!(
