@@ -36,6 +36,7 @@ impl<S: ObjectStore> DataService<S> {
                 | Request::Read { .. }
                 | Request::Sync { .. }
                 | Request::ObjectSizes { .. }
+                | Request::SetObjectSize { .. }
         )
     }
 
@@ -166,6 +167,18 @@ impl<S: ObjectStore> DataService<S> {
                 self.store
                     .sync(file)
                     .map_err(|e| io_err(&format!("syncing {file}"), e))?;
+                Ok(Reply::Done)
+            }
+            Request::SetObjectSize { file, object, size } => {
+                if size > atomio_layout::MAX_OFFSET {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidArgument,
+                        format!("object size {size} passes the largest offset"),
+                    ));
+                }
+                self.store
+                    .set_size(file, object, size)
+                    .map_err(|e| io_err(&format!("resizing {file} object {object}"), e))?;
                 Ok(Reply::Done)
             }
             Request::ObjectSizes { file } => Ok(Reply::Sizes(

@@ -42,6 +42,8 @@ pub trait ObjectStore: Send + 'static {
     /// (object, size) of every object of `file` held here.
     fn sizes(&mut self, file: FileId) -> io::Result<Vec<(u32, u64)>>;
     fn drop_objects(&mut self, file: FileId) -> io::Result<()>;
+    /// Truncates or zero-extends one object.
+    fn set_size(&mut self, file: FileId, object: u32, size: u64) -> io::Result<()>;
 }
 
 /// Objects and metadata in memory.
@@ -138,6 +140,13 @@ impl ObjectStore for MemStore {
 
     fn drop_objects(&mut self, file: FileId) -> io::Result<()> {
         self.objects.retain(|(f, _), _| *f != file);
+        Ok(())
+    }
+
+    fn set_size(&mut self, file: FileId, object: u32, size: u64) -> io::Result<()> {
+        let size = usize::try_from(size).map_err(|_| too_big(size))?;
+        let obj = self.objects.entry((file, object)).or_default();
+        obj.resize(size, 0);
         Ok(())
     }
 }
@@ -352,6 +361,13 @@ impl ObjectStore for FileStore {
             .into_iter()
             .map(|(o, p)| Ok((o, fs::metadata(p)?.len())))
             .collect()
+    }
+
+    fn set_size(&mut self, file: FileId, object: u32, size: u64) -> io::Result<()> {
+        let f = self.handle(file, object, true)?.expect("created");
+        f.set_len(size)?;
+        self.dirty.insert((file, object));
+        Ok(())
     }
 
     fn drop_objects(&mut self, file: FileId) -> io::Result<()> {

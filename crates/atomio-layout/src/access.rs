@@ -92,3 +92,100 @@ impl Access {
         self.pattern.runs(self.base)
     }
 }
+
+impl Access {
+    /// An MPI-IO file view's bytes for one call: the data bytes `[skip, skip + len)` of the
+    /// stream `tile` (the filetype) makes when repeated every `tile.extent()` bytes from `base`
+    /// (the view's displacement).
+    ///
+    /// The structure is kept: a partial first tile (a short list of its runs), the full tiles
+    /// in between as one vector of `tile`, a partial last tile — never a list of every run.
+    pub fn view_window(
+        base: u64,
+        tile: &Pattern,
+        skip: u64,
+        len: u64,
+    ) -> Result<Self, LayoutError> {
+        let size = tile.size();
+        if size == 0 {
+            return Err(LayoutError::InvalidPattern {
+                what: "a file view's filetype must select at least one byte".into(),
+            });
+        }
+        if len == 0 {
+            return Err(LayoutError::EmptyRange { offset: skip });
+        }
+        let ext = tile.extent();
+        if !tile.monotone() || tile.data_bounds().is_some_and(|(_, ub)| ub > ext) {
+            return Err(LayoutError::NotMonotone {
+                what: "a filetype's data must be increasing and lie within its extent".into(),
+            });
+        }
+        let end = skip.checked_add(len).ok_or(LayoutError::Overflow {
+            offset: skip,
+            len,
+            max: MAX_OFFSET,
+        })?;
+        let (t0, d0) = (skip / size, skip % size);
+        let (t1, d1) = (end / size, end % size);
+        let tile_at = |t: u64| {
+            t.checked_mul(ext).ok_or(LayoutError::PatternOverflow {
+                what: "view offset",
+            })
+        };
+        // (displacement from base, pattern) in increasing order.
+        let mut parts: Vec<(u64, Pattern)> = Vec::new();
+        if t0 == t1 {
+            parts.push((tile_at(t0)?, data_slice(tile, d0, d1)?));
+        } else {
+            let mut mid = t0;
+            if d0 > 0 {
+                parts.push((tile_at(t0)?, data_slice(tile, d0, size)?));
+                mid = t0 + 1;
+            }
+            if t1 > mid {
+                parts.push((tile_at(mid)?, Pattern::hvector(t1 - mid, 1, ext, tile)?));
+            }
+            if d1 > 0 {
+                parts.push((tile_at(t1)?, data_slice(tile, 0, d1)?));
+            }
+        }
+        let first = parts[0].0;
+        let pattern = if parts.len() == 1 {
+            parts.pop().expect("one part").1
+        } else {
+            let fields: Vec<(u64, u64, &Pattern)> =
+                parts.iter().map(|(d, p)| (d - first, 1, p)).collect();
+            Pattern::structure(&fields)?
+        };
+        let base = base.checked_add(first).ok_or(LayoutError::Overflow {
+            offset: base,
+            len: first,
+            max: MAX_OFFSET,
+        })?;
+        Access::new(base, pattern)
+    }
+}
+
+/// The runs of one copy of `tile` holding its data bytes `[from, to)`, as an explicit list.
+fn data_slice(tile: &Pattern, from: u64, to: u64) -> Result<Pattern, LayoutError> {
+    let mut at = 0u64;
+    let mut blocks = Vec::new();
+    for r in tile.runs(0) {
+        let (s, e) = (at, at + r.len());
+        at = e;
+        if e <= from {
+            continue;
+        }
+        if s >= to {
+            break;
+        }
+        let lo = from.saturating_sub(s);
+        let hi = r.len() - e.saturating_sub(to);
+        blocks.push(crate::pattern::Block {
+            disp: r.start + lo,
+            blocklen: hi - lo,
+        });
+    }
+    Pattern::hindexed(blocks, &Pattern::bytes(1)?)
+}

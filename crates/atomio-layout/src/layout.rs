@@ -171,6 +171,32 @@ impl Layout {
             .checked_add(object_offset % self.stripe_size)
     }
 
+    /// How many bytes `object` holds when the file is `file_size` bytes long (one past the
+    /// object offset of its last byte below `file_size`).
+    pub fn object_size_for(&self, file_size: u64, object: u32) -> u64 {
+        if file_size == 0 {
+            return 0;
+        }
+        let count = self.object_servers.len() as u64;
+        let last_strip = (file_size - 1) / self.stripe_size;
+        let o = u64::from(object);
+        // The last strip at or before `last_strip` that belongs to `object`.
+        let col = last_strip % count;
+        let strip = if o <= col {
+            last_strip - (col - o)
+        } else if last_strip + o >= count + col {
+            last_strip - col - count + o
+        } else {
+            return 0;
+        };
+        let row = strip / count;
+        if strip == last_strip {
+            row * self.stripe_size + (file_size - 1) % self.stripe_size + 1
+        } else {
+            (row + 1) * self.stripe_size
+        }
+    }
+
     /// Cuts `range` at strip boundaries, in order.
     pub fn pieces(&self, range: ByteRange) -> Pieces<'_> {
         Pieces {
@@ -238,6 +264,27 @@ mod tests {
         assert_eq!(p[0].range, ByteRange::new(5, 10).unwrap());
         assert_eq!(p[1].server, ServerId(1));
         assert_eq!(p[2].range, ByteRange::new(20, 27).unwrap());
+    }
+
+    #[test]
+    fn object_sizes_match_a_byte_count() {
+        for (stripe, count) in [(10u64, 3u32), (7, 1), (4, 5)] {
+            let l = Layout::round_robin(stripe, count, count, 0).unwrap();
+            for size in 0..120u64 {
+                for o in 0..count {
+                    let want = (0..size)
+                        .filter(|&b| l.object_offset(b).0 == o)
+                        .map(|b| l.object_offset(b).1 + 1)
+                        .max()
+                        .unwrap_or(0);
+                    assert_eq!(
+                        l.object_size_for(size, o),
+                        want,
+                        "stripe {stripe} count {count} size {size} object {o}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -336,3 +336,36 @@ fn a_million_range_vector_needs_no_materialization() {
     let first_on_3 = Share::new(a.ranges(), &layout, ServerId(3)).next();
     assert_eq!(first_on_3, Some(ByteRange::at(3 * 64 * 1024, 1).unwrap()));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, max_global_rejects: 1_000_000, ..ProptestConfig::default() })]
+
+    /// A view window equals the naive answer: tile the filetype's runs, number the data
+    /// bytes, keep those in [skip, skip + len).
+    #[test]
+    fn view_windows_select_exactly_the_right_bytes(t in arb_tree(), base in 0u64..100, skip in 0u64..400, len in 1u64..400) {
+        let tile = build(&t);
+        prop_assume!(tile.size() > 0 && tile.monotone());
+        prop_assume!(tile.data_bounds().unwrap().1 <= tile.extent());
+        let a = Access::view_window(base, &tile, skip, len).unwrap();
+        let mut want: Vec<ByteRange> = Vec::new();
+        let mut data = 0u64;
+        let mut k = 0u64;
+        while data < skip + len {
+            for r in tile.runs(base + k * tile.extent()) {
+                for b in r.start..r.end {
+                    if data >= skip && data < skip + len {
+                        want.push(ByteRange::at(b, 1).unwrap());
+                    }
+                    data += 1;
+                }
+            }
+            k += 1;
+        }
+        let want = RangeList::from_ranges(want);
+        let got = RangeList::from_ranges(a.ranges().collect());
+        prop_assert_eq!(got, want);
+        prop_assert_eq!(a.size(), len);
+        prop_assert!(a.pattern().nodes().len() <= 3 * tile.nodes().len() + 8, "structure lost: {} nodes", a.pattern().nodes().len());
+    }
+}

@@ -190,6 +190,7 @@ fn request_name(r: &Request) -> &'static str {
         Request::Read { .. } => "Read",
         Request::Sync { .. } => "Sync",
         Request::ObjectSizes { .. } => "ObjectSizes",
+        Request::SetObjectSize { .. } => "SetObjectSize",
     }
 }
 

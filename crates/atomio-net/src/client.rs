@@ -18,6 +18,12 @@ use tokio::sync::mpsc;
 
 /// How long an operation may go without hearing from any server before it fails.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// While an operation waits (a blocked lock may wait for minutes behind other clients),
+/// servers are pinged this often; their pongs prove they are alive, so a long wait is not
+/// mistaken for a dead server, and a dead or hung one is noticed within `timeout`.
+pub const PING_INTERVAL: Duration = Duration::from_secs(5);
+/// The tag of liveness pings (never a real operation's tag).
+const PING_TAG: u64 = u64::MAX;
 
 pub(crate) enum Link {
     Tcp(mpsc::UnboundedSender<ClientFrame>),
@@ -192,19 +198,15 @@ impl ClusterClient {
         let mut replies: Vec<Option<Reply>> = (0..n).map(|_| None).collect();
         let mut pending = n;
         let mut first_err: Option<WireError> = None;
+        let mut last_heard = std::time::Instant::now();
         while pending > 0 {
-            let event = match tokio::time::timeout(self.timeout, self.events.recv()).await {
+            let event = match self.next_event(&mut last_heard).await {
                 Ok(Some(ev)) => ev,
-                Ok(None) => {
+                Ok(None) => continue,
+                Err(e) => {
                     return Err(WireError::new(
-                        ErrorCode::Disconnected,
-                        "all server connections are gone",
-                    ))
-                }
-                Err(_) => {
-                    return Err(WireError::new(
-                        ErrorCode::Timeout,
-                        format!("{pending} of {n} replies missing after {:?}", self.timeout),
+                        e.code,
+                        format!("{} ({pending} of {n} replies missing)", e.message),
                     ))
                 }
             };
@@ -245,6 +247,45 @@ impl ClusterClient {
             .collect())
     }
 
+    /// Waits for the next event. `Ok(None)` means nothing came for `PING_INTERVAL`; servers
+    /// have then been pinged. Fails once no server was heard from for `timeout`.
+    async fn next_event(
+        &mut self,
+        last_heard: &mut std::time::Instant,
+    ) -> Result<Option<ClientEvent>, WireError> {
+        let wait = PING_INTERVAL.min(self.timeout);
+        match tokio::time::timeout(wait, self.events.recv()).await {
+            Ok(Some(ev)) => {
+                *last_heard = std::time::Instant::now();
+                match ev {
+                    ClientEvent::Frame(_, f) if f.tag == PING_TAG => Ok(None),
+                    ev => Ok(Some(ev)),
+                }
+            }
+            Ok(None) => Err(WireError::new(
+                ErrorCode::Disconnected,
+                "all server connections are gone",
+            )),
+            Err(_) => {
+                if last_heard.elapsed() >= self.timeout {
+                    return Err(WireError::new(
+                        ErrorCode::Timeout,
+                        format!("no server answered for {:?}", self.timeout),
+                    ));
+                }
+                for s in 0..self.links.len() {
+                    if self.lost[s].is_none() {
+                        // A failed ping is noticed through the connection's loss event.
+                        let _ = self
+                            .send_raw(ServerId(s as u32), PING_TAG, Request::Ping { nonce: 0 })
+                            .await;
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
     /// Runs `op` until its status is final for the current step (held, released, failed).
     async fn drive(
         &mut self,
@@ -252,6 +293,7 @@ impl ClusterClient {
         seq: u64,
         mut sends: Vec<Send>,
     ) -> Result<(), WireError> {
+        let mut last_heard = std::time::Instant::now();
         loop {
             for s in std::mem::take(&mut sends) {
                 if let Err(e) = self.send(seq, s).await {
@@ -264,19 +306,10 @@ impl ClusterClient {
                 Status::Failed(e) => return Err(e),
                 Status::Acquiring | Status::Releasing => {}
             }
-            let event = match tokio::time::timeout(self.timeout, self.events.recv()).await {
+            let event = match self.next_event(&mut last_heard).await {
                 Ok(Some(ev)) => ev,
-                Ok(None) => {
-                    let e =
-                        WireError::new(ErrorCode::Disconnected, "all server connections are gone");
-                    op.abandon(e.clone());
-                    return Err(e);
-                }
-                Err(_) => {
-                    let e = WireError::new(
-                        ErrorCode::Timeout,
-                        format!("no reply from any server for {:?}", self.timeout),
-                    );
+                Ok(None) => continue,
+                Err(e) => {
                     op.abandon(e.clone());
                     return Err(e);
                 }

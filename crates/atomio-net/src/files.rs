@@ -323,6 +323,29 @@ impl ClusterClient {
         self.rpc_all(calls).await.map(|_| ())
     }
 
+    /// Truncates or extends (with zeros) the file to `size` bytes.
+    pub async fn set_size(&mut self, f: &FileInfo, size: u64) -> Result<(), WireError> {
+        if size > atomio_layout::MAX_OFFSET {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("size {size} is too large"),
+            ));
+        }
+        let calls = (0..f.layout.stripe_count())
+            .map(|o| {
+                (
+                    f.layout.server_of_object(o),
+                    Request::SetObjectSize {
+                        file: f.id(),
+                        object: o,
+                        size: f.layout.object_size_for(size, o),
+                    },
+                )
+            })
+            .collect();
+        self.rpc_all(calls).await.map(|_| ())
+    }
+
     /// The file's size: one past its last written byte.
     pub async fn size(&mut self, f: &FileInfo) -> Result<u64, WireError> {
         let calls = f

@@ -236,6 +236,12 @@ pub enum Request {
     Sync { file: FileId },
     /// Sizes of the file's objects held by this server.
     ObjectSizes { file: FileId },
+    /// Truncate or extend (with zeros) one object to `size` bytes.
+    SetObjectSize {
+        file: FileId,
+        object: u32,
+        size: u64,
+    },
 }
 
 /// A request's progress: every byte of it below `next_abs_offset` is granted.
@@ -287,6 +293,9 @@ pub struct ServerFrame {
 }
 
 /// An in-order cursor over the bytes a validated description covers at its server.
+// Short-lived stack values: boxing the pattern cursor would bring back the allocation per
+// query that its inline frame stack exists to avoid.
+#[allow(clippy::large_enum_variant)]
 pub enum DescCursor<'a> {
     Ranges(atomio_layout::RangeListCursor<'a>),
     Pattern(atomio_layout::Share<'a, atomio_layout::Runs<'a>>),

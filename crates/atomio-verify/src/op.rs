@@ -129,6 +129,9 @@ impl From<RangeList> for Ranges {
 
 /// Iterator over a `Ranges`.
 #[derive(Clone, Debug)]
+// Short-lived stack values: boxing the pattern cursor would bring back the allocation per
+// query that its inline frame stack exists to avoid.
+#[allow(clippy::large_enum_variant)]
 pub enum RangesIter<'a> {
     Runs(Runs<'a>),
     List(RangeListCursor<'a>),

@@ -1,0 +1,976 @@
+//! The C ABI of atomio (`include/atomio.h`, generated from this file by cbindgen and
+//! checked in; a test fails if it is stale).
+//!
+//! Conventions, for every function:
+//! * returns `ATOMIO_OK` (0) or a stable error code (`ATOMIO_E*`, the values of
+//!   `atomio_proto::ErrorCode`); the message is in `atomio_last_error()` (thread-local,
+//!   valid until the next atomio call on the same thread);
+//! * never unwinds into C: a panic is caught and reported as `ATOMIO_EINTERNAL`;
+//! * null handles and null pointers where data is required are `ATOMIO_EINVAL`, not crashes;
+//! * calls block; a client or file may be used from one thread at a time (calls on one
+//!   handle are serialized by a mutex).
+//!
+//! **This is the only crate with `unsafe`**: turning C pointers and lengths into slices and
+//! borrowing a caller's file descriptor. Each `unsafe` block states what the caller promised.
+
+// C callers cannot see Rust's `unsafe fn` marker; the contract (handles come from this
+// library and are not used after being freed) is documented per handle, and every pointer
+// is checked for null before use.
+#![allow(clippy::missing_safety_doc, clippy::not_unsafe_ptr_arg_deref)]
+
+use atomio_client::{File, Strategy};
+use atomio_layout::{Access, Block, ByteRange, Order, Pattern};
+use atomio_net::ClusterClient;
+use atomio_proto::{ErrorCode, WireError};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::os::unix::fs::FileExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+
+pub const ATOMIO_OK: c_int = 0;
+pub const ATOMIO_EMALFORMED: c_int = 1;
+pub const ATOMIO_EVERSION: c_int = 2;
+pub const ATOMIO_EINVAL: c_int = 3;
+pub const ATOMIO_ELIMIT: c_int = 4;
+pub const ATOMIO_ENOTFOUND: c_int = 5;
+pub const ATOMIO_ENOTOWNER: c_int = 6;
+pub const ATOMIO_ESTATE: c_int = 7;
+pub const ATOMIO_EIO: c_int = 8;
+pub const ATOMIO_ETIMEOUT: c_int = 9;
+pub const ATOMIO_EDISCONNECTED: c_int = 10;
+pub const ATOMIO_EUNSUPPORTED: c_int = 11;
+pub const ATOMIO_EINTERNAL: c_int = 12;
+pub const ATOMIO_EEXISTS: c_int = 13;
+
+#[cfg(test)]
+mod codes {
+    use super::*;
+
+    /// The C constants are literals (cbindgen exports only those); they must stay the
+    /// stable wire codes.
+    #[test]
+    fn c_codes_are_the_wire_codes() {
+        let pairs = [
+            (ATOMIO_EMALFORMED, ErrorCode::Malformed),
+            (ATOMIO_EVERSION, ErrorCode::Version),
+            (ATOMIO_EINVAL, ErrorCode::InvalidArgument),
+            (ATOMIO_ELIMIT, ErrorCode::LimitExceeded),
+            (ATOMIO_ENOTFOUND, ErrorCode::NotFound),
+            (ATOMIO_ENOTOWNER, ErrorCode::NotOwner),
+            (ATOMIO_ESTATE, ErrorCode::InvalidState),
+            (ATOMIO_EIO, ErrorCode::Io),
+            (ATOMIO_ETIMEOUT, ErrorCode::Timeout),
+            (ATOMIO_EDISCONNECTED, ErrorCode::Disconnected),
+            (ATOMIO_EUNSUPPORTED, ErrorCode::Unsupported),
+            (ATOMIO_EINTERNAL, ErrorCode::Internal),
+            (ATOMIO_EEXISTS, ErrorCode::Exists),
+        ];
+        for (c, e) in pairs {
+            assert_eq!(c, e as c_int, "{e:?}");
+        }
+    }
+}
+
+/// `atomio_open` flag: create the file if it does not exist.
+pub const ATOMIO_CREATE: u32 = 1;
+/// `atomio_open` flag: with `ATOMIO_CREATE`, fail if it exists.
+pub const ATOMIO_EXCL: u32 = 2;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_error(e: &WireError) -> c_int {
+    let msg = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = msg);
+    e.code as c_int
+}
+
+fn err(code: ErrorCode, msg: impl Into<String>) -> WireError {
+    WireError::new(code, msg)
+}
+
+/// Runs `f`, turning errors and panics into codes.
+fn call(f: impl FnOnce() -> Result<(), WireError>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => {
+            LAST_ERROR.with(|l| *l.borrow_mut() = CString::default());
+            ATOMIO_OK
+        }
+        Ok(Err(e)) => set_error(&e),
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_error(&err(
+                ErrorCode::Internal,
+                format!("atomio panicked (a bug): {what}"),
+            ))
+        }
+    }
+}
+
+fn ref_or<'a, T>(p: *const T, what: &str) -> Result<&'a T, WireError> {
+    // SAFETY: the caller passes either null or a pointer this library returned and has not
+    // freed (documented for every handle).
+    unsafe { p.as_ref() }.ok_or_else(|| err(ErrorCode::InvalidArgument, format!("{what} is null")))
+}
+
+fn mut_or<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, WireError> {
+    // SAFETY: as for `ref_or`; handles are not shared between threads without a mutex.
+    unsafe { p.as_mut() }.ok_or_else(|| err(ErrorCode::InvalidArgument, format!("{what} is null")))
+}
+
+fn str_or<'a>(p: *const c_char, what: &str) -> Result<&'a str, WireError> {
+    if p.is_null() {
+        return Err(err(ErrorCode::InvalidArgument, format!("{what} is null")));
+    }
+    // SAFETY: the caller passes a NUL-terminated string that lives for the call.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| err(ErrorCode::InvalidArgument, format!("{what} is not UTF-8")))
+}
+
+fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], WireError> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(err(ErrorCode::InvalidArgument, format!("{what} is null")));
+    }
+    // SAFETY: the caller promises `p` points to `n` readable elements for the call.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+fn slice_mut<'a>(p: *mut c_void, n: usize, what: &str) -> Result<&'a mut [u8], WireError> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(err(ErrorCode::InvalidArgument, format!("{what} is null")));
+    }
+    // SAFETY: the caller promises `p` points to `n` writable bytes for the call, not aliased.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), n) })
+}
+
+fn put<T>(out: *mut *mut T, v: T) -> Result<(), WireError> {
+    if out.is_null() {
+        return Err(err(
+            ErrorCode::InvalidArgument,
+            "the output pointer is null",
+        ));
+    }
+    // SAFETY: `out` is a valid place for one pointer (checked non-null above).
+    unsafe { *out = Box::into_raw(Box::new(v)) };
+    Ok(())
+}
+
+/// The message of the last failed call on this thread ("" after a success).
+#[no_mangle]
+pub extern "C" fn atomio_last_error() -> *const c_char {
+    LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+/// A short name for an error code ("ATOMIO_EINVAL", …).
+#[no_mangle]
+pub extern "C" fn atomio_error_name(code: c_int) -> *const c_char {
+    let s: &'static CStr = match code {
+        0 => c"ATOMIO_OK",
+        1 => c"ATOMIO_EMALFORMED",
+        2 => c"ATOMIO_EVERSION",
+        3 => c"ATOMIO_EINVAL",
+        4 => c"ATOMIO_ELIMIT",
+        5 => c"ATOMIO_ENOTFOUND",
+        6 => c"ATOMIO_ENOTOWNER",
+        7 => c"ATOMIO_ESTATE",
+        8 => c"ATOMIO_EIO",
+        9 => c"ATOMIO_ETIMEOUT",
+        10 => c"ATOMIO_EDISCONNECTED",
+        11 => c"ATOMIO_EUNSUPPORTED",
+        13 => c"ATOMIO_EEXISTS",
+        _ => c"ATOMIO_EINTERNAL",
+    };
+    s.as_ptr()
+}
+
+// ----- servers in this process -------------------------------------------------------------
+
+/// A server (locks + data) running on a thread of this process.
+pub struct AtomioServer {
+    address: CString,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts a server on its own thread, listening on `listen` ("127.0.0.1:0" picks a port),
+/// keeping data under `data_dir`. `id` is its index in the cluster, or -1.
+#[no_mangle]
+pub extern "C" fn atomio_server_start(
+    listen: *const c_char,
+    data_dir: *const c_char,
+    id: i64,
+    out: *mut *mut AtomioServer,
+) -> c_int {
+    call(|| {
+        let listen = str_or(listen, "listen")?;
+        let dir = std::path::PathBuf::from(str_or(data_dir, "data_dir")?);
+        let std_listener = std::net::TcpListener::bind(listen)
+            .map_err(|e| err(ErrorCode::Io, format!("binding {listen}: {e}")))?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|e| err(ErrorCode::Io, e.to_string()))?;
+        let address = std_listener
+            .local_addr()
+            .map_err(|e| err(ErrorCode::Io, e.to_string()))?
+            .to_string();
+        let id = u32::try_from(id).ok().map(atomio_layout::ServerId);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        let thread = std::thread::Builder::new()
+            .name("atomio-server".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(std_listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e.to_string()));
+                            return;
+                        }
+                    };
+                    let _ = ready_tx.send(Ok(()));
+                    tokio::select! {
+                        r = atomio_net::run_tcp_server(listener, id, &dir) => {
+                            if let Err(e) = r { eprintln!("atomio server stopped: {e}"); }
+                        }
+                        _ = rx => {}
+                    }
+                });
+            })
+            .map_err(|e| err(ErrorCode::Io, format!("starting a server thread: {e}")))?;
+        ready_rx
+            .recv()
+            .map_err(|_| err(ErrorCode::Internal, "the server thread died at start"))?
+            .map_err(|e| err(ErrorCode::Io, e))?;
+        put(
+            out,
+            AtomioServer {
+                address: CString::new(address).expect("addresses have no NUL"),
+                shutdown: Some(tx),
+                thread: Some(thread),
+            },
+        )
+    })
+}
+
+/// The address the server listens on ("127.0.0.1:40123"), owned by the server.
+#[no_mangle]
+pub extern "C" fn atomio_server_address(server: *const AtomioServer) -> *const c_char {
+    ref_or(server, "server").map_or(std::ptr::null(), |s| s.address.as_ptr())
+}
+
+/// Stops the server, waits for its thread, and frees it.
+#[no_mangle]
+pub extern "C" fn atomio_server_stop(server: *mut AtomioServer) -> c_int {
+    call(|| {
+        if server.is_null() {
+            return Ok(());
+        }
+        // SAFETY: `server` came from `atomio_server_start` and is freed exactly once here.
+        let mut s = unsafe { Box::from_raw(server) };
+        if let Some(tx) = s.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = s.thread.take() {
+            t.join()
+                .map_err(|_| err(ErrorCode::Internal, "the server thread panicked"))?;
+        }
+        Ok(())
+    })
+}
+
+// ----- clients -----------------------------------------------------------------------------
+
+struct ClientInner {
+    rt: tokio::runtime::Runtime,
+    client: ClusterClient,
+}
+
+/// A connection to every server of a cluster.
+pub struct AtomioClient {
+    inner: Arc<Mutex<ClientInner>>,
+}
+
+fn lock(inner: &Mutex<ClientInner>) -> std::sync::MutexGuard<'_, ClientInner> {
+    inner.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Connects to the servers `addrs[0..n]` (server i of the cluster is `addrs[i]`).
+#[no_mangle]
+pub extern "C" fn atomio_connect(
+    addrs: *const *const c_char,
+    n: usize,
+    out: *mut *mut AtomioClient,
+) -> c_int {
+    call(|| {
+        let ptrs = slice(addrs, n, "addrs")?;
+        if ptrs.is_empty() {
+            return Err(err(
+                ErrorCode::InvalidArgument,
+                "a cluster needs at least one server",
+            ));
+        }
+        let addrs = ptrs
+            .iter()
+            .map(|&p| str_or(p, "address").map(str::to_string))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| err(ErrorCode::Io, e.to_string()))?;
+        let client = rt.block_on(ClusterClient::connect_tcp(&addrs))?;
+        put(
+            out,
+            AtomioClient {
+                inner: Arc::new(Mutex::new(ClientInner { rt, client })),
+            },
+        )
+    })
+}
+
+/// Drops this handle; the connections close when no file opened through it remains.
+#[no_mangle]
+pub extern "C" fn atomio_disconnect(client: *mut AtomioClient) {
+    if !client.is_null() {
+        // SAFETY: `client` came from `atomio_connect` and is freed exactly once here.
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(client) })));
+    }
+}
+
+/// Deletes the file at `path` (objects and metadata).
+#[no_mangle]
+pub extern "C" fn atomio_remove(client: *mut AtomioClient, path: *const c_char) -> c_int {
+    call(|| {
+        let c = ref_or(client, "client")?;
+        let path = str_or(path, "path")?;
+        let mut g = lock(&c.inner);
+        let ClientInner { rt, client } = &mut *g;
+        rt.block_on(client.remove(path))
+    })
+}
+
+// ----- patterns ----------------------------------------------------------------------------
+
+/// An immutable structured pattern (an MPI-datatype-like description of bytes).
+pub struct AtomioPattern(Pattern);
+
+fn pattern_out(
+    out: *mut *mut AtomioPattern,
+    p: Result<Pattern, atomio_layout::LayoutError>,
+) -> Result<(), WireError> {
+    put(out, AtomioPattern(p?))
+}
+
+/// `len` contiguous bytes.
+#[no_mangle]
+pub extern "C" fn atomio_pattern_bytes(len: u64, out: *mut *mut AtomioPattern) -> c_int {
+    call(|| pattern_out(out, Pattern::bytes(len)))
+}
+
+/// `count` blocks `stride` bytes apart, each `blocklen` copies of `elem` (MPI hvector).
+#[no_mangle]
+pub extern "C" fn atomio_pattern_hvector(
+    count: u64,
+    blocklen: u64,
+    stride: u64,
+    elem: *const AtomioPattern,
+    out: *mut *mut AtomioPattern,
+) -> c_int {
+    call(|| {
+        let e = ref_or(elem, "elem")?;
+        pattern_out(out, Pattern::hvector(count, blocklen, stride, &e.0))
+    })
+}
+
+/// Blocks at byte displacements `disps[i]`, `blocklens[i]` copies of `elem` (MPI hindexed).
+#[no_mangle]
+pub extern "C" fn atomio_pattern_hindexed(
+    n: usize,
+    disps: *const u64,
+    blocklens: *const u64,
+    elem: *const AtomioPattern,
+    out: *mut *mut AtomioPattern,
+) -> c_int {
+    call(|| {
+        let e = ref_or(elem, "elem")?;
+        let d = slice(disps, n, "disps")?;
+        let b = slice(blocklens, n, "blocklens")?;
+        let blocks = d
+            .iter()
+            .zip(b)
+            .map(|(&disp, &blocklen)| Block { disp, blocklen })
+            .collect();
+        pattern_out(out, Pattern::hindexed(blocks, &e.0))
+    })
+}
+
+/// Fields at byte displacements, each `blocklens[i]` copies of `elems[i]` (MPI struct).
+#[no_mangle]
+pub extern "C" fn atomio_pattern_struct(
+    n: usize,
+    disps: *const u64,
+    blocklens: *const u64,
+    elems: *const *const AtomioPattern,
+    out: *mut *mut AtomioPattern,
+) -> c_int {
+    call(|| {
+        let d = slice(disps, n, "disps")?;
+        let b = slice(blocklens, n, "blocklens")?;
+        let e = slice(elems, n, "elems")?;
+        let pats = e
+            .iter()
+            .map(|&p| ref_or(p, "element"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let fields: Vec<(u64, u64, &Pattern)> = (0..n).map(|i| (d[i], b[i], &pats[i].0)).collect();
+        pattern_out(out, Pattern::structure(&fields))
+    })
+}
+
+/// The same data as `elem` with its extent replaced (MPI resized with lower bound 0).
+#[no_mangle]
+pub extern "C" fn atomio_pattern_resized(
+    extent: u64,
+    elem: *const AtomioPattern,
+    out: *mut *mut AtomioPattern,
+) -> c_int {
+    call(|| {
+        let e = ref_or(elem, "elem")?;
+        pattern_out(out, Pattern::resized(extent, &e.0))
+    })
+}
+
+/// An `ndims`-dimensional subarray of `elem` (MPI subarray); `fortran` selects column-major.
+#[no_mangle]
+pub extern "C" fn atomio_pattern_subarray(
+    ndims: usize,
+    sizes: *const u64,
+    subsizes: *const u64,
+    starts: *const u64,
+    fortran: c_int,
+    elem: *const AtomioPattern,
+    out: *mut *mut AtomioPattern,
+) -> c_int {
+    call(|| {
+        let e = ref_or(elem, "elem")?;
+        let order = if fortran != 0 {
+            Order::Fortran
+        } else {
+            Order::C
+        };
+        pattern_out(
+            out,
+            Pattern::subarray(
+                slice(sizes, ndims, "sizes")?,
+                slice(subsizes, ndims, "subsizes")?,
+                slice(starts, ndims, "starts")?,
+                order,
+                &e.0,
+            ),
+        )
+    })
+}
+
+/// Facts about a pattern: bytes selected, extent, data upper bound, node count, and
+/// whether it is monotone (usable as a file view).
+#[no_mangle]
+pub extern "C" fn atomio_pattern_info(
+    p: *const AtomioPattern,
+    size: *mut u64,
+    extent: *mut u64,
+    data_end: *mut u64,
+    nodes: *mut u64,
+    monotone: *mut c_int,
+) -> c_int {
+    call(|| {
+        let p = &ref_or(p, "pattern")?.0;
+        let put_u64 = |dst: *mut u64, v: u64| {
+            if let Ok(d) = mut_or(dst, "out") {
+                *d = v;
+            }
+        };
+        put_u64(size, p.size());
+        put_u64(extent, p.extent());
+        put_u64(data_end, p.data_bounds().map_or(0, |(_, ub)| ub));
+        put_u64(nodes, p.nodes().len() as u64);
+        if let Ok(m) = mut_or(monotone, "monotone") {
+            *m = c_int::from(p.monotone());
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn atomio_pattern_free(p: *mut AtomioPattern) {
+    if !p.is_null() {
+        // SAFETY: `p` came from an `atomio_pattern_*` constructor and is freed once here.
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(p) })));
+    }
+}
+
+/// The memory runs of `count` copies of `memtype` laid out every extent bytes, checked to
+/// lie within a buffer of `span` bytes.
+fn memory_runs(memtype: &Pattern, count: u64, span: usize) -> Result<Vec<ByteRange>, WireError> {
+    let all = Pattern::hvector(count, 1, memtype.extent(), memtype)?;
+    let runs: Vec<ByteRange> = all.runs(0).collect();
+    if let Some(r) = runs.iter().find(|r| r.end > span as u64) {
+        return Err(err(
+            ErrorCode::InvalidArgument,
+            format!(
+                "the memory type reaches byte {} of a {span}-byte buffer",
+                r.end
+            ),
+        ));
+    }
+    Ok(runs)
+}
+
+/// Packs `count` copies of `memtype` from `base` (a buffer of `span` bytes) into `out`
+/// (`out_len` = count × type size).
+#[no_mangle]
+pub extern "C" fn atomio_gather(
+    memtype: *const AtomioPattern,
+    count: u64,
+    base: *const c_void,
+    span: usize,
+    out: *mut c_void,
+    out_len: usize,
+) -> c_int {
+    call(|| {
+        let t = &ref_or(memtype, "memtype")?.0;
+        let src = slice(base.cast::<u8>(), span, "base")?;
+        let dst = slice_mut(out, out_len, "out")?;
+        let runs = memory_runs(t, count, span)?;
+        let total: u64 = runs.iter().map(ByteRange::len).sum();
+        if total != out_len as u64 {
+            return Err(err(
+                ErrorCode::InvalidArgument,
+                format!("packing {total} bytes into {out_len}"),
+            ));
+        }
+        let mut at = 0usize;
+        for r in runs {
+            let n = r.len() as usize;
+            dst[at..at + n].copy_from_slice(&src[r.start as usize..r.end as usize]);
+            at += n;
+        }
+        Ok(())
+    })
+}
+
+/// Unpacks `in_len` bytes into `count` copies of `memtype` at `base` (`span` bytes).
+#[no_mangle]
+pub extern "C" fn atomio_scatter(
+    memtype: *const AtomioPattern,
+    count: u64,
+    input: *const c_void,
+    in_len: usize,
+    base: *mut c_void,
+    span: usize,
+) -> c_int {
+    call(|| {
+        let t = &ref_or(memtype, "memtype")?.0;
+        let src = slice(input.cast::<u8>(), in_len, "input")?;
+        let dst = slice_mut(base, span, "base")?;
+        let runs = memory_runs(t, count, span)?;
+        let total: u64 = runs.iter().map(ByteRange::len).sum();
+        if total != in_len as u64 {
+            return Err(err(
+                ErrorCode::InvalidArgument,
+                format!("unpacking {in_len} bytes into {total}"),
+            ));
+        }
+        let mut at = 0usize;
+        for r in runs {
+            let n = r.len() as usize;
+            dst[r.start as usize..r.end as usize].copy_from_slice(&src[at..at + n]);
+            at += n;
+        }
+        Ok(())
+    })
+}
+
+// ----- files -------------------------------------------------------------------------------
+
+/// An open file on a cluster.
+pub struct AtomioFile {
+    client: Arc<Mutex<ClientInner>>,
+    file: File,
+}
+
+/// Opens (with `ATOMIO_CREATE`, creates) the file at `path`. Stripe size and count apply at
+/// creation (0 for the defaults: 64 KiB, every server).
+#[no_mangle]
+pub extern "C" fn atomio_open(
+    client: *mut AtomioClient,
+    path: *const c_char,
+    flags: u32,
+    stripe_size: u64,
+    stripe_count: u32,
+    out: *mut *mut AtomioFile,
+) -> c_int {
+    call(|| {
+        let c = ref_or(client, "client")?;
+        let path = str_or(path, "path")?;
+        let inner = c.inner.clone();
+        let mut g = lock(&inner);
+        let ClientInner { rt, client } = &mut *g;
+        let info = if flags & ATOMIO_CREATE != 0 {
+            let ss = if stripe_size == 0 {
+                atomio_layout::DEFAULT_STRIPE_SIZE
+            } else {
+                stripe_size
+            };
+            let sc = if stripe_count == 0 {
+                client.servers() as u32
+            } else {
+                stripe_count
+            };
+            rt.block_on(client.create(path, ss, sc, flags & ATOMIO_EXCL != 0))?
+        } else {
+            rt.block_on(client.open(path))?
+        };
+        drop(g);
+        put(
+            out,
+            AtomioFile {
+                client: inner,
+                file: File::from_info(info),
+            },
+        )
+    })
+}
+
+/// Closes (frees) the file handle.
+#[no_mangle]
+pub extern "C" fn atomio_close(file: *mut AtomioFile) -> c_int {
+    call(|| {
+        if !file.is_null() {
+            // SAFETY: `file` came from `atomio_open` and is freed exactly once here.
+            drop(unsafe { Box::from_raw(file) });
+        }
+        Ok(())
+    })
+}
+
+/// Atomic mode with a strategy by name ("ching:datatype:one-try", …); NULL or "none": off.
+#[no_mangle]
+pub extern "C" fn atomio_set_atomic(file: *mut AtomioFile, strategy: *const c_char) -> c_int {
+    call(|| {
+        let f = mut_or(file, "file")?;
+        let s = if strategy.is_null() {
+            None
+        } else {
+            Some(
+                str_or(strategy, "strategy")?
+                    .parse::<Strategy>()
+                    .map_err(|e| err(ErrorCode::InvalidArgument, e))?,
+            )
+        };
+        f.file.set_atomic(s)
+    })
+}
+
+/// 1 if atomic mode is on, else 0.
+#[no_mangle]
+pub extern "C" fn atomio_get_atomic(file: *const AtomioFile) -> c_int {
+    ref_or(file, "file").map_or(0, |f| c_int::from(f.file.atomic().is_some()))
+}
+
+fn with_file<T>(
+    file: *mut AtomioFile,
+    f: impl AsyncFnOnce(&mut File, &mut ClusterClient) -> Result<T, WireError>,
+) -> Result<T, WireError> {
+    let h = mut_or(file, "file")?;
+    let inner = h.client.clone();
+    let mut g = lock(&inner);
+    let ClientInner { rt, client } = &mut *g;
+    rt.block_on(f(&mut h.file, client))
+}
+
+fn list_access(n: usize, offsets: *const u64, lengths: *const u64) -> Result<Access, WireError> {
+    let o = slice(offsets, n, "offsets")?;
+    let l = slice(lengths, n, "lengths")?;
+    let ranges = o
+        .iter()
+        .zip(l)
+        .map(|(&off, &len)| ByteRange::at(off, len))
+        .collect::<Result<Vec<_>, _>>()?;
+    let list = atomio_layout::RangeList::from_disjoint_sorted(&ranges)?;
+    let first = list
+        .hull()
+        .ok_or_else(|| {
+            err(
+                ErrorCode::InvalidArgument,
+                "an I/O call needs at least one range",
+            )
+        })?
+        .start;
+    let blocks = list
+        .as_slice()
+        .iter()
+        .map(|r| Block {
+            disp: r.start - first,
+            blocklen: r.len(),
+        })
+        .collect();
+    Ok(Access::new(
+        first,
+        Pattern::hindexed(blocks, &Pattern::bytes(1)?)?,
+    )?)
+}
+
+/// Writes `len` bytes to the ranges (offsets[i], lengths[i]) — non-empty, increasing,
+/// non-overlapping — atomically in atomic mode.
+#[no_mangle]
+pub extern "C" fn atomio_write_list(
+    file: *mut AtomioFile,
+    n: usize,
+    offsets: *const u64,
+    lengths: *const u64,
+    buf: *const c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        let a = list_access(n, offsets, lengths)?;
+        let data = slice(buf.cast::<u8>(), len, "buf")?;
+        with_file(file, async |f, c| f.write(c, &a, data).await)
+    })
+}
+
+/// Reads the ranges into `buf` (`len` bytes), atomically in atomic mode.
+#[no_mangle]
+pub extern "C" fn atomio_read_list(
+    file: *mut AtomioFile,
+    n: usize,
+    offsets: *const u64,
+    lengths: *const u64,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        let a = list_access(n, offsets, lengths)?;
+        let out = slice_mut(buf, len, "buf")?;
+        with_file(file, async |f, c| f.read(c, &a, out).await)
+    })
+}
+
+fn view(
+    disp: u64,
+    filetype: *const AtomioPattern,
+    skip: u64,
+    len: usize,
+) -> Result<Access, WireError> {
+    let t = &ref_or(filetype, "filetype")?.0;
+    Ok(Access::view_window(disp, t, skip, len as u64)?)
+}
+
+/// Writes `len` bytes at data offset `skip` of the file view (`disp`, `filetype` tiled):
+/// the bytes of one MPI-IO call, structure kept.
+#[no_mangle]
+pub extern "C" fn atomio_write_view(
+    file: *mut AtomioFile,
+    disp: u64,
+    filetype: *const AtomioPattern,
+    skip: u64,
+    buf: *const c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        let a = view(disp, filetype, skip, len)?;
+        let data = slice(buf.cast::<u8>(), len, "buf")?;
+        with_file(file, async |f, c| f.write(c, &a, data).await)
+    })
+}
+
+/// Reads `len` bytes at data offset `skip` of the file view into `buf`.
+#[no_mangle]
+pub extern "C" fn atomio_read_view(
+    file: *mut AtomioFile,
+    disp: u64,
+    filetype: *const AtomioPattern,
+    skip: u64,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        let a = view(disp, filetype, skip, len)?;
+        let out = slice_mut(buf, len, "buf")?;
+        with_file(file, async |f, c| f.read(c, &a, out).await)
+    })
+}
+
+/// Makes the file durable on every server.
+#[no_mangle]
+pub extern "C" fn atomio_sync(file: *mut AtomioFile) -> c_int {
+    call(|| with_file(file, async |f, c| f.sync(c).await))
+}
+
+/// The file's size in bytes.
+#[no_mangle]
+pub extern "C" fn atomio_size(file: *mut AtomioFile, out: *mut u64) -> c_int {
+    call(|| {
+        let size = with_file(file, async |f, c| f.size(c).await)?;
+        *mut_or(out, "out")? = size;
+        Ok(())
+    })
+}
+
+/// Truncates or zero-extends the file to `size` bytes.
+#[no_mangle]
+pub extern "C" fn atomio_set_size(file: *mut AtomioFile, size: u64) -> c_int {
+    call(|| with_file(file, async |f, c| c.set_size(f.info(), size).await))
+}
+
+/// Writes the file's logical bytes to `out_path` as one ordinary file.
+#[no_mangle]
+pub extern "C" fn atomio_export(file: *mut AtomioFile, out_path: *const c_char) -> c_int {
+    call(|| {
+        let path = str_or(out_path, "out_path")?.to_string();
+        with_file(file, async |f, c| {
+            let size = f.size(c).await?;
+            let out = std::fs::File::create(&path)
+                .map_err(|e| err(ErrorCode::Io, format!("{path}: {e}")))?;
+            out.set_len(size)
+                .map_err(|e| err(ErrorCode::Io, e.to_string()))?;
+            const CHUNK: u64 = 64 << 20;
+            let mut at = 0;
+            while at < size {
+                let end = (at + CHUNK).min(size);
+                let mut buf = vec![0u8; (end - at) as usize];
+                c.read_ranges(
+                    f.info(),
+                    std::iter::once(ByteRange::new(at, end)?),
+                    &mut buf,
+                )
+                .await?;
+                out.write_all_at(&buf, at)
+                    .map_err(|e| err(ErrorCode::Io, e.to_string()))?;
+                at = end;
+            }
+            out.sync_all()
+                .map_err(|e| err(ErrorCode::Io, e.to_string()))
+        })
+    })
+}
+
+fn borrowed_fd(fd: c_int) -> Result<std::mem::ManuallyDrop<std::fs::File>, WireError> {
+    use std::os::fd::FromRawFd;
+    if fd < 0 {
+        return Err(err(
+            ErrorCode::InvalidArgument,
+            format!("file descriptor {fd}"),
+        ));
+    }
+    // SAFETY: the caller owns `fd` and keeps it open for the call; ManuallyDrop never closes it.
+    Ok(std::mem::ManuallyDrop::new(unsafe {
+        std::fs::File::from_raw_fd(fd)
+    }))
+}
+
+/// For strategies that need no servers (rma): `pwrite`s `len` bytes of one MPI-IO call,
+/// at data offset `skip` of the view (`disp`, `filetype`), into the ordinary file `fd`, one
+/// `pwrite` per contiguous run (the caller holds whatever lock the strategy needs; see
+/// `atomio_view_hull`).
+#[no_mangle]
+pub extern "C" fn atomio_posix_write_view(
+    fd: c_int,
+    disp: u64,
+    filetype: *const AtomioPattern,
+    skip: u64,
+    buf: *const c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        let a = view(disp, filetype, skip, len)?;
+        let data = slice(buf.cast::<u8>(), len, "buf")?;
+        let f = borrowed_fd(fd)?;
+        let mut at = 0usize;
+        for r in a.ranges() {
+            let n = r.len() as usize;
+            f.write_all_at(&data[at..at + n], r.start)
+                .map_err(|e| err(ErrorCode::Io, format!("pwrite at {}: {e}", r.start)))?;
+            at += n;
+        }
+        Ok(())
+    })
+}
+
+/// `pread`s `len` bytes of one MPI-IO call at data offset `skip` of the view from `fd`;
+/// bytes past the end of the file read as zero.
+#[no_mangle]
+pub extern "C" fn atomio_posix_read_view(
+    fd: c_int,
+    disp: u64,
+    filetype: *const AtomioPattern,
+    skip: u64,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        let a = view(disp, filetype, skip, len)?;
+        let out = slice_mut(buf, len, "buf")?;
+        let f = borrowed_fd(fd)?;
+        let mut at = 0usize;
+        for r in a.ranges() {
+            let n = r.len() as usize;
+            let dst = &mut out[at..at + n];
+            let mut done = 0;
+            while done < n {
+                match f.read_at(&mut dst[done..], r.start + done as u64) {
+                    Ok(0) => {
+                        dst[done..].fill(0);
+                        break;
+                    }
+                    Ok(k) => done += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(err(ErrorCode::Io, format!("pread at {}: {e}", r.start))),
+                }
+            }
+            at += n;
+        }
+        Ok(())
+    })
+}
+
+/// The first and one-past-last byte a view call touches (what the rma strategy locks).
+#[no_mangle]
+pub extern "C" fn atomio_view_hull(
+    disp: u64,
+    filetype: *const AtomioPattern,
+    skip: u64,
+    len: usize,
+    start: *mut u64,
+    end: *mut u64,
+) -> c_int {
+    call(|| {
+        let a = view(disp, filetype, skip, len)?;
+        let h = a
+            .hull()
+            .ok_or_else(|| err(ErrorCode::InvalidArgument, "empty call"))?;
+        *mut_or(start, "start")? = h.start;
+        *mut_or(end, "end")? = h.end;
+        Ok(())
+    })
+}

@@ -1,0 +1,59 @@
+//! Compiles a C program against `include/atomio.h` and the built `libatomio.so`, and runs
+//! it: the ABI works from C, exactly as a C or MPI program would use it.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn lib_dir() -> PathBuf {
+    // target/<profile>/deps/c_api-… → target/<profile>
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn a_c_program_uses_the_library() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let lib = lib_dir();
+    assert!(
+        lib.join("libatomio.so").exists(),
+        "build the cdylib first: {}",
+        lib.display()
+    );
+    let tmp = std::env::temp_dir().join(format!("atomio-capi-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let exe = tmp.join("smoke");
+    let status = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .arg(&exe)
+        .arg(root.join("crates/atomio-ffi/tests/c/smoke.c"))
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg("-L")
+        .arg(&lib)
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-latomio")
+        .status()
+        .expect("a C compiler");
+    assert!(status.success(), "compiling the C smoke test failed");
+    let export = tmp.join("export.dat");
+    let out = Command::new(&exe)
+        .arg(tmp.join("data"))
+        .arg(&export)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&export).unwrap();
+    assert_eq!(bytes.len(), 3000);
+    // Element (2, 5) of the 10x20 array holds the first 8 bytes written.
+    assert_eq!(
+        &bytes[(2 * 20 + 5) * 8..(2 * 20 + 5) * 8 + 8],
+        &[1, 2, 3, 4, 5, 6, 7, 8]
+    );
+    assert_eq!(&bytes[2000..2004], b"abcd");
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -1,0 +1,254 @@
+/*
+ * atomio.h — the C ABI of atomio: fast, correct atomic I/O to one shared file.
+ * Generated from crates/atomio-ffi/src/lib.rs by cbindgen; do not edit (a test fails if
+ * this file is stale: cargo test -p atomio-ffi; regenerate with ATOMIO_BLESS=1).
+ *
+ * Every function returns ATOMIO_OK (0) or an error code; atomio_last_error() has the
+ * message (thread-local). Calls block. Handles may be used from one thread at a time.
+ */
+
+#ifndef ATOMIO_H
+#define ATOMIO_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define ATOMIO_OK 0
+
+#define ATOMIO_EMALFORMED 1
+
+#define ATOMIO_EVERSION 2
+
+#define ATOMIO_EINVAL 3
+
+#define ATOMIO_ELIMIT 4
+
+#define ATOMIO_ENOTFOUND 5
+
+#define ATOMIO_ENOTOWNER 6
+
+#define ATOMIO_ESTATE 7
+
+#define ATOMIO_EIO 8
+
+#define ATOMIO_ETIMEOUT 9
+
+#define ATOMIO_EDISCONNECTED 10
+
+#define ATOMIO_EUNSUPPORTED 11
+
+#define ATOMIO_EINTERNAL 12
+
+#define ATOMIO_EEXISTS 13
+
+// `atomio_open` flag: create the file if it does not exist.
+#define ATOMIO_CREATE 1
+
+// `atomio_open` flag: with `ATOMIO_CREATE`, fail if it exists.
+#define ATOMIO_EXCL 2
+
+// A connection to every server of a cluster.
+typedef struct atomio_client atomio_client;
+
+// An open file on a cluster.
+typedef struct atomio_file atomio_file;
+
+// An immutable structured pattern (an MPI-datatype-like description of bytes).
+typedef struct atomio_pattern atomio_pattern;
+
+// A server (locks + data) running on a thread of this process.
+typedef struct atomio_server atomio_server;
+
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+
+// The message of the last failed call on this thread ("" after a success).
+const char *atomio_last_error(void);
+
+// A short name for an error code ("ATOMIO_EINVAL", …).
+const char *atomio_error_name(int code);
+
+// Starts a server on its own thread, listening on `listen` ("127.0.0.1:0" picks a port),
+// keeping data under `data_dir`. `id` is its index in the cluster, or -1.
+int atomio_server_start(const char *listen, const char *data_dir, int64_t id, atomio_server **out);
+
+// The address the server listens on ("127.0.0.1:40123"), owned by the server.
+const char *atomio_server_address(const atomio_server *server);
+
+// Stops the server, waits for its thread, and frees it.
+int atomio_server_stop(atomio_server *server);
+
+// Connects to the servers `addrs[0..n]` (server i of the cluster is `addrs[i]`).
+int atomio_connect(const char *const *addrs, size_t n, atomio_client **out);
+
+// Drops this handle; the connections close when no file opened through it remains.
+void atomio_disconnect(atomio_client *client);
+
+// Deletes the file at `path` (objects and metadata).
+int atomio_remove(atomio_client *client, const char *path);
+
+// `len` contiguous bytes.
+int atomio_pattern_bytes(uint64_t len, atomio_pattern **out);
+
+// `count` blocks `stride` bytes apart, each `blocklen` copies of `elem` (MPI hvector).
+int atomio_pattern_hvector(uint64_t count,
+                           uint64_t blocklen,
+                           uint64_t stride,
+                           const atomio_pattern *elem,
+                           atomio_pattern **out);
+
+// Blocks at byte displacements `disps[i]`, `blocklens[i]` copies of `elem` (MPI hindexed).
+int atomio_pattern_hindexed(size_t n,
+                            const uint64_t *disps,
+                            const uint64_t *blocklens,
+                            const atomio_pattern *elem,
+                            atomio_pattern **out);
+
+// Fields at byte displacements, each `blocklens[i]` copies of `elems[i]` (MPI struct).
+int atomio_pattern_struct(size_t n,
+                          const uint64_t *disps,
+                          const uint64_t *blocklens,
+                          const atomio_pattern *const *elems,
+                          atomio_pattern **out);
+
+// The same data as `elem` with its extent replaced (MPI resized with lower bound 0).
+int atomio_pattern_resized(uint64_t extent, const atomio_pattern *elem, atomio_pattern **out);
+
+// An `ndims`-dimensional subarray of `elem` (MPI subarray); `fortran` selects column-major.
+int atomio_pattern_subarray(size_t ndims,
+                            const uint64_t *sizes,
+                            const uint64_t *subsizes,
+                            const uint64_t *starts,
+                            int fortran,
+                            const atomio_pattern *elem,
+                            atomio_pattern **out);
+
+// Facts about a pattern: bytes selected, extent, data upper bound, node count, and
+// whether it is monotone (usable as a file view).
+int atomio_pattern_info(const atomio_pattern *p,
+                        uint64_t *size,
+                        uint64_t *extent,
+                        uint64_t *data_end,
+                        uint64_t *nodes,
+                        int *monotone);
+
+void atomio_pattern_free(atomio_pattern *p);
+
+// Packs `count` copies of `memtype` from `base` (a buffer of `span` bytes) into `out`
+// (`out_len` = count × type size).
+int atomio_gather(const atomio_pattern *memtype,
+                  uint64_t count,
+                  const void *base,
+                  size_t span,
+                  void *out,
+                  size_t out_len);
+
+// Unpacks `in_len` bytes into `count` copies of `memtype` at `base` (`span` bytes).
+int atomio_scatter(const atomio_pattern *memtype,
+                   uint64_t count,
+                   const void *input,
+                   size_t in_len,
+                   void *base,
+                   size_t span);
+
+// Opens (with `ATOMIO_CREATE`, creates) the file at `path`. Stripe size and count apply at
+// creation (0 for the defaults: 64 KiB, every server).
+int atomio_open(atomio_client *client,
+                const char *path,
+                uint32_t flags,
+                uint64_t stripe_size,
+                uint32_t stripe_count,
+                atomio_file **out);
+
+// Closes (frees) the file handle.
+int atomio_close(atomio_file *file);
+
+// Atomic mode with a strategy by name ("ching:datatype:one-try", …); NULL or "none": off.
+int atomio_set_atomic(atomio_file *file, const char *strategy);
+
+// 1 if atomic mode is on, else 0.
+int atomio_get_atomic(const atomio_file *file);
+
+// Writes `len` bytes to the ranges (offsets[i], lengths[i]) — non-empty, increasing,
+// non-overlapping — atomically in atomic mode.
+int atomio_write_list(atomio_file *file,
+                      size_t n,
+                      const uint64_t *offsets,
+                      const uint64_t *lengths,
+                      const void *buf,
+                      size_t len);
+
+// Reads the ranges into `buf` (`len` bytes), atomically in atomic mode.
+int atomio_read_list(atomio_file *file,
+                     size_t n,
+                     const uint64_t *offsets,
+                     const uint64_t *lengths,
+                     void *buf,
+                     size_t len);
+
+// Writes `len` bytes at data offset `skip` of the file view (`disp`, `filetype` tiled):
+// the bytes of one MPI-IO call, structure kept.
+int atomio_write_view(atomio_file *file,
+                      uint64_t disp,
+                      const atomio_pattern *filetype,
+                      uint64_t skip,
+                      const void *buf,
+                      size_t len);
+
+// Reads `len` bytes at data offset `skip` of the file view into `buf`.
+int atomio_read_view(atomio_file *file,
+                     uint64_t disp,
+                     const atomio_pattern *filetype,
+                     uint64_t skip,
+                     void *buf,
+                     size_t len);
+
+// Makes the file durable on every server.
+int atomio_sync(atomio_file *file);
+
+// The file's size in bytes.
+int atomio_size(atomio_file *file, uint64_t *out);
+
+// Truncates or zero-extends the file to `size` bytes.
+int atomio_set_size(atomio_file *file, uint64_t size);
+
+// Writes the file's logical bytes to `out_path` as one ordinary file.
+int atomio_export(atomio_file *file, const char *out_path);
+
+// For strategies that need no servers (rma): `pwrite`s `len` bytes of one MPI-IO call,
+// at data offset `skip` of the view (`disp`, `filetype`), into the ordinary file `fd`, one
+// `pwrite` per contiguous run (the caller holds whatever lock the strategy needs; see
+// `atomio_view_hull`).
+int atomio_posix_write_view(int fd,
+                            uint64_t disp,
+                            const atomio_pattern *filetype,
+                            uint64_t skip,
+                            const void *buf,
+                            size_t len);
+
+// `pread`s `len` bytes of one MPI-IO call at data offset `skip` of the view from `fd`;
+// bytes past the end of the file read as zero.
+int atomio_posix_read_view(int fd,
+                           uint64_t disp,
+                           const atomio_pattern *filetype,
+                           uint64_t skip,
+                           void *buf,
+                           size_t len);
+
+// The first and one-past-last byte a view call touches (what the rma strategy locks).
+int atomio_view_hull(uint64_t disp,
+                     const atomio_pattern *filetype,
+                     uint64_t skip,
+                     size_t len,
+                     uint64_t *start,
+                     uint64_t *end);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+
+#endif  /* ATOMIO_H */
