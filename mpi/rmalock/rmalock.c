@@ -1,0 +1,857 @@
+/*
+ * rmalock.c -- byte-range locks on MPI passive-target RMA (see rmalock.h).
+ *
+ * Both modes keep their whole state in one window on the home rank, and every
+ * access to it is inside an MPI_LOCK_EXCLUSIVE epoch at the home.  Exclusive
+ * epochs at one target never overlap, so they are totally ordered; all the
+ * arguments below are about that order.
+ *
+ * PAPER mode (Thakur/Ross/Latham 2005, Figs. 3 and 4).  Window: one slot of
+ * four int64 per rank, {flag, seq, start, end}.
+ *   try:      one epoch: put own slot {1, ++seq, start, end}, get all other
+ *             slots (indexed datatype; put and get touch disjoint words, so
+ *             there is no same-location put/get in the epoch).  Acquired iff
+ *             no other slot has flag 1 and an overlapping range.
+ *   back off: one epoch: put own flag = 0 (range stays posted), get the others
+ *             again (fix, below); then block for a WAKE message; then retry.
+ *   release:  one epoch: put own slot {0, seq, -1, -1}, get the others; send
+ *             WAKE to every rank whose posted range overlaps the released one,
+ *             flag ignored, in the order rank+1, ..., size-1, 0, ..., rank-1.
+ *   Mutual exclusion: a holder's flag is 1 from its successful try to its
+ *     release.  Of two overlapping holders, the later try would have seen the
+ *     earlier one's flag: contradiction.
+ *   Lost wake-up in the published version (Pervez et al. 2006 found such a
+ *     deadlock by model checking; the 3-rank trace below is tested in
+ *     test_rmalock): a try can fail only because of another rank's
+ *     *transient* flag (a try that is itself about to back off).  That rank
+ *     never releases, so nobody wakes the failed one:
+ *       R holds [12,20).  B [5,15) fails on R.  A [0,10) fails on B's
+ *       transient flag (A does not overlap R).  B backs off.  R releases and
+ *       wakes only B.  B retries and fails on A's still-set flag.  A and B
+ *       back off and wait forever; nothing is held.
+ *   Fix (default): the back-off epoch also reads every slot; a rank whose seq
+ *     changed since our try tried while our flag was 1, so if its range
+ *     overlaps ours we WAKE it.  Claim: after every failed try of W some WAKE
+ *     is sent to W later.  W failed on Q with flag 1.  If Q was holding, Q's
+ *     release comes later and W's range is still posted (a waiter's range
+ *     stays posted until it succeeds).  Otherwise Q's back-off comes later
+ *     and sees W's seq changed.  Hence no rank waits forever while nothing is
+ *     held.  Extra (stale) WAKEs only cause extra retries, which are safe;
+ *     rmalock_free() absorbs any left over.  Not FIFO: retries race.
+ *
+ * DIRECT_GRANT mode.  Window: header {count, reserved} and a dense array of
+ *   `count` active entries {start, end, rank, state}, state HELD or WAITING,
+ *   in arrival order (entries are never reordered; removal shifts down).
+ *   Every operation is ONE exclusive epoch doing a read-modify-write:
+ *     get header + the first k entries; MPI_Win_flush; get the rest if count
+ *     > k; flush; compute locally; put the new prefix; unlock.
+ *   The flush completes the gets before any put is issued, so within the
+ *   epoch no put is concurrent with a get of the same words (MPI-3 11.7),
+ *   and the exclusive lock keeps every other epoch out from the first get to
+ *   the unlock, so the read-modify-write is atomic.
+ *   acquire:  append own entry, HELD if it overlaps no active entry (held OR
+ *             waiting), else WAITING and block for a GRANT message.
+ *   release:  remove own entry; scan the waiters in arrival order and mark
+ *             HELD every waiter that overlaps no HELD entry (including ones
+ *             granted in this scan) and no earlier entry still WAITING; put;
+ *             unlock; then send GRANT to the newly granted ranks.
+ *   Invariant M: HELD entries are pairwise disjoint.  Acquire adds HELD only
+ *     if disjoint from all; release grants only if disjoint from all HELD.  A
+ *     rank considers itself holding only once its entry is HELD (its own
+ *     epoch returned, or a GRANT arrived, sent after the granting epoch
+ *     ended) and stops before its release epoch, so holders are disjoint.
+ *   Invariant W: after every epoch each WAITING entry overlaps a HELD entry
+ *     or an earlier WAITING entry.  Hence the earliest waiter overlaps only
+ *     HELD entries; when the last of them is released, that release grants
+ *     it.  By induction every waiter is granted: no deadlock, no starvation,
+ *     and overlapping requests are served in arrival order.  Exactly one
+ *     GRANT per WAITING entry, so there are no stale messages.
+ *   Cost: a waiter does one epoch and one receive, never a retry; epochs
+ *     fetch only the active entries (k adapts to the last count seen), not
+ *     one slot per rank.
+ *
+ * Messages use a private duplicate of the user's communicator and are sent
+ * with MPI_Isend so a releaser never blocks on a rank that is not receiving.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "rmalock.h"
+#include "rmalock_testing.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { TAG_WAKE = 1, TAG_GRANT = 2 };
+enum { WAIT_SPIN = 0, WAIT_YIELD = 1, WAIT_SLEEP = 2 };
+
+/* PAPER slot layout, in int64 words. */
+enum { P_FLAG = 0, P_SEQ = 1, P_START = 2, P_END = 3, P_SLOT = 4 };
+/* DIRECT_GRANT layout, in int64 words. */
+enum { D_COUNT = 0, D_HDR = 2 };
+enum { E_START = 0, E_END = 1, E_RANK = 2, E_STATE = 3, E_SIZE = 4 };
+enum { ST_HELD = 1, ST_WAITING = 2 };
+
+struct rmalock {
+    MPI_Comm comm; /* private duplicate, MPI_ERRORS_RETURN */
+    MPI_Win win;
+    int64_t *base; /* window memory (non-empty on home only) */
+    int rank, size, home;
+    rmalock_mode_t mode;
+
+    int holding;
+    int64_t hstart, hend;
+
+    /* PAPER */
+    int64_t seq;              /* own attempt counter */
+    int64_t *others;          /* (size-1) slots fetched from the home */
+    int64_t *snap_seq;        /* seq of each rank seen by our last try */
+    int64_t *snap_flag;       /* flag of each rank seen by our last try */
+    MPI_Datatype others_type; /* all slots but ours */
+
+    /* DIRECT_GRANT */
+    int64_t *table; /* local copy: header + size entries */
+    int spec;       /* entries fetched speculatively with the header */
+    int *granted;   /* ranks granted by one release */
+
+    /* messages */
+    MPI_Request *sreq;
+    int nsreq, capsreq;
+    int64_t *sent; /* messages sent, per destination */
+    int64_t received;
+
+    int wait_policy;
+    rmalock_stats_t st;
+    double t_epoch0; /* MPI_Wtime at epoch_begin */
+
+    /* test-only */
+    int t_disable, t_unfixed;
+    double t_timeout;
+    rmalock_hook_fn t_hook;
+    void *t_arg;
+};
+
+#define MPI_TRY(call)                                                         \
+    do {                                                                      \
+        if ((call) != MPI_SUCCESS)                                            \
+            return RMALOCK_ERR_MPI;                                           \
+    } while (0)
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1)
+{
+    /* half-open; the "no range" marker [-1,-1) overlaps nothing */
+    return a0 < b1 && b0 < a1;
+}
+
+static int check_range(int64_t start, int64_t end)
+{
+    if (start < 0 || end < start)
+        return RMALOCK_ERR_RANGE;
+    if (end == start)
+        return RMALOCK_ERR_EMPTY;
+    return RMALOCK_OK;
+}
+
+static void hook(rmalock_t *lk, rmalock_hook_point_t point)
+{
+    if (lk->t_hook)
+        lk->t_hook(lk, point, lk->t_arg);
+}
+
+static void relax(int policy)
+{
+    if (policy == WAIT_YIELD) {
+        sched_yield();
+    } else if (policy == WAIT_SLEEP) {
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int epoch_begin(rmalock_t *lk)
+{
+    lk->st.epochs++;
+    lk->t_epoch0 = MPI_Wtime();
+    MPI_TRY(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, lk->home, 0, lk->win));
+    return RMALOCK_OK;
+}
+
+static int epoch_end(rmalock_t *lk)
+{
+    MPI_TRY(MPI_Win_unlock(lk->home, lk->win));
+    lk->st.epoch_seconds += MPI_Wtime() - lk->t_epoch0;
+    return RMALOCK_OK;
+}
+
+/* ---- messages ----------------------------------------------------------- */
+
+static void reap_sends(rmalock_t *lk)
+{
+    int kept = 0;
+    for (int i = 0; i < lk->nsreq; i++) {
+        int done = 0;
+        if (MPI_Test(&lk->sreq[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            done = 0; /* keep it; rmalock_free waits for it */
+        if (!done)
+            lk->sreq[kept++] = lk->sreq[i];
+    }
+    lk->nsreq = kept;
+}
+
+static int send_msg(rmalock_t *lk, int dest, int tag)
+{
+    reap_sends(lk);
+    if (lk->nsreq == lk->capsreq) {
+        int cap = lk->capsreq ? 2 * lk->capsreq : 16;
+        MPI_Request *r = realloc(lk->sreq, (size_t)cap * sizeof *r);
+        if (!r)
+            return RMALOCK_ERR_NOMEM;
+        lk->sreq = r;
+        lk->capsreq = cap;
+    }
+    MPI_TRY(MPI_Isend(NULL, 0, MPI_BYTE, dest, tag, lk->comm,
+                      &lk->sreq[lk->nsreq]));
+    lk->nsreq++;
+    lk->sent[dest]++;
+    lk->st.msgs_sent++;
+    return RMALOCK_OK;
+}
+
+/* Block for one message with `tag` from any rank.  timeout > 0: give up after
+ * that many seconds and return RMALOCK_ERR_TIMEOUT (nothing was consumed). */
+static int wait_poll(rmalock_t *lk, MPI_Request *r, double timeout)
+{
+    MPI_Status s;
+    int done = 0;
+    if (lk->wait_policy == WAIT_SPIN && timeout <= 0) {
+        MPI_TRY(MPI_Wait(r, MPI_STATUS_IGNORE));
+        return RMALOCK_OK;
+    }
+    double t0 = MPI_Wtime();
+    for (;;) {
+        MPI_TRY(MPI_Test(r, &done, MPI_STATUS_IGNORE));
+        if (done)
+            return RMALOCK_OK;
+        if (timeout > 0 && MPI_Wtime() - t0 > timeout) {
+            int cancelled = 0;
+            MPI_TRY(MPI_Cancel(r));
+            MPI_TRY(MPI_Wait(r, &s));
+            MPI_TRY(MPI_Test_cancelled(&s, &cancelled));
+            return cancelled ? RMALOCK_ERR_TIMEOUT : RMALOCK_OK;
+        }
+        relax(lk->wait_policy);
+    }
+}
+
+static int wait_msg(rmalock_t *lk, int tag, double timeout)
+{
+    MPI_Request r;
+    double t0 = MPI_Wtime();
+    lk->st.waits++;
+    MPI_TRY(MPI_Irecv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, tag, lk->comm, &r));
+    int rc = wait_poll(lk, &r, timeout);
+    lk->st.wait_seconds += MPI_Wtime() - t0;
+    if (rc == RMALOCK_OK)
+        lk->received++;
+    return rc;
+}
+
+/* Absorb every message still addressed to this rank (collective). */
+static int drain_messages(rmalock_t *lk)
+{
+    int64_t incoming = 0;
+    MPI_TRY(MPI_Reduce_scatter_block(lk->sent, &incoming, 1, MPI_INT64_T,
+                                     MPI_SUM, lk->comm));
+    while (lk->received < incoming) {
+        MPI_TRY(MPI_Recv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG,
+                         lk->comm, MPI_STATUS_IGNORE));
+        lk->received++;
+    }
+    /* one by one: GCC 12 misreads MPICH's MPI_STATUSES_IGNORE in Waitall */
+    for (int i = 0; i < lk->nsreq; i++)
+        MPI_TRY(MPI_Wait(&lk->sreq[i], MPI_STATUS_IGNORE));
+    lk->nsreq = 0;
+    return RMALOCK_OK;
+}
+
+/* ---- PAPER mode --------------------------------------------------------- */
+
+static int64_t *other_slot(rmalock_t *lk, int j)
+{
+    return lk->others + (size_t)P_SLOT * (size_t)(j < lk->rank ? j : j - 1);
+}
+
+/* Put `count` words of our slot starting at `word`; optionally get the other
+ * slots in the same epoch (disjoint locations). */
+static int paper_epoch(rmalock_t *lk, const int64_t *val, int word, int count,
+                       int get_others)
+{
+    int rc = epoch_begin(lk);
+    if (rc)
+        return rc;
+    MPI_Aint disp = (MPI_Aint)P_SLOT * lk->rank + word;
+    if (MPI_Put(val, count, MPI_INT64_T, lk->home, disp, count, MPI_INT64_T,
+                lk->win) != MPI_SUCCESS)
+        rc = RMALOCK_ERR_MPI;
+    if (!rc && get_others && lk->size > 1) {
+        if (MPI_Get(lk->others, P_SLOT * (lk->size - 1), MPI_INT64_T, lk->home,
+                    0, 1, lk->others_type, lk->win) != MPI_SUCCESS)
+            rc = RMALOCK_ERR_MPI;
+        lk->st.bytes_fetched += (uint64_t)P_SLOT * 8u * (uint64_t)(lk->size - 1);
+    }
+    int rc2 = epoch_end(lk);
+    return rc ? rc : rc2;
+}
+
+/* Fig. 3 body: returns 1 in *conflict if the attempt failed. */
+static int paper_try(rmalock_t *lk, int64_t start, int64_t end, int *conflict)
+{
+    int64_t val[P_SLOT] = {1, ++lk->seq, start, end};
+    int rc = paper_epoch(lk, val, 0, P_SLOT, 1);
+    if (rc)
+        return rc;
+    *conflict = 0;
+    for (int j = 0; j < lk->size; j++) {
+        if (j == lk->rank)
+            continue;
+        const int64_t *o = other_slot(lk, j);
+        lk->snap_seq[j] = o[P_SEQ];
+        lk->snap_flag[j] = o[P_FLAG];
+        if (o[P_FLAG] == 1 && overlap(o[P_START], o[P_END], start, end))
+            *conflict = 1;
+    }
+    return RMALOCK_OK;
+}
+
+/* Back-off helper: was rank p's flag 1 with one and the same seq both at our
+ * try and now?  Then it was 1 throughout our flag-1 window. */
+static int paper_flag_steady(rmalock_t *lk, int p)
+{
+    const int64_t *o = other_slot(lk, p);
+    return lk->snap_flag[p] == 1 && o[P_FLAG] == 1 && o[P_SEQ] == lk->snap_seq[p];
+}
+
+/* Back-off helper: W tried during our window; if some other rank P had its
+ * flag steadily 1 over our window and overlaps W, P was also blocking W and
+ * P's own release or back-off will wake W, so we need not. */
+static int paper_covered(rmalock_t *lk, int w)
+{
+    const int64_t *ow = other_slot(lk, w);
+    for (int p = 0; p < lk->size; p++) {
+        if (p == lk->rank || p == w || !paper_flag_steady(lk, p))
+            continue;
+        const int64_t *op = other_slot(lk, p);
+        if (overlap(op[P_START], op[P_END], ow[P_START], ow[P_END]))
+            return 1;
+    }
+    return 0;
+}
+
+/* Wake, in the paper's fair order, ranks whose posted range overlaps ours.
+ * backoff: only ranks that tried during our flag-1 window (seq moved since
+ * our try) and are not covered by a steadier blocker. */
+static int paper_wake(rmalock_t *lk, int64_t start, int64_t end, int backoff)
+{
+    for (int d = 1; d < lk->size; d++) {
+        int j = (lk->rank + d) % lk->size;
+        const int64_t *o = other_slot(lk, j);
+        if (!overlap(o[P_START], o[P_END], start, end))
+            continue;
+        if (backoff && (o[P_SEQ] == lk->snap_seq[j] || paper_covered(lk, j)))
+            continue;
+        int rc = send_msg(lk, j, TAG_WAKE);
+        if (rc)
+            return rc;
+    }
+    return RMALOCK_OK;
+}
+
+static int paper_backoff(rmalock_t *lk, int64_t start, int64_t end)
+{
+    static const int64_t zero = 0;
+    int fix = !lk->t_unfixed;
+    int rc = paper_epoch(lk, &zero, P_FLAG, 1, fix);
+    if (rc || !fix)
+        return rc;
+    return paper_wake(lk, start, end, 1);
+}
+
+/* Test-only: after a timed-out wait, withdraw the posted range. */
+static int paper_withdraw(rmalock_t *lk)
+{
+    int64_t val[P_SLOT] = {0, lk->seq, -1, -1};
+    return paper_epoch(lk, val, 0, P_SLOT, 0);
+}
+
+static int paper_acquire(rmalock_t *lk, int64_t start, int64_t end)
+{
+    for (;;) {
+        int conflict = 0;
+        int rc = paper_try(lk, start, end, &conflict);
+        if (rc)
+            return rc;
+        if (!conflict)
+            return RMALOCK_OK;
+        lk->st.failed_tries++;
+        hook(lk, RMALOCK_HOOK_TRY_FAILED);
+        rc = paper_backoff(lk, start, end);
+        if (rc)
+            return rc;
+        hook(lk, RMALOCK_HOOK_BEFORE_WAIT);
+        rc = wait_msg(lk, TAG_WAKE, lk->t_timeout);
+        if (rc == RMALOCK_ERR_TIMEOUT) {
+            int rc2 = paper_withdraw(lk);
+            return rc2 ? rc2 : rc;
+        }
+        if (rc)
+            return rc;
+    }
+}
+
+static int paper_release(rmalock_t *lk)
+{
+    int64_t val[P_SLOT] = {0, lk->seq, -1, -1};
+    int rc = paper_epoch(lk, val, 0, P_SLOT, 1);
+    if (rc)
+        return rc;
+    return paper_wake(lk, lk->hstart, lk->hend, 0);
+}
+
+/* ---- DIRECT_GRANT mode -------------------------------------------------- */
+
+static int64_t *entry(rmalock_t *lk, int i)
+{
+    return lk->table + D_HDR + (size_t)E_SIZE * (size_t)i;
+}
+
+/* Inside an epoch: read the header and all active entries into lk->table. */
+static int dg_fetch(rmalock_t *lk, int *count)
+{
+    int k = lk->spec;
+    int words = D_HDR + E_SIZE * k;
+    MPI_TRY(MPI_Get(lk->table, words, MPI_INT64_T, lk->home, 0, words,
+                    MPI_INT64_T, lk->win));
+    MPI_TRY(MPI_Win_flush(lk->home, lk->win));
+    int64_t n = lk->table[D_COUNT];
+    if (n < 0 || n > lk->size)
+        return RMALOCK_ERR_INTERNAL;
+    if (n > k) {
+        int more = E_SIZE * (int)(n - k);
+        MPI_TRY(MPI_Get(entry(lk, k), more, MPI_INT64_T, lk->home, words, more,
+                        MPI_INT64_T, lk->win));
+        MPI_TRY(MPI_Win_flush(lk->home, lk->win));
+        words += more;
+    }
+    lk->st.bytes_fetched += 8u * (uint64_t)words;
+    /* next time fetch what we saw plus slack, at least 4, at most all */
+    int next = (int)n + 2;
+    if (next < 4)
+        next = 4;
+    lk->spec = next < lk->size ? next : lk->size;
+    *count = (int)n;
+    return RMALOCK_OK;
+}
+
+/* Inside an epoch: write back the header and entries [0, count). */
+static int dg_store(rmalock_t *lk, int count)
+{
+    lk->table[D_COUNT] = count;
+    int words = D_HDR + E_SIZE * count;
+    MPI_TRY(MPI_Put(lk->table, words, MPI_INT64_T, lk->home, 0, words,
+                    MPI_INT64_T, lk->win));
+    return RMALOCK_OK;
+}
+
+static int dg_find(rmalock_t *lk, int n, int rank)
+{
+    for (int i = 0; i < n; i++)
+        if (entry(lk, i)[E_RANK] == rank)
+            return i;
+    return -1;
+}
+
+static int dg_enqueue(rmalock_t *lk, int64_t start, int64_t end, int *wait)
+{
+    int n = 0;
+    int rc = dg_fetch(lk, &n);
+    if (rc)
+        return rc;
+    if (n >= lk->size || dg_find(lk, n, lk->rank) >= 0)
+        return RMALOCK_ERR_INTERNAL;
+    *wait = 0;
+    for (int i = 0; i < n && !*wait; i++)
+        *wait = overlap(entry(lk, i)[E_START], entry(lk, i)[E_END], start, end);
+    int64_t *e = entry(lk, n);
+    e[E_START] = start;
+    e[E_END] = end;
+    e[E_RANK] = lk->rank;
+    e[E_STATE] = *wait ? ST_WAITING : ST_HELD;
+    return dg_store(lk, n + 1);
+}
+
+/* May waiter i be granted?  Not if it overlaps a HELD entry or an earlier
+ * entry that is still WAITING (FIFO among overlapping requests). */
+static int dg_grantable(rmalock_t *lk, int n, int i)
+{
+    const int64_t *w = entry(lk, i);
+    for (int j = 0; j < n; j++) {
+        const int64_t *o = entry(lk, j);
+        if (j == i || !overlap(o[E_START], o[E_END], w[E_START], w[E_END]))
+            continue;
+        if (o[E_STATE] == ST_HELD || j < i)
+            return 0;
+    }
+    return 1;
+}
+
+static int dg_dequeue(rmalock_t *lk, int *ngranted)
+{
+    int n = 0;
+    int rc = dg_fetch(lk, &n);
+    if (rc)
+        return rc;
+    int me = dg_find(lk, n, lk->rank);
+    if (me < 0 || entry(lk, me)[E_STATE] != ST_HELD)
+        return RMALOCK_ERR_INTERNAL;
+    memmove(entry(lk, me), entry(lk, me + 1),
+            (size_t)(n - me - 1) * E_SIZE * sizeof(int64_t));
+    n--;
+    *ngranted = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t *w = entry(lk, i);
+        if (w[E_STATE] == ST_WAITING && dg_grantable(lk, n, i)) {
+            w[E_STATE] = ST_HELD;
+            lk->granted[(*ngranted)++] = (int)w[E_RANK];
+        }
+    }
+    return dg_store(lk, n);
+}
+
+static int dg_acquire(rmalock_t *lk, int64_t start, int64_t end)
+{
+    int wait = 0;
+    int rc = epoch_begin(lk);
+    if (rc)
+        return rc;
+    rc = dg_enqueue(lk, start, end, &wait);
+    int rc2 = epoch_end(lk);
+    if (rc || rc2)
+        return rc ? rc : rc2;
+    if (!wait)
+        return RMALOCK_OK;
+    hook(lk, RMALOCK_HOOK_BEFORE_WAIT);
+    return wait_msg(lk, TAG_GRANT, 0); /* our entry is HELD when this returns */
+}
+
+static int dg_release(rmalock_t *lk)
+{
+    int ngranted = 0;
+    int rc = epoch_begin(lk);
+    if (rc)
+        return rc;
+    rc = dg_dequeue(lk, &ngranted);
+    int rc2 = epoch_end(lk);
+    if (rc || rc2)
+        return rc ? rc : rc2;
+    for (int i = 0; i < ngranted; i++) {
+        rc = send_msg(lk, lk->granted[i], TAG_GRANT);
+        if (rc)
+            return rc;
+    }
+    return RMALOCK_OK;
+}
+
+/* ---- public API ----------------------------------------------------------- */
+
+int rmalock_acquire(rmalock_t *lk, int64_t start, int64_t end)
+{
+    if (!lk)
+        return RMALOCK_ERR_ARG;
+    int rc = check_range(start, end);
+    if (rc)
+        return rc;
+    if (lk->holding)
+        return RMALOCK_ERR_HELD;
+    if (!lk->t_disable) {
+        rc = lk->mode == RMALOCK_PAPER ? paper_acquire(lk, start, end)
+                                       : dg_acquire(lk, start, end);
+        if (rc)
+            return rc;
+    }
+    lk->holding = 1;
+    lk->hstart = start;
+    lk->hend = end;
+    lk->st.acquires++;
+    return RMALOCK_OK;
+}
+
+int rmalock_acquire_len(rmalock_t *lk, int64_t offset, int64_t len)
+{
+    if (!lk)
+        return RMALOCK_ERR_ARG;
+    if (offset < 0 || len < 0)
+        return RMALOCK_ERR_RANGE;
+    if (len == 0)
+        return RMALOCK_ERR_EMPTY;
+    if (offset > INT64_MAX - len)
+        return RMALOCK_ERR_OVERFLOW;
+    return rmalock_acquire(lk, offset, offset + len);
+}
+
+int rmalock_release(rmalock_t *lk)
+{
+    if (!lk)
+        return RMALOCK_ERR_ARG;
+    if (!lk->holding)
+        return RMALOCK_ERR_NOT_HELD;
+    if (!lk->t_disable) {
+        int rc = lk->mode == RMALOCK_PAPER ? paper_release(lk) : dg_release(lk);
+        if (rc)
+            return rc;
+    }
+    lk->holding = 0;
+    lk->st.releases++;
+    return RMALOCK_OK;
+}
+
+static void destroy_local(rmalock_t *lk)
+{
+    if (!lk)
+        return;
+    free(lk->others);
+    free(lk->snap_seq);
+    free(lk->snap_flag);
+    free(lk->table);
+    free(lk->granted);
+    free(lk->sreq);
+    free(lk->sent);
+    free(lk);
+}
+
+/* How a rank polls while it waits for a wake-up or grant (RMALOCK_WAIT):
+ *   spin   MPI_Wait (MPICH busy-polls; best with a core per rank)
+ *   yield  MPI_Test + sched_yield()
+ *   sleep  MPI_Test + nanosleep(20 us)
+ *   auto   (default) the home rank yields, the others sleep: passive-target
+ *          RMA on MPICH needs the home's progress engine, so the home must
+ *          stay runnable, while other waiters need no CPU at all until
+ *          their message arrives.  Matters when ranks outnumber cores. */
+static int parse_wait_policy(int is_home)
+{
+    const char *w = getenv("RMALOCK_WAIT");
+    if (w && strcmp(w, "spin") == 0)
+        return WAIT_SPIN;
+    if (w && strcmp(w, "yield") == 0)
+        return WAIT_YIELD;
+    if (w && strcmp(w, "sleep") == 0)
+        return WAIT_SLEEP;
+    return is_home ? WAIT_YIELD : WAIT_SLEEP;
+}
+
+static rmalock_t *alloc_local(int rank, int size, rmalock_mode_t mode, int home)
+{
+    rmalock_t *lk = calloc(1, sizeof *lk);
+    if (!lk)
+        return NULL;
+    lk->rank = rank;
+    lk->size = size;
+    lk->home = home;
+    lk->mode = mode;
+    lk->comm = MPI_COMM_NULL;
+    lk->win = MPI_WIN_NULL;
+    lk->others_type = MPI_DATATYPE_NULL;
+    lk->wait_policy = parse_wait_policy(rank == home);
+    size_t n = (size_t)size;
+    lk->sent = calloc(n, sizeof *lk->sent);
+    lk->snap_seq = calloc(n, sizeof *lk->snap_seq);
+    lk->snap_flag = calloc(n, sizeof *lk->snap_flag);
+    lk->others = calloc(n * P_SLOT, sizeof *lk->others);
+    lk->table = calloc(D_HDR + n * E_SIZE, sizeof *lk->table);
+    lk->granted = calloc(n, sizeof *lk->granted);
+    lk->spec = size < 4 ? size : 4;
+    if (!lk->sent || !lk->snap_seq || !lk->snap_flag || !lk->others || !lk->table || !lk->granted) {
+        destroy_local(lk);
+        return NULL;
+    }
+    return lk;
+}
+
+static int make_others_type(rmalock_t *lk)
+{
+    int len[2] = {P_SLOT * lk->rank, P_SLOT * (lk->size - 1 - lk->rank)};
+    int disp[2] = {0, P_SLOT * (lk->rank + 1)};
+    MPI_TRY(MPI_Type_indexed(2, len, disp, MPI_INT64_T, &lk->others_type));
+    MPI_TRY(MPI_Type_commit(&lk->others_type));
+    return RMALOCK_OK;
+}
+
+/* Home initialises its own window memory inside an epoch; the barrier then
+ * orders it before any other rank's first epoch. */
+static int init_window(rmalock_t *lk, MPI_Aint words)
+{
+    if (lk->rank == lk->home) {
+        MPI_TRY(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, lk->home, 0, lk->win));
+        for (MPI_Aint i = 0; i < words; i++)
+            lk->base[i] = 0;
+        if (lk->mode == RMALOCK_PAPER)
+            for (int j = 0; j < lk->size; j++)
+                lk->base[P_SLOT * j + P_START] = lk->base[P_SLOT * j + P_END] = -1;
+        MPI_TRY(MPI_Win_unlock(lk->home, lk->win));
+    }
+    MPI_TRY(MPI_Barrier(lk->comm));
+    return RMALOCK_OK;
+}
+
+static int create_mpi(rmalock_t *lk, MPI_Comm comm)
+{
+    MPI_TRY(MPI_Comm_dup(comm, &lk->comm));
+    MPI_TRY(MPI_Comm_set_errhandler(lk->comm, MPI_ERRORS_RETURN));
+    MPI_Aint words = lk->mode == RMALOCK_PAPER
+                         ? (MPI_Aint)P_SLOT * lk->size
+                         : (MPI_Aint)D_HDR + (MPI_Aint)E_SIZE * lk->size;
+    MPI_Aint bytes = lk->rank == lk->home ? words * (MPI_Aint)sizeof(int64_t) : 0;
+    MPI_TRY(MPI_Win_allocate(bytes, (int)sizeof(int64_t), MPI_INFO_NULL,
+                             lk->comm, &lk->base, &lk->win));
+    MPI_TRY(MPI_Win_set_errhandler(lk->win, MPI_ERRORS_RETURN));
+    if (lk->mode == RMALOCK_PAPER) {
+        int rc = make_others_type(lk);
+        if (rc)
+            return rc;
+    }
+    return init_window(lk, words);
+}
+
+static void destroy_mpi(rmalock_t *lk)
+{
+    if (lk->others_type != MPI_DATATYPE_NULL)
+        MPI_Type_free(&lk->others_type);
+    if (lk->win != MPI_WIN_NULL)
+        MPI_Win_free(&lk->win);
+    if (lk->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&lk->comm);
+}
+
+int rmalock_create(MPI_Comm comm, rmalock_mode_t mode, int home, rmalock_t **out)
+{
+    int rank = 0, size = 0;
+    if (out)
+        *out = NULL;
+    if (comm == MPI_COMM_NULL)
+        return RMALOCK_ERR_ARG;
+    MPI_TRY(MPI_Comm_rank(comm, &rank));
+    MPI_TRY(MPI_Comm_size(comm, &size));
+    int valid = out && (mode == RMALOCK_PAPER || mode == RMALOCK_DIRECT_GRANT) &&
+                home >= 0 && home < size;
+    rmalock_t *lk = valid ? alloc_local(rank, size, mode, home) : NULL;
+    /* agree on validity, mode and home before any collective allocation:
+     * max(x) == -max(-x) iff every rank passed the same x */
+    int v[6] = {valid ? 0 : 1, (valid && !lk) ? 1 : 0, (int)mode, -(int)mode,
+                home, -home};
+    int mx[6];
+    MPI_TRY(MPI_Allreduce(v, mx, 6, MPI_INT, MPI_MAX, comm));
+    if (mx[0] || mx[2] != -mx[3] || mx[4] != -mx[5]) {
+        destroy_local(lk);
+        return RMALOCK_ERR_ARG;
+    }
+    if (mx[1]) {
+        destroy_local(lk);
+        return RMALOCK_ERR_NOMEM;
+    }
+    int rc = create_mpi(lk, comm);
+    if (rc) {
+        destroy_mpi(lk);
+        destroy_local(lk);
+        return rc;
+    }
+    *out = lk;
+    return RMALOCK_OK;
+}
+
+int rmalock_free(rmalock_t **plk)
+{
+    if (!plk || !*plk)
+        return RMALOCK_ERR_ARG;
+    rmalock_t *lk = *plk;
+    int rc = RMALOCK_OK;
+    if (lk->holding)
+        rc = rmalock_release(lk);
+    int rc2 = drain_messages(lk);
+    destroy_mpi(lk);
+    destroy_local(lk);
+    *plk = NULL;
+    return rc ? rc : rc2;
+}
+
+const char *rmalock_strerror(int err)
+{
+    switch (err) {
+    case RMALOCK_OK: return "success";
+    case RMALOCK_ERR_ARG: return "invalid argument";
+    case RMALOCK_ERR_RANGE: return "invalid range (start < 0 or end < start)";
+    case RMALOCK_ERR_EMPTY: return "zero-length range";
+    case RMALOCK_ERR_OVERFLOW: return "offset + length overflows int64";
+    case RMALOCK_ERR_HELD: return "this rank already holds a range";
+    case RMALOCK_ERR_NOT_HELD: return "this rank holds no range";
+    case RMALOCK_ERR_MPI: return "MPI call failed";
+    case RMALOCK_ERR_NOMEM: return "out of memory";
+    case RMALOCK_ERR_INTERNAL: return "internal inconsistency";
+    case RMALOCK_ERR_TIMEOUT: return "wait timed out (test mode)";
+    default: return "unknown error";
+    }
+}
+
+const char *rmalock_mode_name(rmalock_mode_t mode)
+{
+    switch (mode) {
+    case RMALOCK_PAPER: return "paper";
+    case RMALOCK_DIRECT_GRANT: return "direct-grant";
+    default: return "unknown";
+    }
+}
+
+int rmalock_get_stats(const rmalock_t *lk, rmalock_stats_t *out)
+{
+    if (!lk || !out)
+        return RMALOCK_ERR_ARG;
+    *out = lk->st;
+    return RMALOCK_OK;
+}
+
+int rmalock_reset_stats(rmalock_t *lk)
+{
+    if (!lk)
+        return RMALOCK_ERR_ARG;
+    memset(&lk->st, 0, sizeof lk->st);
+    return RMALOCK_OK;
+}
+
+/* ---- test-only switches ---------------------------------------------------- */
+
+void rmalock_test_disable_locking(rmalock_t *lk, int disable)
+{
+    if (lk)
+        lk->t_disable = disable;
+}
+
+void rmalock_test_paper_unfixed(rmalock_t *lk, int unfixed)
+{
+    if (lk)
+        lk->t_unfixed = unfixed;
+}
+
+void rmalock_test_set_hook(rmalock_t *lk, rmalock_hook_fn fn, void *arg)
+{
+    if (lk) {
+        lk->t_hook = fn;
+        lk->t_arg = arg;
+    }
+}
+
+void rmalock_test_set_wait_timeout(rmalock_t *lk, double seconds)
+{
+    if (lk)
+        lk->t_timeout = seconds;
+}
