@@ -108,6 +108,10 @@ struct rmalock {
     int64_t *others;          /* (size-1) slots fetched from the home */
     int64_t *snap_seq;        /* seq of each rank seen by our last try */
     int64_t *snap_flag;       /* flag of each rank seen by our last try */
+    char *blocker;            /* 1: rank blocked our last try */
+    int backoffs;             /* consecutive randomized back-offs */
+    double epoch_avg;         /* moving average of epoch duration (s) */
+    uint64_t rng;             /* xorshift state for back-off jitter */
     MPI_Datatype others_type; /* all slots but ours */
 
     /* DIRECT_GRANT */
@@ -139,6 +143,24 @@ struct rmalock {
     } while (0)
 
 /* ---- small helpers ---------------------------------------------------- */
+
+#include <stdarg.h>
+#include <stdio.h>
+static int g_trace = -1;
+static void trace(rmalock_t *lk, const char *fmt, ...)
+{
+    if (g_trace < 0)
+        g_trace = getenv("RMALOCK_TRACE") != NULL;
+    if (!g_trace)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(buf, sizeof buf, "%.6f r%d ", MPI_Wtime(), lk->rank);
+    vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", buf);
+}
 
 static int overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1)
 {
@@ -182,7 +204,9 @@ static int epoch_begin(rmalock_t *lk)
 static int epoch_end(rmalock_t *lk)
 {
     MPI_TRY(MPI_Win_unlock(lk->home, lk->win));
-    lk->st.epoch_seconds += MPI_Wtime() - lk->t_epoch0;
+    double dt = MPI_Wtime() - lk->t_epoch0;
+    lk->st.epoch_seconds += dt;
+    lk->epoch_avg = lk->epoch_avg > 0 ? 0.9 * lk->epoch_avg + 0.1 * dt : dt;
     return RMALOCK_OK;
 }
 
@@ -222,11 +246,12 @@ static int send_msg(rmalock_t *lk, int dest, int tag)
 
 /* Block for one message with `tag` from any rank.  timeout > 0: give up after
  * that many seconds and return RMALOCK_ERR_TIMEOUT (nothing was consumed). */
-static int wait_poll(rmalock_t *lk, MPI_Request *r, double timeout)
+/* Complete request r, polling as `policy` says (see parse_wait_policy). */
+static int wait_poll(int policy, MPI_Request *r, double timeout)
 {
     MPI_Status s;
     int done = 0;
-    if (lk->wait_policy == WAIT_SPIN && timeout <= 0) {
+    if (policy == WAIT_SPIN && timeout <= 0) {
         MPI_TRY(MPI_Wait(r, MPI_STATUS_IGNORE));
         return RMALOCK_OK;
     }
@@ -242,7 +267,7 @@ static int wait_poll(rmalock_t *lk, MPI_Request *r, double timeout)
             MPI_TRY(MPI_Test_cancelled(&s, &cancelled));
             return cancelled ? RMALOCK_ERR_TIMEOUT : RMALOCK_OK;
         }
-        relax(lk->wait_policy);
+        relax(policy);
     }
 }
 
@@ -252,7 +277,9 @@ static int wait_msg(rmalock_t *lk, int tag, double timeout)
     double t0 = MPI_Wtime();
     lk->st.waits++;
     MPI_TRY(MPI_Irecv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, tag, lk->comm, &r));
-    int rc = wait_poll(lk, &r, timeout);
+    trace(lk, "wait tag=%d", tag);
+    int rc = wait_poll(lk->wait_policy, &r, timeout);
+    trace(lk, "woken rc=%d", rc);
     lk->st.wait_seconds += MPI_Wtime() - t0;
     if (rc == RMALOCK_OK)
         lk->received++;
@@ -263,8 +290,12 @@ static int wait_msg(rmalock_t *lk, int tag, double timeout)
 static int drain_messages(rmalock_t *lk)
 {
     int64_t incoming = 0;
-    MPI_TRY(MPI_Reduce_scatter_block(lk->sent, &incoming, 1, MPI_INT64_T,
-                                     MPI_SUM, lk->comm));
+    MPI_Request r;
+    MPI_TRY(MPI_Ireduce_scatter_block(lk->sent, &incoming, 1, MPI_INT64_T,
+                                      MPI_SUM, lk->comm, &r));
+    int rc = wait_poll(lk->wait_policy, &r, 0);
+    if (rc)
+        return rc;
     while (lk->received < incoming) {
         MPI_TRY(MPI_Recv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG,
                          lk->comm, MPI_STATUS_IGNORE));
@@ -320,9 +351,14 @@ static int paper_try(rmalock_t *lk, int64_t start, int64_t end, int *conflict)
         const int64_t *o = other_slot(lk, j);
         lk->snap_seq[j] = o[P_SEQ];
         lk->snap_flag[j] = o[P_FLAG];
-        if (o[P_FLAG] == 1 && overlap(o[P_START], o[P_END], start, end))
-            *conflict = 1;
+        lk->blocker[j] = o[P_FLAG] == 1 && overlap(o[P_START], o[P_END], start, end);
+        *conflict |= lk->blocker[j];
+        trace(lk, "  try-snap j=%d flag=%lld seq=%lld [%lld,%lld)", j,
+              (long long)o[P_FLAG], (long long)o[P_SEQ], (long long)o[P_START],
+              (long long)o[P_END]);
     }
+    trace(lk, "try seq=%lld [%lld,%lld) conflict=%d", (long long)lk->seq,
+          (long long)start, (long long)end, *conflict);
     return RMALOCK_OK;
 }
 
@@ -352,7 +388,8 @@ static int paper_covered(rmalock_t *lk, int w)
 
 /* Wake, in the paper's fair order, ranks whose posted range overlaps ours.
  * backoff: only ranks that tried during our flag-1 window (seq moved since
- * our try) and are not covered by a steadier blocker. */
+ * our try), have already backed off (flag 0: they may be waiting on us), and
+ * are not covered by a steadier blocker. */
 static int paper_wake(rmalock_t *lk, int64_t start, int64_t end, int backoff)
 {
     for (int d = 1; d < lk->size; d++) {
@@ -360,8 +397,10 @@ static int paper_wake(rmalock_t *lk, int64_t start, int64_t end, int backoff)
         const int64_t *o = other_slot(lk, j);
         if (!overlap(o[P_START], o[P_END], start, end))
             continue;
-        if (backoff && (o[P_SEQ] == lk->snap_seq[j] || paper_covered(lk, j)))
+        if (backoff && (o[P_SEQ] == lk->snap_seq[j] || o[P_FLAG] != 0 ||
+                        paper_covered(lk, j)))
             continue;
+        trace(lk, "wake %d (%s)", j, backoff ? "backoff" : "release");
         int rc = send_msg(lk, j, TAG_WAKE);
         if (rc)
             return rc;
@@ -369,14 +408,22 @@ static int paper_wake(rmalock_t *lk, int64_t start, int64_t end, int backoff)
     return RMALOCK_OK;
 }
 
-static int paper_backoff(rmalock_t *lk, int64_t start, int64_t end)
+/* Back-off epoch.  *wait = 0 when none of the ranks that blocked our try is
+ * still steadily flagged: they have all backed off or released, and a
+ * blocker that merely backed off may not wake us, so we retry at once. */
+static int paper_backoff(rmalock_t *lk, int64_t start, int64_t end, int *wait)
 {
     static const int64_t zero = 0;
     int fix = !lk->t_unfixed;
     int rc = paper_epoch(lk, &zero, P_FLAG, 1, fix);
+    *wait = 1;
     if (rc || !fix)
         return rc;
-    return paper_wake(lk, start, end, 1);
+    rc = paper_wake(lk, start, end, 1);
+    *wait = 0;
+    for (int j = 0; j < lk->size && !*wait; j++)
+        *wait = j != lk->rank && lk->blocker[j] && paper_flag_steady(lk, j);
+    return rc;
 }
 
 /* Test-only: after a timed-out wait, withdraw the posted range. */
@@ -386,20 +433,66 @@ static int paper_withdraw(rmalock_t *lk)
     return paper_epoch(lk, val, 0, P_SLOT, 0);
 }
 
-static int paper_acquire(rmalock_t *lk, int64_t start, int64_t end)
+/* Consume wake-ups already delivered: the try that follows satisfies them,
+ * and left in the queue they would end a later wait for no reason. */
+static int paper_drain_wakes(rmalock_t *lk)
 {
     for (;;) {
-        int conflict = 0;
-        int rc = paper_try(lk, start, end, &conflict);
-        if (rc)
-            return rc;
-        if (!conflict)
+        int flag = 0;
+        MPI_TRY(MPI_Iprobe(MPI_ANY_SOURCE, TAG_WAKE, lk->comm, &flag,
+                           MPI_STATUS_IGNORE));
+        if (!flag)
             return RMALOCK_OK;
+        MPI_TRY(MPI_Recv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, TAG_WAKE, lk->comm,
+                         MPI_STATUS_IGNORE));
+        lk->received++;
+    }
+}
+
+/* All our blockers are gone, so no wake-up is owed to us: retry after a
+ * randomized, exponentially growing delay (in units of recent epoch time) so
+ * that ranks stuck only on each other's transient flags stop colliding. */
+static int paper_random_delay(rmalock_t *lk)
+{
+    double base = 2.0 * (lk->epoch_avg > 10e-6 ? lk->epoch_avg : 10e-6);
+    int k = lk->backoffs < 6 ? lk->backoffs : 6;
+    lk->backoffs++;
+    lk->rng ^= lk->rng << 13;
+    lk->rng ^= lk->rng >> 7;
+    lk->rng ^= lk->rng << 17;
+    double u = (double)(lk->rng >> 11) / 9007199254740992.0; /* [0,1) */
+    double until = MPI_Wtime() + u * base * (double)(1 << k);
+    while (MPI_Wtime() < until) {
+        int flag = 0; /* keep progress going: the home serves epochs */
+        MPI_TRY(MPI_Iprobe(MPI_ANY_SOURCE, TAG_WAKE, lk->comm, &flag,
+                           MPI_STATUS_IGNORE));
+        relax(lk->wait_policy == WAIT_SPIN ? WAIT_YIELD : lk->wait_policy);
+    }
+    return RMALOCK_OK;
+}
+
+static int paper_acquire(rmalock_t *lk, int64_t start, int64_t end)
+{
+    int fix = !lk->t_unfixed;
+    lk->backoffs = 0;
+    for (;;) {
+        int conflict = 0, wait = 1;
+        int rc = fix ? paper_drain_wakes(lk) : RMALOCK_OK;
+        if (!rc)
+            rc = paper_try(lk, start, end, &conflict);
+        if (rc || !conflict)
+            return rc;
         lk->st.failed_tries++;
         hook(lk, RMALOCK_HOOK_TRY_FAILED);
-        rc = paper_backoff(lk, start, end);
+        rc = paper_backoff(lk, start, end, &wait);
         if (rc)
             return rc;
+        if (!wait) {
+            rc = paper_random_delay(lk);
+            if (rc)
+                return rc;
+            continue;
+        }
         hook(lk, RMALOCK_HOOK_BEFORE_WAIT);
         rc = wait_msg(lk, TAG_WAKE, lk->t_timeout);
         if (rc == RMALOCK_ERR_TIMEOUT) {
@@ -624,6 +717,7 @@ static void destroy_local(rmalock_t *lk)
     free(lk->others);
     free(lk->snap_seq);
     free(lk->snap_flag);
+    free(lk->blocker);
     free(lk->table);
     free(lk->granted);
     free(lk->sreq);
@@ -668,11 +762,14 @@ static rmalock_t *alloc_local(int rank, int size, rmalock_mode_t mode, int home)
     lk->sent = calloc(n, sizeof *lk->sent);
     lk->snap_seq = calloc(n, sizeof *lk->snap_seq);
     lk->snap_flag = calloc(n, sizeof *lk->snap_flag);
+    lk->blocker = calloc(n, sizeof *lk->blocker);
     lk->others = calloc(n * P_SLOT, sizeof *lk->others);
     lk->table = calloc(D_HDR + n * E_SIZE, sizeof *lk->table);
     lk->granted = calloc(n, sizeof *lk->granted);
     lk->spec = size < 4 ? size : 4;
-    if (!lk->sent || !lk->snap_seq || !lk->snap_flag || !lk->others || !lk->table || !lk->granted) {
+    lk->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)rank + 1) * 0xBF58476D1CE4E5B9ull;
+    if (!lk->sent || !lk->snap_seq || !lk->snap_flag || !lk->blocker ||
+        !lk->others || !lk->table || !lk->granted) {
         destroy_local(lk);
         return NULL;
     }
@@ -701,13 +798,18 @@ static int init_window(rmalock_t *lk, MPI_Aint words)
                 lk->base[P_SLOT * j + P_START] = lk->base[P_SLOT * j + P_END] = -1;
         MPI_TRY(MPI_Win_unlock(lk->home, lk->win));
     }
-    MPI_TRY(MPI_Barrier(lk->comm));
-    return RMALOCK_OK;
+    MPI_Request r;
+    MPI_TRY(MPI_Ibarrier(lk->comm, &r));
+    return wait_poll(lk->wait_policy, &r, 0);
 }
 
 static int create_mpi(rmalock_t *lk, MPI_Comm comm)
 {
-    MPI_TRY(MPI_Comm_dup(comm, &lk->comm));
+    MPI_Request r;
+    MPI_TRY(MPI_Comm_idup(comm, &lk->comm, &r));
+    int rc = wait_poll(lk->wait_policy, &r, 0);
+    if (rc)
+        return rc;
     MPI_TRY(MPI_Comm_set_errhandler(lk->comm, MPI_ERRORS_RETURN));
     MPI_Aint words = lk->mode == RMALOCK_PAPER
                          ? (MPI_Aint)P_SLOT * lk->size
@@ -717,7 +819,7 @@ static int create_mpi(rmalock_t *lk, MPI_Comm comm)
                              lk->comm, &lk->base, &lk->win));
     MPI_TRY(MPI_Win_set_errhandler(lk->win, MPI_ERRORS_RETURN));
     if (lk->mode == RMALOCK_PAPER) {
-        int rc = make_others_type(lk);
+        rc = make_others_type(lk);
         if (rc)
             return rc;
     }
@@ -751,7 +853,13 @@ int rmalock_create(MPI_Comm comm, rmalock_mode_t mode, int home, rmalock_t **out
     int v[6] = {valid ? 0 : 1, (valid && !lk) ? 1 : 0, (int)mode, -(int)mode,
                 home, -home};
     int mx[6];
-    MPI_TRY(MPI_Allreduce(v, mx, 6, MPI_INT, MPI_MAX, comm));
+    MPI_Request r;
+    MPI_TRY(MPI_Iallreduce(v, mx, 6, MPI_INT, MPI_MAX, comm, &r));
+    int rc = wait_poll(parse_wait_policy(rank == home), &r, 0);
+    if (rc) {
+        destroy_local(lk);
+        return rc;
+    }
     if (mx[0] || mx[2] != -mx[3] || mx[4] != -mx[5]) {
         destroy_local(lk);
         return RMALOCK_ERR_ARG;
@@ -760,7 +868,7 @@ int rmalock_create(MPI_Comm comm, rmalock_mode_t mode, int home, rmalock_t **out
         destroy_local(lk);
         return RMALOCK_ERR_NOMEM;
     }
-    int rc = create_mpi(lk, comm);
+    rc = create_mpi(lk, comm);
     if (rc) {
         destroy_mpi(lk);
         destroy_local(lk);
@@ -779,6 +887,12 @@ int rmalock_free(rmalock_t **plk)
     if (lk->holding)
         rc = rmalock_release(lk);
     int rc2 = drain_messages(lk);
+    if (!rc2) { /* arrive together: MPI_Win_free's own barrier busy-polls */
+        MPI_Request r;
+        rc2 = MPI_Ibarrier(lk->comm, &r) == MPI_SUCCESS
+                  ? wait_poll(lk->wait_policy, &r, 0)
+                  : RMALOCK_ERR_MPI;
+    }
     destroy_mpi(lk);
     destroy_local(lk);
     *plk = NULL;

@@ -27,6 +27,7 @@
 #include "rmalock_testing.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -92,6 +93,37 @@ static uint64_t rng_next(uint64_t *s)
     return *s;
 }
 
+/* Collectives without busy-polling: with more ranks than cores MPICH's
+ * blocking collectives spin and starve the ranks doing real work.  Rank 0 is
+ * the home of every test lock and keeps yielding so RMA progress stays hot. */
+static void relax_wait(MPI_Request *r)
+{
+    int done = 0;
+    for (;;) {
+        MPI_Test(r, &done, MPI_STATUS_IGNORE);
+        if (done)
+            return;
+        if (g_rank == 0)
+            sched_yield();
+        else
+            sleep_us(50);
+    }
+}
+
+static void barrier(void)
+{
+    MPI_Request r;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    relax_wait(&r);
+}
+
+static void allreduce(const void *in, void *out, int n, MPI_Datatype t, MPI_Op op)
+{
+    MPI_Request r;
+    MPI_Iallreduce(in, out, n, t, op, MPI_COMM_WORLD, &r);
+    relax_wait(&r);
+}
+
 static int64_t rd(int64_t off)
 {
     int64_t v = 0;
@@ -115,7 +147,7 @@ static void reset_file(int64_t bytes)
             fprintf(stderr, "reset_file failed\n");
         free(z);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
 }
 
 /* Every rank calls this with its local failure count. */
@@ -123,7 +155,7 @@ static void report(const char *name, rmalock_mode_t mode, int local_fail,
                    double t0, const char *fmt, ...)
 {
     int any = 0;
-    MPI_Allreduce(&local_fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    allreduce(&local_fail, &any, 1, MPI_INT, MPI_MAX);
     if (any)
         g_fail++;
     else
@@ -169,7 +201,7 @@ static rmalock_t *make(rmalock_mode_t mode)
 static double sum_stat(uint64_t v)
 {
     double d = (double)v, s = 0;
-    MPI_Allreduce(&d, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    allreduce(&d, &s, 1, MPI_DOUBLE, MPI_SUM);
     return s;
 }
 
@@ -188,7 +220,7 @@ static int keep_going(int i, int min, int max, double t0, double budget)
 static int64_t sum_i64(int64_t v)
 {
     int64_t s = 0;
-    MPI_Allreduce(&v, &s, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    allreduce(&v, &s, 1, MPI_INT64_T, MPI_SUM);
     return s;
 }
 
@@ -250,7 +282,7 @@ static void test_counter(rmalock_mode_t mode, int disable)
     rmalock_test_disable_locking(lk, disable);
     uint64_t seed = 0x9E3779B97F4A7C15ull ^ (uint64_t)(g_rank + 1) * 7919u;
     int f = 0, i = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     double tl = now();
     g_test = disable ? "negative_control" : "mutex_counter";
     for (i = 0; keep_going(i, 5, 400, tl, disable ? 0.5 : 2.0); i++) {
@@ -263,7 +295,7 @@ static void test_counter(rmalock_mode_t mode, int disable)
         wr(OFF_COUNTER, v + 1);
         f += expect(rmalock_release(lk), RMALOCK_OK, "release");
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     int64_t want = sum_i64(i), got = rd(OFF_COUNTER);
     if (g_rank == 0)
         f += disable ? (got >= want) : (got != want);
@@ -295,7 +327,7 @@ static void test_multi(rmalock_mode_t mode)
     uint64_t seed = 0xD1B54A32D192ED03ull ^ (uint64_t)(g_rank + 3) * 104729u;
     int64_t mine[NCOUNTERS] = {0}, all[NCOUNTERS];
     int f = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     double tl = now();
     g_test = "partial_overlaps";
     for (int it = 0; keep_going(it, 5, 400, tl, 2.0); it++) {
@@ -318,8 +350,8 @@ static void test_multi(rmalock_mode_t mode)
         for (int i = a; i < b; i++)
             mine[i]++;
     }
-    MPI_Reduce(mine, all, NCOUNTERS, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Barrier(MPI_COMM_WORLD);
+    allreduce(mine, all, NCOUNTERS, MPI_INT64_T, MPI_SUM);
+    barrier();
     int bad = 0;
     if (g_rank == 0)
         for (int i = 0; i < NCOUNTERS; i++)
@@ -372,7 +404,7 @@ static void test_blocks(rmalock_mode_t mode)
     int f = 0;
     if (g_rank == 0)
         f += expect(rmalock_acquire(lk, 0, 100), RMALOCK_OK, "holder acquire");
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     if (g_rank == 0) {
         sleep_us(100000);
         wr(OFF_MARKER, 1);
@@ -420,7 +452,7 @@ static void test_fairness(rmalock_mode_t mode)
     rmalock_t *lk = make(mode);
     rmalock_test_set_hook(lk, fair_hook, NULL);
     int f = 0, i = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     double tl = now();
     g_test = "fairness";
     for (i = 0; keep_going(i, 5, 400, tl, 2.0); i++) {
@@ -437,8 +469,10 @@ static void test_fairness(rmalock_mode_t mode)
         f += expect(rmalock_release(lk), RMALOCK_OK, "release");
     }
     int64_t *done = calloc((size_t)g_size, sizeof *done), mine = i;
-    MPI_Gather(&mine, 1, MPI_INT64_T, done, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Request gr;
+    MPI_Igather(&mine, 1, MPI_INT64_T, done, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &gr);
+    relax_wait(&gr);
+    barrier();
     long over = 0;
     int64_t n = rd(OFF_LOG);
     if (g_rank == 0) {
@@ -529,7 +563,7 @@ static void test_paper_deadlock(int unfixed)
     int f = 0, rc = RMALOCK_OK;
     if (g_rank == ROLE_R)
         f += expect(rmalock_acquire(lk, 12, 20), RMALOCK_OK, "R acquire");
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     if (g_rank == ROLE_R) {
         await(ROLE_B, T_RELEASE);
         f += expect(rmalock_release(lk), RMALOCK_OK, "R release");
@@ -620,7 +654,7 @@ int main(int argc, char **argv)
     }
 
     close(g_fd);
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     if (g_rank == 0) {
         unlink(g_path);
         printf("test_rmalock n=%d (%.1fs): %d passed, %d failed, %d skipped\n",
