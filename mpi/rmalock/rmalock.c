@@ -89,7 +89,9 @@ enum { WAIT_SPIN = 0, WAIT_YIELD = 1, WAIT_SLEEP = 2 };
 /* PAPER slot layout, in int64 words. */
 enum { P_FLAG = 0, P_SEQ = 1, P_START = 2, P_END = 3, P_SLOT = 4 };
 /* DIRECT_GRANT layout, in int64 words. */
-enum { D_COUNT = 0, D_HDR = 2 };
+enum { D_MUTEX = 0, D_COUNT = 1, D_HDR = 2 };
+/* How DIRECT_GRANT makes its read-modify-write of the table atomic. */
+enum { DG_SYNC_MUTEX = 1, DG_SYNC_EPOCH = 2 };
 enum { E_START = 0, E_END = 1, E_RANK = 2, E_STATE = 3, E_SIZE = 4 };
 enum { ST_HELD = 1, ST_WAITING = 2 };
 
@@ -128,6 +130,8 @@ struct rmalock {
     int wait_policy;
     rmalock_stats_t st;
     double t_epoch0; /* MPI_Wtime at epoch_begin */
+    int dg_sync;     /* DG_SYNC_MUTEX or DG_SYNC_EPOCH */
+    int lock_all;    /* 1 while our MPI_Win_lock_all epoch is open */
 
     /* test-only */
     int t_disable, t_unfixed;
@@ -452,23 +456,15 @@ static int paper_drain_wakes(rmalock_t *lk)
 /* All our blockers are gone, so no wake-up is owed to us: retry after a
  * randomized, exponentially growing delay (in units of recent epoch time) so
  * that ranks stuck only on each other's transient flags stop colliding. */
+static double rng_unit(rmalock_t *lk);
+static int progress_delay(rmalock_t *lk, double seconds);
+
 static int paper_random_delay(rmalock_t *lk)
 {
     double base = 2.0 * (lk->epoch_avg > 10e-6 ? lk->epoch_avg : 10e-6);
     int k = lk->backoffs < 6 ? lk->backoffs : 6;
     lk->backoffs++;
-    lk->rng ^= lk->rng << 13;
-    lk->rng ^= lk->rng >> 7;
-    lk->rng ^= lk->rng << 17;
-    double u = (double)(lk->rng >> 11) / 9007199254740992.0; /* [0,1) */
-    double until = MPI_Wtime() + u * base * (double)(1 << k);
-    while (MPI_Wtime() < until) {
-        int flag = 0; /* keep progress going: the home serves epochs */
-        MPI_TRY(MPI_Iprobe(MPI_ANY_SOURCE, TAG_WAKE, lk->comm, &flag,
-                           MPI_STATUS_IGNORE));
-        relax(lk->wait_policy == WAIT_SPIN ? WAIT_YIELD : lk->wait_policy);
-    }
-    return RMALOCK_OK;
+    return progress_delay(lk, rng_unit(lk) * base * (double)(1 << k));
 }
 
 static int paper_acquire(rmalock_t *lk, int64_t start, int64_t end)
@@ -520,21 +516,25 @@ static int64_t *entry(rmalock_t *lk, int i)
     return lk->table + D_HDR + (size_t)E_SIZE * (size_t)i;
 }
 
-/* Inside an epoch: read the header and all active entries into lk->table. */
+/* Table access never touches the mutex word with a plain get/put: in the
+ * mutex variant that word is only ever accessed by MPI_REPLACE atomics. */
+
+/* Inside the table critical section: read the count and all active entries
+ * into lk->table (fetching k entries speculatively with the count). */
 static int dg_fetch(rmalock_t *lk, int *count)
 {
     int k = lk->spec;
-    int words = D_HDR + E_SIZE * k;
-    MPI_TRY(MPI_Get(lk->table, words, MPI_INT64_T, lk->home, 0, words,
-                    MPI_INT64_T, lk->win));
+    int words = (D_HDR - D_COUNT) + E_SIZE * k;
+    MPI_TRY(MPI_Get(lk->table + D_COUNT, words, MPI_INT64_T, lk->home, D_COUNT,
+                    words, MPI_INT64_T, lk->win));
     MPI_TRY(MPI_Win_flush(lk->home, lk->win));
     int64_t n = lk->table[D_COUNT];
     if (n < 0 || n > lk->size)
         return RMALOCK_ERR_INTERNAL;
     if (n > k) {
         int more = E_SIZE * (int)(n - k);
-        MPI_TRY(MPI_Get(entry(lk, k), more, MPI_INT64_T, lk->home, words, more,
-                        MPI_INT64_T, lk->win));
+        MPI_TRY(MPI_Get(entry(lk, k), more, MPI_INT64_T, lk->home,
+                        D_HDR + E_SIZE * k, more, MPI_INT64_T, lk->win));
         MPI_TRY(MPI_Win_flush(lk->home, lk->win));
         words += more;
     }
@@ -548,14 +548,83 @@ static int dg_fetch(rmalock_t *lk, int *count)
     return RMALOCK_OK;
 }
 
-/* Inside an epoch: write back the header and entries [0, count). */
+/* Inside the table critical section: write back count and entries. */
 static int dg_store(rmalock_t *lk, int count)
 {
     lk->table[D_COUNT] = count;
-    int words = D_HDR + E_SIZE * count;
-    MPI_TRY(MPI_Put(lk->table, words, MPI_INT64_T, lk->home, 0, words,
-                    MPI_INT64_T, lk->win));
+    int words = (D_HDR - D_COUNT) + E_SIZE * count;
+    MPI_TRY(MPI_Put(lk->table + D_COUNT, words, MPI_INT64_T, lk->home, D_COUNT,
+                    words, MPI_INT64_T, lk->win));
     return RMALOCK_OK;
+}
+
+/* Wait about `seconds` while keeping MPI progress going (the home rank must
+ * keep serving other ranks' RMA), polling as the wait policy says. */
+static int progress_delay(rmalock_t *lk, double seconds)
+{
+    double until = MPI_Wtime() + seconds;
+    int policy = lk->wait_policy == WAIT_SPIN ? WAIT_YIELD : lk->wait_policy;
+    do {
+        int flag = 0;
+        MPI_TRY(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, lk->comm, &flag,
+                           MPI_STATUS_IGNORE));
+        relax(policy);
+    } while (MPI_Wtime() < until);
+    return RMALOCK_OK;
+}
+
+/* Uniform random number in [0, 1). */
+static double rng_unit(rmalock_t *lk)
+{
+    lk->rng ^= lk->rng << 13;
+    lk->rng ^= lk->rng >> 7;
+    lk->rng ^= lk->rng << 17;
+    return (double)(lk->rng >> 11) / 9007199254740992.0;
+}
+
+/* Enter the table critical section.  EPOCH: an MPI exclusive lock epoch.
+ * MUTEX: test-and-set on the mutex word with MPI_Fetch_and_op(MPI_REPLACE)
+ * inside our lifetime MPI_Win_lock_all epoch, with randomized exponential
+ * back-off.  Unlike MPI's lock queue, the mutex goes to a rank that is
+ * running when it asks, so no hand-off waits for a descheduled rank. */
+static int dg_lock_table(rmalock_t *lk)
+{
+    if (lk->dg_sync == DG_SYNC_EPOCH)
+        return epoch_begin(lk);
+    static const int64_t one = 1;
+    lk->st.epochs++;
+    lk->t_epoch0 = MPI_Wtime();
+    for (int k = 0;; k++) {
+        int64_t old = -1;
+        MPI_TRY(MPI_Fetch_and_op(&one, &old, MPI_INT64_T, lk->home, D_MUTEX,
+                                 MPI_REPLACE, lk->win));
+        MPI_TRY(MPI_Win_flush(lk->home, lk->win));
+        if (old == 0)
+            return RMALOCK_OK;
+        lk->st.lock_spins++;
+        double base = lk->epoch_avg > 5e-6 ? lk->epoch_avg : 5e-6;
+        int rc = progress_delay(lk, rng_unit(lk) * base * (double)(1 << (k < 5 ? k : 5)));
+        if (rc)
+            return rc;
+    }
+}
+
+/* Leave the table critical section.  MUTEX: the flush completes our table
+ * puts at the home before the release can be seen by anyone. */
+static int dg_unlock_table(rmalock_t *lk)
+{
+    if (lk->dg_sync == DG_SYNC_EPOCH)
+        return epoch_end(lk);
+    static const int64_t zero = 0;
+    int64_t old = 0;
+    MPI_TRY(MPI_Win_flush(lk->home, lk->win));
+    MPI_TRY(MPI_Fetch_and_op(&zero, &old, MPI_INT64_T, lk->home, D_MUTEX,
+                             MPI_REPLACE, lk->win));
+    MPI_TRY(MPI_Win_flush(lk->home, lk->win));
+    double dt = MPI_Wtime() - lk->t_epoch0;
+    lk->st.epoch_seconds += dt;
+    lk->epoch_avg = lk->epoch_avg > 0 ? 0.9 * lk->epoch_avg + 0.1 * dt : dt;
+    return old == 1 ? RMALOCK_OK : RMALOCK_ERR_INTERNAL;
 }
 
 static int dg_find(rmalock_t *lk, int n, int rank)
@@ -626,11 +695,11 @@ static int dg_dequeue(rmalock_t *lk, int *ngranted)
 static int dg_acquire(rmalock_t *lk, int64_t start, int64_t end)
 {
     int wait = 0;
-    int rc = epoch_begin(lk);
+    int rc = dg_lock_table(lk);
     if (rc)
         return rc;
     rc = dg_enqueue(lk, start, end, &wait);
-    int rc2 = epoch_end(lk);
+    int rc2 = dg_unlock_table(lk);
     if (rc || rc2)
         return rc ? rc : rc2;
     if (!wait)
@@ -642,11 +711,11 @@ static int dg_acquire(rmalock_t *lk, int64_t start, int64_t end)
 static int dg_release(rmalock_t *lk)
 {
     int ngranted = 0;
-    int rc = epoch_begin(lk);
+    int rc = dg_lock_table(lk);
     if (rc)
         return rc;
     rc = dg_dequeue(lk, &ngranted);
-    int rc2 = epoch_end(lk);
+    int rc2 = dg_unlock_table(lk);
     if (rc || rc2)
         return rc ? rc : rc2;
     for (int i = 0; i < ngranted; i++) {
@@ -745,6 +814,13 @@ static int parse_wait_policy(int is_home)
     return is_home ? WAIT_YIELD : WAIT_SLEEP;
 }
 
+/* RMALOCK_DG_SYNC=mutex (default) | epoch: see dg_lock_table(). */
+static int parse_dg_sync(void)
+{
+    const char *v = getenv("RMALOCK_DG_SYNC");
+    return v && strcmp(v, "epoch") == 0 ? DG_SYNC_EPOCH : DG_SYNC_MUTEX;
+}
+
 static rmalock_t *alloc_local(int rank, int size, rmalock_mode_t mode, int home)
 {
     rmalock_t *lk = calloc(1, sizeof *lk);
@@ -758,6 +834,7 @@ static rmalock_t *alloc_local(int rank, int size, rmalock_mode_t mode, int home)
     lk->win = MPI_WIN_NULL;
     lk->others_type = MPI_DATATYPE_NULL;
     lk->wait_policy = parse_wait_policy(rank == home);
+    lk->dg_sync = parse_dg_sync();
     size_t n = (size_t)size;
     lk->sent = calloc(n, sizeof *lk->sent);
     lk->snap_seq = calloc(n, sizeof *lk->snap_seq);
@@ -803,6 +880,22 @@ static int init_window(rmalock_t *lk, MPI_Aint words)
     return wait_poll(lk->wait_policy, &r, 0);
 }
 
+static int allocate_window(rmalock_t *lk, MPI_Aint words)
+{
+    MPI_Aint bytes = lk->rank == lk->home ? words * (MPI_Aint)sizeof(int64_t) : 0;
+    MPI_Info info = MPI_INFO_NULL;
+    if (lk->mode == RMALOCK_DIRECT_GRANT) {
+        /* the mutex word only ever sees MPI_REPLACE atomics */
+        MPI_TRY(MPI_Info_create(&info));
+        MPI_TRY(MPI_Info_set(info, "accumulate_ops", "same_op"));
+    }
+    int err = MPI_Win_allocate(bytes, (int)sizeof(int64_t), info, lk->comm,
+                               &lk->base, &lk->win);
+    if (info != MPI_INFO_NULL)
+        MPI_Info_free(&info);
+    return err == MPI_SUCCESS ? RMALOCK_OK : RMALOCK_ERR_MPI;
+}
+
 static int create_mpi(rmalock_t *lk, MPI_Comm comm)
 {
     MPI_Request r;
@@ -814,22 +907,31 @@ static int create_mpi(rmalock_t *lk, MPI_Comm comm)
     MPI_Aint words = lk->mode == RMALOCK_PAPER
                          ? (MPI_Aint)P_SLOT * lk->size
                          : (MPI_Aint)D_HDR + (MPI_Aint)E_SIZE * lk->size;
-    MPI_Aint bytes = lk->rank == lk->home ? words * (MPI_Aint)sizeof(int64_t) : 0;
-    MPI_TRY(MPI_Win_allocate(bytes, (int)sizeof(int64_t), MPI_INFO_NULL,
-                             lk->comm, &lk->base, &lk->win));
+    rc = allocate_window(lk, words);
+    if (rc)
+        return rc;
     MPI_TRY(MPI_Win_set_errhandler(lk->win, MPI_ERRORS_RETURN));
     if (lk->mode == RMALOCK_PAPER) {
         rc = make_others_type(lk);
         if (rc)
             return rc;
     }
-    return init_window(lk, words);
+    rc = init_window(lk, words);
+    if (rc || lk->mode != RMALOCK_DIRECT_GRANT || lk->dg_sync != DG_SYNC_MUTEX)
+        return rc;
+    /* one passive-target epoch to every rank for the object's lifetime */
+    MPI_TRY(MPI_Win_lock_all(MPI_MODE_NOCHECK, lk->win));
+    lk->lock_all = 1;
+    return RMALOCK_OK;
 }
 
 static void destroy_mpi(rmalock_t *lk)
 {
     if (lk->others_type != MPI_DATATYPE_NULL)
         MPI_Type_free(&lk->others_type);
+    if (lk->lock_all)
+        MPI_Win_unlock_all(lk->win);
+    lk->lock_all = 0;
     if (lk->win != MPI_WIN_NULL)
         MPI_Win_free(&lk->win);
     if (lk->comm != MPI_COMM_NULL)
@@ -850,17 +952,18 @@ int rmalock_create(MPI_Comm comm, rmalock_mode_t mode, int home, rmalock_t **out
     rmalock_t *lk = valid ? alloc_local(rank, size, mode, home) : NULL;
     /* agree on validity, mode and home before any collective allocation:
      * max(x) == -max(-x) iff every rank passed the same x */
-    int v[6] = {valid ? 0 : 1, (valid && !lk) ? 1 : 0, (int)mode, -(int)mode,
-                home, -home};
-    int mx[6];
+    int sync = parse_dg_sync();
+    int v[8] = {valid ? 0 : 1, (valid && !lk) ? 1 : 0, (int)mode, -(int)mode,
+                home, -home, sync, -sync};
+    int mx[8];
     MPI_Request r;
-    MPI_TRY(MPI_Iallreduce(v, mx, 6, MPI_INT, MPI_MAX, comm, &r));
+    MPI_TRY(MPI_Iallreduce(v, mx, 8, MPI_INT, MPI_MAX, comm, &r));
     int rc = wait_poll(parse_wait_policy(rank == home), &r, 0);
     if (rc) {
         destroy_local(lk);
         return rc;
     }
-    if (mx[0] || mx[2] != -mx[3] || mx[4] != -mx[5]) {
+    if (mx[0] || mx[2] != -mx[3] || mx[4] != -mx[5] || mx[6] != -mx[7]) {
         destroy_local(lk);
         return RMALOCK_ERR_ARG;
     }

@@ -96,11 +96,14 @@ const char *rmalock_mode_name(rmalock_mode_t mode);
 typedef struct {
     uint64_t acquires;      /* successful acquires */
     uint64_t releases;
-    uint64_t epochs;        /* exclusive lock epochs at the home rank */
+    uint64_t epochs;        /* table critical sections at the home rank
+                               (MPI exclusive epochs, or DIRECT_GRANT's
+                               atomic mutex) */
     uint64_t failed_tries;  /* PAPER: attempts that saw a conflict */
     uint64_t waits;         /* times this rank blocked for a message */
     uint64_t msgs_sent;     /* wake-ups (PAPER) or grants (DIRECT_GRANT) */
     uint64_t bytes_fetched; /* bytes read from the home window */
+    uint64_t lock_spins;    /* DIRECT_GRANT: busy table-mutex attempts */
     double epoch_seconds;   /* wall time inside exclusive epochs */
     double wait_seconds;    /* wall time blocked for messages */
 } rmalock_stats_t;

@@ -285,7 +285,7 @@ static void test_counter(rmalock_mode_t mode, int disable)
     barrier();
     double tl = now();
     g_test = disable ? "negative_control" : "mutex_counter";
-    for (i = 0; keep_going(i, 5, 400, tl, disable ? 0.5 : 2.0); i++) {
+    for (i = 0; keep_going(i, 5, 400, tl, disable ? 0.3 : 1.0); i++) {
         g_iter = i;
         int64_t s = OFF_COUNTER - (int64_t)(rng_next(&seed) % 4096);
         int64_t e = OFF_COUNTER + 8 + (int64_t)(rng_next(&seed) % 4096);
@@ -330,7 +330,7 @@ static void test_multi(rmalock_mode_t mode)
     barrier();
     double tl = now();
     g_test = "partial_overlaps";
-    for (int it = 0; keep_going(it, 5, 400, tl, 2.0); it++) {
+    for (int it = 0; keep_going(it, 5, 400, tl, 1.0); it++) {
         g_iter = it;
         int a = (int)(rng_next(&seed) % NCOUNTERS);
         int b = a + 1 + (int)(rng_next(&seed) % 4);
@@ -455,7 +455,7 @@ static void test_fairness(rmalock_mode_t mode)
     barrier();
     double tl = now();
     g_test = "fairness";
-    for (i = 0; keep_going(i, 5, 400, tl, 2.0); i++) {
+    for (i = 0; keep_going(i, 5, 400, tl, 1.0); i++) {
         g_iter = i;
         int64_t t_req = now_ns();
         g_t_enq = 0;
