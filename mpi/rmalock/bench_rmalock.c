@@ -10,7 +10,11 @@
  * Invariants of the method:
  *   - Metric (the paper's): ranks start together; the time until the LAST
  *     rank finished its `pairs` acquire+release pairs, divided by
- *     ranks * pairs.  pairs = total / ranks, so each run does `total` pairs.
+ *     ranks * pairs.
+ *   - pairs per rank: at most total/ranks, fewer if the untimed warm-up run
+ *     predicts a run longer than --target-sec (the slow configurations on an
+ *     oversubscribed node would otherwise take minutes), at least --min-pairs.
+ *     Fixed per configuration after warm-up; reported as "pairs".
  *   - Each rank count k uses the first k ranks of MPI_COMM_WORLD (a split
  *     communicator); the other ranks sleep in a nonblocking barrier and use
  *     no CPU to speak of.
@@ -45,7 +49,8 @@ static const int64_t SPAN = 1 << 20; /* bytes per locked range */
 
 typedef struct {
     int sizes[MAXSIZES], nsizes;
-    int reps, total;
+    int reps, total, min_pairs;
+    double target_sec;
     int impl_on[NIMPL];
     const char *dir, *json;
 } opts_t;
@@ -54,6 +59,7 @@ typedef struct {
     double us[MAXREPS];
     double epochs, tries, msgs, bytes; /* summed over timed runs */
     long pairs_done;
+    int pairs; /* per rank per timed run */
 } result_t;
 
 static int g_rank, g_wsize;
@@ -189,13 +195,32 @@ static double run_once(ctx_t *c, int impl, int kase, int pairs, double st[4])
     return 1e6 * worst / ((double)c->size * pairs);
 }
 
+/* Pairs per rank for the timed runs, decided on rank 0 from the warm-up's
+ * us/pair and broadcast to the sub-communicator. */
+static int choose_pairs(ctx_t *c, const opts_t *o, double warm_us)
+{
+    int k = c->size, p = o->total / k;
+    if (c->rank == 0 && warm_us > 0) {
+        double fit = o->target_sec * 1e6 / (warm_us * k);
+        if (fit < p)
+            p = (int)fit;
+        if (p < o->min_pairs)
+            p = o->min_pairs;
+    }
+    MPI_Request rq;
+    MPI_Ibcast(&p, 1, MPI_INT, 0, c->comm, &rq);
+    relaxed_wait(&rq, 50000);
+    return p;
+}
+
 /* ---- setup ---------------------------------------------------------------- */
 
 static void usage(void)
 {
     if (g_rank == 0)
         fprintf(stderr, "usage: bench_rmalock [--ranks 2,4,8] [--reps N] "
-                        "[--total N] [--dir DIR] [--json FILE] "
+                        "[--total N] [--min-pairs N] [--target-sec S] "
+                        "[--dir DIR] [--json FILE] "
                         "[--impls paper,direct-grant,fcntl]\n");
     MPI_Finalize();
     exit(2);
@@ -206,6 +231,8 @@ static void parse(int argc, char **argv, opts_t *o)
     memset(o, 0, sizeof *o);
     o->reps = 7;
     o->total = 800;
+    o->min_pairs = 8;
+    o->target_sec = 1.0;
     o->dir = "/tmp";
     for (int i = 0; i < NIMPL; i++)
         o->impl_on[i] = 1;
@@ -220,6 +247,10 @@ static void parse(int argc, char **argv, opts_t *o)
             o->reps = atoi(v);
         else if (!strcmp(a, "--total"))
             o->total = atoi(v);
+        else if (!strcmp(a, "--min-pairs"))
+            o->min_pairs = atoi(v);
+        else if (!strcmp(a, "--target-sec"))
+            o->target_sec = atof(v);
         else if (!strcmp(a, "--dir"))
             o->dir = v;
         else if (!strcmp(a, "--json"))
@@ -231,7 +262,8 @@ static void parse(int argc, char **argv, opts_t *o)
             usage();
         i++;
     }
-    if (o->reps < 1 || o->reps > MAXREPS || o->total < 1)
+    if (o->reps < 1 || o->reps > MAXREPS || o->total < 1 || o->min_pairs < 1 ||
+        o->target_sec <= 0)
         usage();
     char buf[64];
     snprintf(buf, sizeof buf, "%s", ranks);
@@ -296,7 +328,7 @@ static void emit(FILE *jf, const opts_t *o, int impl, int kase, int k,
     int n = snprintf(line, sizeof line,
                      "{\"impl\":\"%s\",\"case\":\"%s\",\"ranks\":%d,\"pairs\":%d,"
                      "\"us_per_pair_median\":%.2f,\"us_per_pair_runs\":[",
-                     IMPL_NAME[impl], CASE_NAME[kase], k, o->total / k,
+                     IMPL_NAME[impl], CASE_NAME[kase], k, r->pairs,
                      median(r->us, o->reps));
     for (int i = 0; i < o->reps && n < (int)sizeof line - 64; i++)
         n += snprintf(line + n, sizeof line - (size_t)n, "%s%.2f", i ? "," : "",
@@ -308,10 +340,12 @@ static void emit(FILE *jf, const opts_t *o, int impl, int kase, int k,
         snprintf(line + n, sizeof line - (size_t)n,
                  "],\"epochs_per_pair\":%.2f,\"failed_tries_per_pair\":%.2f,"
                  "\"msgs_per_pair\":%.2f,\"bytes_fetched_per_epoch\":%.1f,"
-                 "\"wait\":\"%s\"}",
+                 "\"wait\":\"%s\",\"dg_sync\":\"%s\"}",
                  r->epochs / pp, r->tries / pp, r->msgs / pp,
                  r->epochs > 0 ? r->bytes / r->epochs : 0.0,
-                 getenv("RMALOCK_WAIT") ? getenv("RMALOCK_WAIT") : "auto");
+                 getenv("RMALOCK_WAIT") ? getenv("RMALOCK_WAIT") : "auto",
+                 impl == IMPL_PAPER ? "epoch"
+                 : getenv("RMALOCK_DG_SYNC") ? getenv("RMALOCK_DG_SYNC") : "mutex");
     printf("%s\n", line);
     if (jf)
         fprintf(jf, "%s\n", line);
@@ -360,9 +394,11 @@ int main(int argc, char **argv)
     }
     const char *fs = fs_name(o.dir);
     if (g_rank == 0)
-        printf("# bench_rmalock: world=%d reps=%d total=%d pairs/run, fcntl file "
-               "%s (%s), RMALOCK_WAIT=%s\n", g_wsize, o.reps, o.total, path, fs,
-               getenv("RMALOCK_WAIT") ? getenv("RMALOCK_WAIT") : "auto");
+        printf("# bench_rmalock: world=%d reps=%d total<=%d pairs/run, "
+               "target %.1fs/run, fcntl file %s (%s), RMALOCK_WAIT=%s "
+               "RMALOCK_DG_SYNC=%s\n", g_wsize, o.reps, o.total, o.target_sec,
+               path, fs, getenv("RMALOCK_WAIT") ? getenv("RMALOCK_WAIT") : "auto",
+               getenv("RMALOCK_DG_SYNC") ? getenv("RMALOCK_DG_SYNC") : "mutex");
 
     for (int rep = -1; rep < o.reps; rep++) /* rep -1: warm-up */
         for (int s = 0; s < o.nsizes; s++)
@@ -372,13 +408,15 @@ int main(int argc, char **argv)
                         continue;
                     ctx_t *c = &ctx[s];
                     int k = o.sizes[s];
-                    int pairs = rep < 0 ? (o.total / k + 9) / 10 : o.total / k;
+                    result_t *r = &res[s][impl][kase];
+                    int pairs = rep < 0 ? (o.total / k + 9) / 10 : r->pairs;
                     if (pairs < 1)
                         pairs = 1;
                     if (c->comm != MPI_COMM_NULL) {
                         double st[4] = {0, 0, 0, 0};
                         double us = run_once(c, impl, kase, pairs, st);
-                        result_t *r = &res[s][impl][kase];
+                        if (rep < 0) /* size the timed runs from the warm-up */
+                            r->pairs = choose_pairs(c, &o, us);
                         if (g_rank == 0 && getenv("BENCH_VERBOSE"))
                             fprintf(stderr, "rep %d k=%d %s %s pairs=%d: %.1f us/pair"
                                     " epochs=%.0f tries=%.0f\n", rep, k,

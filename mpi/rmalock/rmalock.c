@@ -1,77 +1,95 @@
 /*
- * rmalock.c -- byte-range locks on MPI passive-target RMA (see rmalock.h).
+ * rmalock.c -- byte-range locks on MPI passive-target RMA (see rmalock.h and
+ * README.md, which has the full correctness arguments).
  *
- * Both modes keep their whole state in one window on the home rank, and every
- * access to it is inside an MPI_LOCK_EXCLUSIVE epoch at the home.  Exclusive
- * epochs at one target never overlap, so they are totally ordered; all the
- * arguments below are about that order.
+ * All state lives in one window on the home rank.  Every read-modify-write
+ * of that state happens inside a table critical section at the home: an
+ * MPI_LOCK_EXCLUSIVE epoch (PAPER; DIRECT_GRANT with RMALOCK_DG_SYNC=epoch)
+ * or an atomic test-and-set mutex (DIRECT_GRANT default).  Critical sections
+ * never overlap, so they are totally ordered; the arguments use that order.
  *
  * PAPER mode (Thakur/Ross/Latham 2005, Figs. 3 and 4).  Window: one slot of
- * four int64 per rank, {flag, seq, start, end}.
- *   try:      one epoch: put own slot {1, ++seq, start, end}, get all other
- *             slots (indexed datatype; put and get touch disjoint words, so
- *             there is no same-location put/get in the epoch).  Acquired iff
- *             no other slot has flag 1 and an overlapping range.
- *   back off: one epoch: put own flag = 0 (range stays posted), get the others
- *             again (fix, below); then block for a WAKE message; then retry.
- *   release:  one epoch: put own slot {0, seq, -1, -1}, get the others; send
- *             WAKE to every rank whose posted range overlaps the released one,
- *             flag ignored, in the order rank+1, ..., size-1, 0, ..., rank-1.
- *   Mutual exclusion: a holder's flag is 1 from its successful try to its
- *     release.  Of two overlapping holders, the later try would have seen the
- *     earlier one's flag: contradiction.
- *   Lost wake-up in the published version (Pervez et al. 2006 found such a
- *     deadlock by model checking; the 3-rank trace below is tested in
- *     test_rmalock): a try can fail only because of another rank's
- *     *transient* flag (a try that is itself about to back off).  That rank
- *     never releases, so nobody wakes the failed one:
- *       R holds [12,20).  B [5,15) fails on R.  A [0,10) fails on B's
- *       transient flag (A does not overlap R).  B backs off.  R releases and
- *       wakes only B.  B retries and fails on A's still-set flag.  A and B
- *       back off and wait forever; nothing is held.
- *   Fix (default): the back-off epoch also reads every slot; a rank whose seq
- *     changed since our try tried while our flag was 1, so if its range
- *     overlaps ours we WAKE it.  Claim: after every failed try of W some WAKE
- *     is sent to W later.  W failed on Q with flag 1.  If Q was holding, Q's
- *     release comes later and W's range is still posted (a waiter's range
- *     stays posted until it succeeds).  Otherwise Q's back-off comes later
- *     and sees W's seq changed.  Hence no rank waits forever while nothing is
- *     held.  Extra (stale) WAKEs only cause extra retries, which are safe;
- *     rmalock_free() absorbs any left over.  Not FIFO: retries race.
+ * five int64 per rank, {flag, seq, start, end, rel} (seq = tries, rel =
+ * releases: our additions).
+ *   try:      one epoch: put own slot {1, ++seq, start, end, rel}, get the other
+ *             slots with an indexed datatype (put and get touch disjoint
+ *             words: no same-location put/get in one epoch, as the paper
+ *             requires).  Acquired iff no other slot has flag 1 and an
+ *             overlapping range ("blockers" otherwise).
+ *   back off: one epoch: put own flag = 0 (range stays posted), get the
+ *             other slots again; then wait for a WAKE message; then retry.
+ *   release:  one epoch: put {0, seq, -1, -1, ++rel}, get the others; WAKE every
+ *             rank whose posted range overlaps, flag ignored, in the order
+ *             rank+1, ..., size-1, 0, ..., rank-1.
+ *   Invariant (mutual exclusion): a holder's flag is 1 from its successful
+ *     try to its release; of two overlapping holders the later try would
+ *     have seen the earlier one's flag.
+ *   The published version can deadlock (Pervez et al. found one by model
+ *   checking): a try may fail only on *transient* flags (tries that are about
+ *   to back off), and transients never send WAKEs.  3-rank trace, tested:
+ *     R holds [12,20).  B [5,15) fails on R.  A [0,10) fails on B's transient
+ *     flag.  B backs off.  R releases, wakes only B (A does not overlap R).
+ *     B retries, fails on A's still-set flag.  Both back off and wait
+ *     forever; nothing is held.
+ *   Fixes (all on by default; rmalock_testing.h can turn them off):
+ *   F1 A rank P is "steady" for us if its flag was 1 with the same seq at our
+ *      try and at our back-off: it was 1 throughout.  After backing off we
+ *      wait only if a WAKE is owed to us: some blocker is steady, or some
+ *      blocker's rel moved (it released after our try; that release saw our
+ *      posted, overlapping range and woke us).
+ *   F2 At back-off we WAKE every rank W whose range overlaps ours, whose seq
+ *      moved since our try (W tried while our flag was 1) and whose flag is
+ *      now 0 (W already backed off, so it may be waiting on us) -- unless
+ *      some other steady rank overlaps W (that rank will wake W).
+ *      Lemma: if W waits, relying on a steady blocker P, P later sends W a
+ *      WAKE: by release (W's range is still posted), or by its back-off (W's
+ *      seq moved, W's flag is 0) unless covered by a steadier rank, whose
+ *      window strictly contains P's -- induction on try order.
+ *   F3 If no WAKE is owed (all blockers merely backed off): retry after a random
+ *      delay, uniform in [0, 2*avg_epoch*2^k), k = consecutive delays (<= 6).
+ *      Without it 8 ranks on 2 cores livelocked (1 success in 160 tries).
+ *   F4 Before each try, consume WAKEs already delivered (that try satisfies
+ *      them); otherwise stale WAKEs pile up and end later waits for nothing.
+ *   Not FIFO: retries race; a releaser may re-acquire first (barging).
  *
- * DIRECT_GRANT mode.  Window: header {count, reserved} and a dense array of
- *   `count` active entries {start, end, rank, state}, state HELD or WAITING,
- *   in arrival order (entries are never reordered; removal shifts down).
- *   Every operation is ONE exclusive epoch doing a read-modify-write:
- *     get header + the first k entries; MPI_Win_flush; get the rest if count
- *     > k; flush; compute locally; put the new prefix; unlock.
- *   The flush completes the gets before any put is issued, so within the
- *   epoch no put is concurrent with a get of the same words (MPI-3 11.7),
- *   and the exclusive lock keeps every other epoch out from the first get to
- *   the unlock, so the read-modify-write is atomic.
- *   acquire:  append own entry, HELD if it overlaps no active entry (held OR
+ * DIRECT_GRANT mode.  Window: word 0 = table mutex, word 1 = count, then a
+ *   dense array of `count` active entries {start, end, rank, state}, state
+ *   HELD or WAITING, in arrival order (removal shifts down).
+ *   Each operation is one table critical section doing a read-modify-write:
+ *   get count + the first k entries, flush, get the rest if count > k, flush,
+ *   compute locally, put the new count + entries.  Flush completes the gets
+ *   before any put is issued, so no put is concurrent with a get of the same
+ *   words; the critical section keeps every other rank out in between.
+ *   Critical section: EPOCH = MPI exclusive lock epoch (MPI: "only the
+ *     windows ... can be accessed by those processes (and by no other
+ *     processes) during that epoch").  MUTEX = inside one lifetime
+ *     MPI_Win_lock_all epoch, test-and-set MPI_Fetch_and_op(MPI_REPLACE, 1)
+ *     on word 0 with randomized exponential back-off; release: flush (our
+ *     table puts complete at the home), then Fetch_and_op(MPI_REPLACE, 0),
+ *     flush.  Word 0 is touched only by MPI_REPLACE atomics (window info
+ *     accumulate_ops=same_op), never by a plain get/put.  A rank entering
+ *     after us saw 0 only after our release completed, and issues its gets
+ *     only after that, so it reads our completed puts.
+ *   acquire:  append own entry: HELD if it overlaps no active entry (held OR
  *             waiting), else WAITING and block for a GRANT message.
- *   release:  remove own entry; scan the waiters in arrival order and mark
- *             HELD every waiter that overlaps no HELD entry (including ones
- *             granted in this scan) and no earlier entry still WAITING; put;
- *             unlock; then send GRANT to the newly granted ranks.
- *   Invariant M: HELD entries are pairwise disjoint.  Acquire adds HELD only
- *     if disjoint from all; release grants only if disjoint from all HELD.  A
- *     rank considers itself holding only once its entry is HELD (its own
- *     epoch returned, or a GRANT arrived, sent after the granting epoch
- *     ended) and stops before its release epoch, so holders are disjoint.
- *   Invariant W: after every epoch each WAITING entry overlaps a HELD entry
- *     or an earlier WAITING entry.  Hence the earliest waiter overlaps only
- *     HELD entries; when the last of them is released, that release grants
- *     it.  By induction every waiter is granted: no deadlock, no starvation,
- *     and overlapping requests are served in arrival order.  Exactly one
- *     GRANT per WAITING entry, so there are no stale messages.
- *   Cost: a waiter does one epoch and one receive, never a retry; epochs
- *     fetch only the active entries (k adapts to the last count seen), not
- *     one slot per rank.
+ *   release:  remove own entry; in arrival order mark HELD every waiter that
+ *             overlaps no HELD entry (including those granted in this pass)
+ *             and no earlier entry still WAITING; store; leave the critical
+ *             section; send GRANT to the newly granted ranks.
+ *   Invariant M: HELD entries are pairwise disjoint, and a rank believes it
+ *     holds only while its entry is HELD (its own critical section set it, or
+ *     a GRANT arrived, sent after the granting critical section ended).
+ *   Invariant W: after each critical section every WAITING entry overlaps a
+ *     HELD entry or an earlier WAITING entry.  So the earliest waiter overlaps
+ *     only HELD entries and is granted by the release of the last of them;
+ *     by induction every waiter is granted: no deadlock, no starvation,
+ *     overlapping requests served in arrival order, exactly one GRANT per
+ *     WAITING entry (no stale messages), and waiters never retry.
+ *   Fetch cost is O(active entries) (k adapts to the last count seen), not
+ *     one slot per rank as in PAPER.
  *
- * Messages use a private duplicate of the user's communicator and are sent
- * with MPI_Isend so a releaser never blocks on a rank that is not receiving.
+ * Messages use a private duplicate of the user's communicator and MPI_Isend,
+ * so a releaser never blocks on a rank that is not receiving.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -87,7 +105,7 @@ enum { TAG_WAKE = 1, TAG_GRANT = 2 };
 enum { WAIT_SPIN = 0, WAIT_YIELD = 1, WAIT_SLEEP = 2 };
 
 /* PAPER slot layout, in int64 words. */
-enum { P_FLAG = 0, P_SEQ = 1, P_START = 2, P_END = 3, P_SLOT = 4 };
+enum { P_FLAG = 0, P_SEQ = 1, P_START = 2, P_END = 3, P_REL = 4, P_SLOT = 5 };
 /* DIRECT_GRANT layout, in int64 words. */
 enum { D_MUTEX = 0, D_COUNT = 1, D_HDR = 2 };
 /* How DIRECT_GRANT makes its read-modify-write of the table atomic. */
@@ -110,6 +128,8 @@ struct rmalock {
     int64_t *others;          /* (size-1) slots fetched from the home */
     int64_t *snap_seq;        /* seq of each rank seen by our last try */
     int64_t *snap_flag;       /* flag of each rank seen by our last try */
+    int64_t *snap_rel;        /* release count of each rank at our last try */
+    int64_t rel;              /* own release counter */
     char *blocker;            /* 1: rank blocked our last try */
     int backoffs;             /* consecutive randomized back-offs */
     double epoch_avg;         /* moving average of epoch duration (s) */
@@ -344,7 +364,7 @@ static int paper_epoch(rmalock_t *lk, const int64_t *val, int word, int count,
 /* Fig. 3 body: returns 1 in *conflict if the attempt failed. */
 static int paper_try(rmalock_t *lk, int64_t start, int64_t end, int *conflict)
 {
-    int64_t val[P_SLOT] = {1, ++lk->seq, start, end};
+    int64_t val[P_SLOT] = {1, ++lk->seq, start, end, lk->rel};
     int rc = paper_epoch(lk, val, 0, P_SLOT, 1);
     if (rc)
         return rc;
@@ -355,6 +375,7 @@ static int paper_try(rmalock_t *lk, int64_t start, int64_t end, int *conflict)
         const int64_t *o = other_slot(lk, j);
         lk->snap_seq[j] = o[P_SEQ];
         lk->snap_flag[j] = o[P_FLAG];
+        lk->snap_rel[j] = o[P_REL];
         lk->blocker[j] = o[P_FLAG] == 1 && overlap(o[P_START], o[P_END], start, end);
         *conflict |= lk->blocker[j];
         trace(lk, "  try-snap j=%d flag=%lld seq=%lld [%lld,%lld)", j,
@@ -412,9 +433,10 @@ static int paper_wake(rmalock_t *lk, int64_t start, int64_t end, int backoff)
     return RMALOCK_OK;
 }
 
-/* Back-off epoch.  *wait = 0 when none of the ranks that blocked our try is
- * still steadily flagged: they have all backed off or released, and a
- * blocker that merely backed off may not wake us, so we retry at once. */
+/* Back-off epoch.  *wait = 1 iff a WAKE is owed to us: some blocker is
+ * still steadily flagged (it will release or back off and wake us, lemma F2)
+ * or has released since our try (its release saw our posted range).
+ * Otherwise every blocker merely backed off and may never wake us. */
 static int paper_backoff(rmalock_t *lk, int64_t start, int64_t end, int *wait)
 {
     static const int64_t zero = 0;
@@ -426,14 +448,16 @@ static int paper_backoff(rmalock_t *lk, int64_t start, int64_t end, int *wait)
     rc = paper_wake(lk, start, end, 1);
     *wait = 0;
     for (int j = 0; j < lk->size && !*wait; j++)
-        *wait = j != lk->rank && lk->blocker[j] && paper_flag_steady(lk, j);
+        *wait = j != lk->rank && lk->blocker[j] &&
+                (paper_flag_steady(lk, j) ||
+                 other_slot(lk, j)[P_REL] != lk->snap_rel[j]);
     return rc;
 }
 
 /* Test-only: after a timed-out wait, withdraw the posted range. */
 static int paper_withdraw(rmalock_t *lk)
 {
-    int64_t val[P_SLOT] = {0, lk->seq, -1, -1};
+    int64_t val[P_SLOT] = {0, lk->seq, -1, -1, lk->rel};
     return paper_epoch(lk, val, 0, P_SLOT, 0);
 }
 
@@ -502,7 +526,7 @@ static int paper_acquire(rmalock_t *lk, int64_t start, int64_t end)
 
 static int paper_release(rmalock_t *lk)
 {
-    int64_t val[P_SLOT] = {0, lk->seq, -1, -1};
+    int64_t val[P_SLOT] = {0, lk->seq, -1, -1, ++lk->rel};
     int rc = paper_epoch(lk, val, 0, P_SLOT, 1);
     if (rc)
         return rc;
@@ -786,6 +810,7 @@ static void destroy_local(rmalock_t *lk)
     free(lk->others);
     free(lk->snap_seq);
     free(lk->snap_flag);
+    free(lk->snap_rel);
     free(lk->blocker);
     free(lk->table);
     free(lk->granted);
@@ -839,13 +864,14 @@ static rmalock_t *alloc_local(int rank, int size, rmalock_mode_t mode, int home)
     lk->sent = calloc(n, sizeof *lk->sent);
     lk->snap_seq = calloc(n, sizeof *lk->snap_seq);
     lk->snap_flag = calloc(n, sizeof *lk->snap_flag);
+    lk->snap_rel = calloc(n, sizeof *lk->snap_rel);
     lk->blocker = calloc(n, sizeof *lk->blocker);
     lk->others = calloc(n * P_SLOT, sizeof *lk->others);
     lk->table = calloc(D_HDR + n * E_SIZE, sizeof *lk->table);
     lk->granted = calloc(n, sizeof *lk->granted);
     lk->spec = size < 4 ? size : 4;
     lk->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)rank + 1) * 0xBF58476D1CE4E5B9ull;
-    if (!lk->sent || !lk->snap_seq || !lk->snap_flag || !lk->blocker ||
+    if (!lk->sent || !lk->snap_seq || !lk->snap_flag || !lk->snap_rel || !lk->blocker ||
         !lk->others || !lk->table || !lk->granted) {
         destroy_local(lk);
         return NULL;
