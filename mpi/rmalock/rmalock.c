@@ -100,6 +100,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { TAG_WAKE = 1, TAG_GRANT = 2 };
 enum { WAIT_SPIN = 0, WAIT_YIELD = 1, WAIT_SLEEP = 2 };
@@ -823,11 +824,14 @@ static void destroy_local(rmalock_t *lk)
  *   spin   MPI_Wait (MPICH busy-polls; best with a core per rank)
  *   yield  MPI_Test + sched_yield()
  *   sleep  MPI_Test + nanosleep(20 us)
- *   auto   (default) the home rank yields, the others sleep: passive-target
- *          RMA on MPICH needs the home's progress engine, so the home must
- *          stay runnable, while other waiters need no CPU at all until
- *          their message arrives.  Matters when ranks outnumber cores. */
-static int parse_wait_policy(int is_home)
+ *   auto   (default) with at most one rank per online core on this node,
+ *          everyone yields (a sleeping waiter would add ~50-70 us of timer
+ *          latency to every hand-off).  With more ranks than cores, the home
+ *          yields and the others sleep: passive-target RMA on MPICH needs the
+ *          home's progress engine, so the home must stay runnable, while other
+ *          waiters need no CPU until their message arrives.
+ * `crowded`: ranks on this node exceed its online cores (see create_mpi). */
+static int parse_wait_policy(int is_home, int crowded)
 {
     const char *w = getenv("RMALOCK_WAIT");
     if (w && strcmp(w, "spin") == 0)
@@ -836,7 +840,21 @@ static int parse_wait_policy(int is_home)
         return WAIT_YIELD;
     if (w && strcmp(w, "sleep") == 0)
         return WAIT_SLEEP;
-    return is_home ? WAIT_YIELD : WAIT_SLEEP;
+    return is_home || !crowded ? WAIT_YIELD : WAIT_SLEEP;
+}
+
+/* Collective over comm: more ranks on this node than online cores? */
+static int node_crowded(MPI_Comm comm)
+{
+    MPI_Comm node;
+    int local = 1;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                            &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 && local > cores;
 }
 
 /* RMALOCK_DG_SYNC=mutex (default) | epoch: see dg_lock_table(). */
@@ -858,7 +876,7 @@ static rmalock_t *alloc_local(int rank, int size, rmalock_mode_t mode, int home)
     lk->comm = MPI_COMM_NULL;
     lk->win = MPI_WIN_NULL;
     lk->others_type = MPI_DATATYPE_NULL;
-    lk->wait_policy = parse_wait_policy(rank == home);
+    lk->wait_policy = parse_wait_policy(rank == home, 1);
     lk->dg_sync = parse_dg_sync();
     size_t n = (size_t)size;
     lk->sent = calloc(n, sizeof *lk->sent);
@@ -930,6 +948,7 @@ static int create_mpi(rmalock_t *lk, MPI_Comm comm)
     if (rc)
         return rc;
     MPI_TRY(MPI_Comm_set_errhandler(lk->comm, MPI_ERRORS_RETURN));
+    lk->wait_policy = parse_wait_policy(lk->rank == lk->home, node_crowded(lk->comm));
     MPI_Aint words = lk->mode == RMALOCK_PAPER
                          ? (MPI_Aint)P_SLOT * lk->size
                          : (MPI_Aint)D_HDR + (MPI_Aint)E_SIZE * lk->size;
@@ -984,7 +1003,7 @@ int rmalock_create(MPI_Comm comm, rmalock_mode_t mode, int home, rmalock_t **out
     int mx[8];
     MPI_Request r;
     MPI_TRY(MPI_Iallreduce(v, mx, 8, MPI_INT, MPI_MAX, comm, &r));
-    int rc = wait_poll(parse_wait_policy(rank == home), &r, 0);
+    int rc = wait_poll(parse_wait_policy(rank == home, 1), &r, 0);
     if (rc) {
         destroy_local(lk);
         return rc;

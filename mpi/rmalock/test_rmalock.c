@@ -50,7 +50,7 @@ static const rmalock_mode_t MODES[2] = {RMALOCK_PAPER, RMALOCK_DIRECT_GRANT};
 /* ---- utilities ---------------------------------------------------------- */
 
 /* what this rank is doing, for the watchdog message */
-static volatile const char *g_test = "startup";
+static const char *volatile g_test = "startup";
 static volatile int g_iter = -1;
 
 static void on_alarm(int sig)
@@ -187,6 +187,7 @@ static int expect(int got, int want, const char *what)
 static rmalock_t *make(rmalock_mode_t mode)
 {
     rmalock_t *lk = NULL;
+    g_iter = -2; /* -2: inside rmalock_create */
     int rc = rmalock_create(MPI_COMM_WORLD, mode, 0, &lk);
     if (rc) {
         fprintf(stderr, "rank %d: create: %s\n", g_rank, rmalock_strerror(rc));
@@ -285,7 +286,7 @@ static void test_counter(rmalock_mode_t mode, int disable)
     barrier();
     double tl = now();
     g_test = disable ? "negative_control" : "mutex_counter";
-    for (i = 0; keep_going(i, 5, 400, tl, disable ? 0.3 : 1.0); i++) {
+    for (i = 0; keep_going(i, 3, 400, tl, disable ? 0.3 : 1.0); i++) {
         g_iter = i;
         int64_t s = OFF_COUNTER - (int64_t)(rng_next(&seed) % 4096);
         int64_t e = OFF_COUNTER + 8 + (int64_t)(rng_next(&seed) % 4096);
@@ -330,7 +331,7 @@ static void test_multi(rmalock_mode_t mode)
     barrier();
     double tl = now();
     g_test = "partial_overlaps";
-    for (int it = 0; keep_going(it, 5, 400, tl, 1.0); it++) {
+    for (int it = 0; keep_going(it, 3, 400, tl, 1.0); it++) {
         g_iter = it;
         int a = (int)(rng_next(&seed) % NCOUNTERS);
         int b = a + 1 + (int)(rng_next(&seed) % 4);
@@ -455,7 +456,7 @@ static void test_fairness(rmalock_mode_t mode)
     barrier();
     double tl = now();
     g_test = "fairness";
-    for (i = 0; keep_going(i, 5, 400, tl, 1.0); i++) {
+    for (i = 0; keep_going(i, 3, 400, tl, 1.0); i++) {
         g_iter = i;
         int64_t t_req = now_ns();
         g_t_enq = 0;
@@ -555,6 +556,8 @@ static void test_paper_deadlock(int unfixed)
         return;
     }
     double t0 = now();
+    g_test = name;
+    g_iter = -1;
     rmalock_t *lk = make(RMALOCK_PAPER);
     struct dl d = {0, 0};
     rmalock_test_paper_unfixed(lk, unfixed);
