@@ -5,7 +5,12 @@
  * DIRECT_GRANT and fcntl(F_SETLKW) locks on a file, all in ONE mpiexec run.
  *
  *   mpiexec -n 8 ./bench_rmalock [--ranks 2,4,8] [--reps 7] [--total 800]
- *            [--dir /tmp] [--json FILE] [--impls paper,direct-grant,fcntl]
+ *            [--dir /tmp] [--json FILE] [--impls paper,direct-grant,dg-epoch,fcntl]
+ *
+ * "dg-epoch" is DIRECT_GRANT with RMALOCK_DG_SYNC=epoch (the same MPI
+ * exclusive epochs as PAPER): an ablation that separates the protocol's gain
+ * from the table mutex's.  Its JSON lines say "impl":"direct-grant",
+ * "dg_sync":"epoch".
  *
  * Invariants of the method:
  *   - Metric (the paper's): ranks start together; the time until the LAST
@@ -39,11 +44,16 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { IMPL_PAPER, IMPL_DG, IMPL_FCNTL, NIMPL };
+/* IMPL_DG uses the default table sync (mutex); IMPL_DGE is the ablation with
+ * MPI exclusive epochs.  Both report "impl":"direct-grant" and differ in
+ * "dg_sync". */
+enum { IMPL_PAPER, IMPL_DG, IMPL_DGE, IMPL_FCNTL, NIMPL };
 enum { CASE_CONFLICT, CASE_DISJOINT, NCASE };
 enum { MAXSIZES = 8, MAXREPS = 64 };
 
-static const char *IMPL_NAME[NIMPL] = {"paper", "direct-grant", "fcntl"};
+static const char *IMPL_NAME[NIMPL] = {"paper", "direct-grant", "dg-epoch", "fcntl"};
+static const char *IMPL_JSON[NIMPL] = {"paper", "direct-grant", "direct-grant", "fcntl"};
+static const char *IMPL_SYNC[NIMPL] = {"epoch", "mutex", "epoch", "-"};
 static const char *CASE_NAME[NCASE] = {"conflicting", "nonconflicting"};
 static const int64_t SPAN = 1 << 20; /* bytes per locked range */
 
@@ -128,7 +138,7 @@ static const char *fs_name(const char *dir)
 /* ---- lock back ends --------------------------------------------------------- */
 
 typedef struct {
-    rmalock_t *lk[2]; /* PAPER, DG */
+    rmalock_t *lk[3]; /* PAPER, DG (mutex), DG (epoch) */
     int fd;
     MPI_Comm comm;
     int rank, size;
@@ -215,13 +225,23 @@ static int choose_pairs(ctx_t *c, const opts_t *o, double warm_us)
 
 /* ---- setup ---------------------------------------------------------------- */
 
+/* Is `tok` one of the comma-separated items of `list`? */
+static int has_token(const char *list, const char *tok)
+{
+    size_t n = strlen(tok);
+    for (const char *p = list; (p = strstr(p, tok)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
 static void usage(void)
 {
     if (g_rank == 0)
         fprintf(stderr, "usage: bench_rmalock [--ranks 2,4,8] [--reps N] "
                         "[--total N] [--min-pairs N] [--target-sec S] "
                         "[--dir DIR] [--json FILE] "
-                        "[--impls paper,direct-grant,fcntl]\n");
+                        "[--impls paper,direct-grant,dg-epoch,fcntl]\n");
     MPI_Finalize();
     exit(2);
 }
@@ -257,7 +277,7 @@ static void parse(int argc, char **argv, opts_t *o)
             o->json = v;
         else if (!strcmp(a, "--impls")) {
             for (int k = 0; k < NIMPL; k++)
-                o->impl_on[k] = strstr(v, IMPL_NAME[k]) != NULL;
+                o->impl_on[k] = has_token(v, IMPL_NAME[k]);
         } else
             usage();
         i++;
@@ -300,13 +320,19 @@ static void open_file(ctx_t *c, const opts_t *o, char *path, size_t n)
 static void make_ctx(ctx_t *c, int k)
 {
     MPI_Comm_split(MPI_COMM_WORLD, g_rank < k ? 0 : MPI_UNDEFINED, g_rank, &c->comm);
-    c->lk[0] = c->lk[1] = NULL;
+    c->lk[0] = c->lk[1] = c->lk[2] = NULL;
     if (c->comm == MPI_COMM_NULL)
         return;
     MPI_Comm_rank(c->comm, &c->rank);
     MPI_Comm_size(c->comm, &c->size);
-    if (rmalock_create(c->comm, RMALOCK_PAPER, 0, &c->lk[0]) ||
-        rmalock_create(c->comm, RMALOCK_DIRECT_GRANT, 0, &c->lk[1]))
+    /* RMALOCK_DG_SYNC is read at create time, identically on every rank */
+    int bad = rmalock_create(c->comm, RMALOCK_PAPER, 0, &c->lk[0]);
+    setenv("RMALOCK_DG_SYNC", "mutex", 1);
+    bad = bad || rmalock_create(c->comm, RMALOCK_DIRECT_GRANT, 0, &c->lk[1]);
+    setenv("RMALOCK_DG_SYNC", "epoch", 1);
+    bad = bad || rmalock_create(c->comm, RMALOCK_DIRECT_GRANT, 0, &c->lk[2]);
+    unsetenv("RMALOCK_DG_SYNC");
+    if (bad)
         MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
@@ -314,8 +340,8 @@ static void free_ctx(ctx_t *c)
 {
     if (c->comm == MPI_COMM_NULL)
         return;
-    rmalock_free(&c->lk[0]);
-    rmalock_free(&c->lk[1]);
+    for (int i = 0; i < 3; i++)
+        rmalock_free(&c->lk[i]);
     MPI_Comm_free(&c->comm);
 }
 
@@ -328,7 +354,7 @@ static void emit(FILE *jf, const opts_t *o, int impl, int kase, int k,
     int n = snprintf(line, sizeof line,
                      "{\"impl\":\"%s\",\"case\":\"%s\",\"ranks\":%d,\"pairs\":%d,"
                      "\"us_per_pair_median\":%.2f,\"us_per_pair_runs\":[",
-                     IMPL_NAME[impl], CASE_NAME[kase], k, r->pairs,
+                     IMPL_JSON[impl], CASE_NAME[kase], k, r->pairs,
                      median(r->us, o->reps));
     for (int i = 0; i < o->reps && n < (int)sizeof line - 64; i++)
         n += snprintf(line + n, sizeof line - (size_t)n, "%s%.2f", i ? "," : "",
@@ -344,8 +370,7 @@ static void emit(FILE *jf, const opts_t *o, int impl, int kase, int k,
                  r->epochs / pp, r->tries / pp, r->msgs / pp,
                  r->epochs > 0 ? r->bytes / r->epochs : 0.0,
                  getenv("RMALOCK_WAIT") ? getenv("RMALOCK_WAIT") : "auto",
-                 impl == IMPL_PAPER ? "epoch"
-                 : getenv("RMALOCK_DG_SYNC") ? getenv("RMALOCK_DG_SYNC") : "mutex");
+                 IMPL_SYNC[impl]);
     printf("%s\n", line);
     if (jf)
         fprintf(jf, "%s\n", line);
@@ -355,21 +380,25 @@ static void table(const opts_t *o, result_t res[][NIMPL][NCASE])
 {
     printf("\nus per acquire+release pair (median of %d; paper's metric: "
            "wall time / (ranks*pairs))\n", o->reps);
-    printf("%-15s %5s %12s %14s %12s %10s\n", "case", "ranks", "paper",
-           "direct-grant", "fcntl", "dg/paper");
+    printf("%-15s %5s %10s %13s %10s %9s %9s %10s\n", "case", "ranks", "paper",
+           "direct-grant", "dg-epoch", "fcntl", "dg/paper", "dge/paper");
     for (int kase = 0; kase < NCASE; kase++)
         for (int s = 0; s < o->nsizes; s++) {
             double m[NIMPL];
             for (int i = 0; i < NIMPL; i++)
                 m[i] = o->impl_on[i] ? median(res[s][i][kase].us, o->reps) : -1;
             printf("%-15s %5d", CASE_NAME[kase], o->sizes[s]);
+            static const int w[NIMPL] = {10, 13, 10, 9};
             for (int i = 0; i < NIMPL; i++)
                 if (m[i] >= 0)
-                    printf(" %*.1f", i == 1 ? 14 : 12, m[i]);
+                    printf(" %*.1f", w[i], m[i]);
                 else
-                    printf(" %*s", i == 1 ? 14 : 12, "-");
-            if (m[0] > 0 && m[1] >= 0)
-                printf(" %10.2f", m[1] / m[0]);
+                    printf(" %*s", w[i], "-");
+            for (int i = IMPL_DG; i <= IMPL_DGE; i++)
+                if (m[0] > 0 && m[i] >= 0)
+                    printf(" %*.2f", i == IMPL_DG ? 9 : 10, m[i] / m[0]);
+                else
+                    printf(" %*s", i == IMPL_DG ? 9 : 10, "-");
             printf("\n");
         }
 }
@@ -395,10 +424,9 @@ int main(int argc, char **argv)
     const char *fs = fs_name(o.dir);
     if (g_rank == 0)
         printf("# bench_rmalock: world=%d reps=%d total<=%d pairs/run, "
-               "target %.1fs/run, fcntl file %s (%s), RMALOCK_WAIT=%s "
-               "RMALOCK_DG_SYNC=%s\n", g_wsize, o.reps, o.total, o.target_sec,
-               path, fs, getenv("RMALOCK_WAIT") ? getenv("RMALOCK_WAIT") : "auto",
-               getenv("RMALOCK_DG_SYNC") ? getenv("RMALOCK_DG_SYNC") : "mutex");
+               "target %.1fs/run, fcntl file %s (%s), RMALOCK_WAIT=%s\n",
+               g_wsize, o.reps, o.total, o.target_sec, path, fs,
+               getenv("RMALOCK_WAIT") ? getenv("RMALOCK_WAIT") : "auto");
 
     for (int rep = -1; rep < o.reps; rep++) /* rep -1: warm-up */
         for (int s = 0; s < o.nsizes; s++)
