@@ -97,6 +97,8 @@
 #include "rmalock_testing.h"
 
 #include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -133,8 +135,6 @@ struct rmalock {
     int64_t rel;              /* own release counter */
     char *blocker;            /* 1: rank blocked our last try */
     int backoffs;             /* consecutive randomized back-offs */
-    double epoch_avg;         /* moving average of epoch duration (s) */
-    uint64_t rng;             /* xorshift state for back-off jitter */
     MPI_Datatype others_type; /* all slots but ours */
 
     /* DIRECT_GRANT */
@@ -149,6 +149,8 @@ struct rmalock {
     int64_t received;
 
     int wait_policy;
+    double epoch_avg; /* moving average of critical-section time (s) */
+    uint64_t rng;     /* xorshift state for back-off jitter */
     rmalock_stats_t st;
     double t_epoch0; /* MPI_Wtime at epoch_begin */
     int dg_sync;     /* DG_SYNC_MUTEX or DG_SYNC_EPOCH */
@@ -169,8 +171,7 @@ struct rmalock {
 
 /* ---- small helpers ---------------------------------------------------- */
 
-#include <stdarg.h>
-#include <stdio.h>
+/* RMALOCK_TRACE=1: PAPER-mode events on stderr (debugging only). */
 static int g_trace = -1;
 static void trace(rmalock_t *lk, const char *fmt, ...)
 {
@@ -269,9 +270,9 @@ static int send_msg(rmalock_t *lk, int dest, int tag)
     return RMALOCK_OK;
 }
 
-/* Block for one message with `tag` from any rank.  timeout > 0: give up after
- * that many seconds and return RMALOCK_ERR_TIMEOUT (nothing was consumed). */
-/* Complete request r, polling as `policy` says (see parse_wait_policy). */
+/* Complete request r, polling as `policy` says (see parse_wait_policy).
+ * timeout > 0: cancel after that many seconds and return RMALOCK_ERR_TIMEOUT
+ * if nothing matched. */
 static int wait_poll(int policy, MPI_Request *r, double timeout)
 {
     MPI_Status s;
@@ -296,6 +297,7 @@ static int wait_poll(int policy, MPI_Request *r, double timeout)
     }
 }
 
+/* Block for one message with `tag` from any rank (see wait_poll). */
 static int wait_msg(rmalock_t *lk, int tag, double timeout)
 {
     MPI_Request r;
