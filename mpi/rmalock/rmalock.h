@@ -41,14 +41,16 @@ extern "C" {
 
 typedef enum {
     /* The published algorithm (Figs. 3 and 4): try, back off, wait for a
-     * wake-up, retry.  Includes the minimal fix for the lost-wake-up deadlock
-     * of the published version (see README.md); the unfixed version can only
-     * be selected through rmalock_testing.h. */
+     * wake-up, retry; release wakes every overlapping waiter.  Includes the
+     * fixes it needs to stay live (README.md, F1-F4: the published version
+     * can deadlock); that version is selectable only via rmalock_testing.h.
+     * Deadlock-free, not FIFO. */
     RMALOCK_PAPER = 1,
-    /* FIFO queue in the window, read-modify-written atomically in one
-     * exclusive epoch (MPI-3 flush); a releaser grants waiters directly, so
-     * waiters never retry.  Fetches only the active entries, not one slot
-     * per rank. */
+    /* FIFO queue in the window, read-modify-written atomically inside one
+     * table critical section (MPI-3 atomic test-and-set mutex by default,
+     * or an exclusive epoch with RMALOCK_DG_SYNC=epoch; get, flush, put); a
+     * releaser grants waiters directly, so waiters never retry.  Fetches
+     * only the active entries, not one slot per rank.  Starvation-free. */
     RMALOCK_DIRECT_GRANT = 2
 } rmalock_mode_t;
 
