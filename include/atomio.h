@@ -62,6 +62,9 @@ typedef struct atomio_pattern atomio_pattern;
 // A server (locks + data) running on a thread of this process.
 typedef struct atomio_server atomio_server;
 
+// A set of writes and reads to check a file against.
+typedef struct atomio_verifier atomio_verifier;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -246,6 +249,50 @@ int atomio_view_hull(uint64_t disp,
                      size_t len,
                      uint64_t *start,
                      uint64_t *end);
+
+// Fills `buf` (`len` bytes) with the verifier's tags for the data of one MPI-IO call by
+// `writer` (its `op`-th write) at data offset `skip` of the view (`disp`, `filetype`).
+int atomio_tag_view(uint32_t writer,
+                    uint64_t op,
+                    uint64_t disp,
+                    const atomio_pattern *filetype,
+                    uint64_t skip,
+                    void *buf,
+                    size_t len);
+
+// A new, empty verifier.
+int atomio_verifier_new(atomio_verifier **out);
+
+// Records a write: `len` bytes at data offset `skip` of the view, by (`writer`, `op`),
+// whose data came from `atomio_tag_view` with the same arguments.
+int atomio_verifier_add_write(atomio_verifier *v,
+                              uint32_t writer,
+                              uint64_t op,
+                              uint64_t disp,
+                              const atomio_pattern *filetype,
+                              uint64_t skip,
+                              size_t len);
+
+// Records a read and the `len` bytes it returned.
+int atomio_verifier_add_read(atomio_verifier *v,
+                             uint32_t reader,
+                             uint64_t op,
+                             uint64_t disp,
+                             const atomio_pattern *filetype,
+                             uint64_t skip,
+                             const void *observed,
+                             size_t len);
+
+// Checks the ordinary file at `path` against the recorded operations. `*atomic` is set to
+// 1 (atomic), 0 (violated) or -1 (inconclusive: reads the verifier could not decide); the
+// report (first violation, counts) is copied into `report` (`cap` bytes, truncated).
+int atomio_verifier_check(const atomio_verifier *v,
+                          const char *path,
+                          int *atomic,
+                          char *report,
+                          size_t cap);
+
+void atomio_verifier_free(atomio_verifier *v);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -974,3 +974,134 @@ pub extern "C" fn atomio_view_hull(
         Ok(())
     })
 }
+
+// ----- verification (for tests and benchmarks written in C) ---------------------------------
+
+/// Fills `buf` (`len` bytes) with the verifier's tags for the data of one MPI-IO call by
+/// `writer` (its `op`-th write) at data offset `skip` of the view (`disp`, `filetype`).
+#[no_mangle]
+pub extern "C" fn atomio_tag_view(
+    writer: u32,
+    op: u64,
+    disp: u64,
+    filetype: *const AtomioPattern,
+    skip: u64,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        let a = view(disp, filetype, skip, len)?;
+        let out = slice_mut(buf, len, "buf")?;
+        atomio_verify::fill(writer, op, a.ranges(), out)
+            .map_err(|e| err(ErrorCode::InvalidArgument, e.to_string()))
+    })
+}
+
+/// A set of writes and reads to check a file against.
+pub struct AtomioVerifier {
+    writes: Vec<atomio_verify::Write>,
+    reads: Vec<(u32, u64, Access, Vec<u8>)>,
+}
+
+/// A new, empty verifier.
+#[no_mangle]
+pub extern "C" fn atomio_verifier_new(out: *mut *mut AtomioVerifier) -> c_int {
+    call(|| {
+        put(
+            out,
+            AtomioVerifier {
+                writes: Vec::new(),
+                reads: Vec::new(),
+            },
+        )
+    })
+}
+
+/// Records a write: `len` bytes at data offset `skip` of the view, by (`writer`, `op`),
+/// whose data came from `atomio_tag_view` with the same arguments.
+#[no_mangle]
+pub extern "C" fn atomio_verifier_add_write(
+    v: *mut AtomioVerifier,
+    writer: u32,
+    op: u64,
+    disp: u64,
+    filetype: *const AtomioPattern,
+    skip: u64,
+    len: usize,
+) -> c_int {
+    call(|| {
+        let v = mut_or(v, "verifier")?;
+        let a = view(disp, filetype, skip, len)?;
+        v.writes.push(atomio_verify::Write::new(writer, op, a));
+        Ok(())
+    })
+}
+
+/// Records a read and the `len` bytes it returned.
+#[no_mangle]
+pub extern "C" fn atomio_verifier_add_read(
+    v: *mut AtomioVerifier,
+    reader: u32,
+    op: u64,
+    disp: u64,
+    filetype: *const AtomioPattern,
+    skip: u64,
+    observed: *const c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        let v = mut_or(v, "verifier")?;
+        let a = view(disp, filetype, skip, len)?;
+        let data = slice(observed.cast::<u8>(), len, "observed")?.to_vec();
+        v.reads.push((reader, op, a, data));
+        Ok(())
+    })
+}
+
+/// Checks the ordinary file at `path` against the recorded operations. `*atomic` is set to
+/// 1 (atomic), 0 (violated) or -1 (inconclusive: reads the verifier could not decide); the
+/// report (first violation, counts) is copied into `report` (`cap` bytes, truncated).
+#[no_mangle]
+pub extern "C" fn atomio_verifier_check(
+    v: *const AtomioVerifier,
+    path: *const c_char,
+    atomic: *mut c_int,
+    report: *mut c_char,
+    cap: usize,
+) -> c_int {
+    call(|| {
+        let v = ref_or(v, "verifier")?;
+        let path = str_or(path, "path")?;
+        let f =
+            std::fs::File::open(path).map_err(|e| err(ErrorCode::Io, format!("{path}: {e}")))?;
+        let reads: Vec<atomio_verify::Read<'_>> = v
+            .reads
+            .iter()
+            .map(|(r, op, a, d)| atomio_verify::Read::new(*r, *op, a.clone(), &d[..]))
+            .collect();
+        let rep = atomio_verify::verify(&f, &v.writes, &reads)
+            .map_err(|e| err(ErrorCode::InvalidArgument, e.to_string()))?;
+        *mut_or(atomic, "atomic")? = match rep.verdict {
+            atomio_verify::Verdict::Atomic => 1,
+            atomio_verify::Verdict::Violated => 0,
+            atomio_verify::Verdict::Inconclusive => -1,
+        };
+        if cap > 0 {
+            let text = rep.to_string();
+            let bytes = text.as_bytes();
+            let n = bytes.len().min(cap - 1);
+            let dst = slice_mut(report.cast::<c_void>(), cap, "report")?;
+            dst[..n].copy_from_slice(&bytes[..n]);
+            dst[n] = 0;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn atomio_verifier_free(v: *mut AtomioVerifier) {
+    if !v.is_null() {
+        // SAFETY: `v` came from `atomio_verifier_new` and is freed exactly once here.
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(v) })));
+    }
+}
