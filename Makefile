@@ -18,6 +18,7 @@ demo: build
 test: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
+	$(CARGO) build --profile ci -p atomio-ffi
 	$(CARGO) test --workspace --profile ci
 
 # The full lock benchmark (minutes): embedded and TCP, every method and protocol.
