@@ -133,6 +133,30 @@ impl File {
         .await
     }
 
+    /// Like `read`, but bytes past the end of the file read as zeros instead of failing the
+    /// call (for readers racing writers that are still extending the file).
+    pub async fn read_allowing_holes(
+        &mut self,
+        c: &mut ClusterClient,
+        access: &Access,
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        if out.len() as u64 != access.size() {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "read buffer holds {} bytes but the ranges cover {}",
+                    out.len(),
+                    access.size()
+                ),
+            ));
+        }
+        self.locked(c, LockMode::Read, access, async |c, f| {
+            c.read_ranges(f, access.ranges(), out).await
+        })
+        .await
+    }
+
     pub async fn sync(&mut self, c: &mut ClusterClient) -> Result<(), WireError> {
         c.sync(&self.info).await
     }
