@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod locks;
+pub mod progress;
 pub mod stats;
 pub mod table;
 pub mod worker;

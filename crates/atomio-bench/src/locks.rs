@@ -21,7 +21,6 @@ use atomio_layout::{Access, Layout, Pattern};
 use atomio_lock::{Method, Protocol};
 use atomio_net::{ClusterClient, EmbeddedCluster, LocalServers};
 use atomio_proto::{ErrorCode, FileId, LockMode, WireError};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
@@ -219,17 +218,7 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
         }
     }
     let total: usize = plan.iter().map(|p| p.2.len()).sum::<usize>() * cfg.runs;
-    let bar = if cfg.progress {
-        let b = ProgressBar::new(total as u64);
-        b.set_style(
-            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        b
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = crate::progress::bar(total as u64, cfg.progress);
 
     let mut rows = Vec::new();
     let mut file_seq = 0u64;

@@ -19,7 +19,6 @@ use atomio_net::{ClusterClient, EmbeddedCluster, LocalServers};
 use atomio_proto::{ErrorCode, WireError};
 use atomio_verify::{Read, Report, Write};
 use atomio_workloads::{CallKind, Workload, WorkloadPlan};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -192,17 +191,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
     for _ in 0..plan.clients.len() {
         workers.push(Worker::spawn(&cfg.exe).await?);
     }
-    let bar = if cfg.progress {
-        let b = ProgressBar::new((cfg.strategies.len() * cfg.runs) as u64);
-        b.set_style(
-            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        b
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = crate::progress::bar((cfg.strategies.len() * cfg.runs) as u64, cfg.progress);
     let mut rows = Vec::new();
     let result = async {
         for (si, &strategy) in cfg.strategies.iter().enumerate() {
@@ -487,17 +476,7 @@ pub async fn read_back(c: &mut ClusterClient, target: &Target) -> Result<Vec<u8>
     match target {
         Target::Cluster { path, .. } => {
             let f = c.open(path).await?;
-            let size = c.size(&f).await?;
-            let mut out = vec![0u8; size as usize];
-            if size > 0 {
-                c.read_ranges(
-                    &f,
-                    std::iter::once(atomio_layout::ByteRange::new(0, size)?),
-                    &mut out,
-                )
-                .await?;
-            }
-            Ok(out)
+            c.read_all(&f).await
         }
         Target::Posix { file } => {
             std::fs::read(file).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))

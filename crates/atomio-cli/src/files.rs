@@ -24,16 +24,7 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
     let bytes = rt.block_on(async {
         let mut c = ClusterClient::connect_tcp(&addrs).await?;
         let f = c.open(&a.path).await?;
-        let size = c.size(&f).await?;
-        let mut out = vec![0u8; size as usize];
-        if size > 0 {
-            c.read_ranges(
-                &f,
-                std::iter::once(atomio_layout::ByteRange::new(0, size)?),
-                &mut out,
-            )
-            .await?;
-        }
+        let out = c.read_all(&f).await?;
         Ok::<_, atomio_proto::WireError>(out)
     })?;
     std::fs::write(&a.out, &bytes).with_context(|| format!("writing {}", a.out.display()))?;

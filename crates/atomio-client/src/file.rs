@@ -141,16 +141,7 @@ impl File {
         access: &Access,
         out: &mut [u8],
     ) -> Result<(), WireError> {
-        if out.len() as u64 != access.size() {
-            return Err(WireError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "read buffer holds {} bytes but the ranges cover {}",
-                    out.len(),
-                    access.size()
-                ),
-            ));
-        }
+        crate::check_len("read", out.len(), access.size())?;
         self.locked(c, LockMode::Read, access, async |c, f| {
             c.read_ranges(f, access.ranges(), out).await
         })

@@ -80,16 +80,7 @@ impl PosixFile {
     }
 
     pub fn write(&self, access: &Access, data: &[u8]) -> Result<(), WireError> {
-        if data.len() as u64 != access.size() {
-            return Err(WireError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "write buffer holds {} bytes but the ranges cover {}",
-                    data.len(),
-                    access.size()
-                ),
-            ));
-        }
+        crate::check_len("write", data.len(), access.size())?;
         self.locked(libc::F_WRLCK, access, || {
             let mut at = 0usize;
             for r in access.ranges() {
@@ -104,16 +95,7 @@ impl PosixFile {
     }
 
     pub fn read(&self, access: &Access, out: &mut [u8]) -> Result<(), WireError> {
-        if out.len() as u64 != access.size() {
-            return Err(WireError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "read buffer holds {} bytes but the ranges cover {}",
-                    out.len(),
-                    access.size()
-                ),
-            ));
-        }
+        crate::check_len("read", out.len(), access.size())?;
         self.locked(libc::F_RDLCK, access, || {
             let mut at = 0usize;
             for r in access.ranges() {

@@ -12,7 +12,7 @@
 //! **Invariant:** a strategy's lock plan covers every byte the call touches (the coarse ones
 //! cover more); `name()` and `FromStr` are inverse.
 
-use atomio_layout::{Access, Block, ByteRange, Layout, Pattern, RangeList, ServerId, MAX_OFFSET};
+use atomio_layout::{Access, ByteRange, Layout, RangeList, ServerId, MAX_OFFSET};
 use atomio_lock::{plan, Method, Protocol, SubRequest, DEFAULT_LIST_RANGES};
 use atomio_proto::{ErrorCode, ValidDesc, WireError};
 use std::fmt;
@@ -156,16 +156,7 @@ pub fn lock_plan(
                     })
                     .collect(),
             );
-            let first = rounded.as_slice()[0].start;
-            let blocks = rounded
-                .as_slice()
-                .iter()
-                .map(|r| Block {
-                    disp: r.start - first,
-                    blocklen: r.len(),
-                })
-                .collect();
-            let as_access = Access::new(first, Pattern::hindexed(blocks, &Pattern::bytes(1)?)?)?;
+            let as_access = Access::from_list(&rounded)?;
             let method = Method::List {
                 max_ranges: DEFAULT_LIST_RANGES,
             };
@@ -182,6 +173,7 @@ pub fn lock_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use atomio_layout::Pattern;
 
     #[test]
     fn names_round_trip() {

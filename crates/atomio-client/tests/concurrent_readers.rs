@@ -15,6 +15,9 @@ struct Shape {
     readers: u32,
     rounds: u64,
     stripe: u64,
+    /// Block spacing of the accesses (bytes): large blocks make calls take long enough for
+    /// unlocked clients' messages to interleave at the servers.
+    block: u64,
 }
 
 /// Small enough that the verifier's serial-order search always decides.
@@ -23,6 +26,7 @@ const SMALL: Shape = Shape {
     readers: 2,
     rounds: 3,
     stripe: 4096,
+    block: 128,
 };
 /// More concurrency: reads are still proven torn when they are, but a full serial order
 /// placing every read is not always found (the verifier may answer Inconclusive).
@@ -31,26 +35,29 @@ const LARGE: Shape = Shape {
     readers: 2,
     rounds: 4,
     stripe: 4096,
+    block: 128,
 };
-/// For the negative control: small strips spread every call over all servers, many rounds.
+/// For the negative control: calls of megabytes over every server, so unlocked clients'
+/// messages interleave at the servers.
 const TEARING: Shape = Shape {
     writers: 3,
     readers: 2,
-    rounds: 24,
-    stripe: 256,
+    rounds: 4,
+    stripe: 65536,
+    block: 65536,
 };
 
-/// Writer w's access: 64 blocks of 96 bytes every 128 bytes, shifted by 40·w, so every
-/// writer overlaps its neighbours and every block spans two 4 KiB strips now and then.
-fn writer_access(w: u32) -> Access {
-    let p = Pattern::hvector(64, 96, 128, &Pattern::bytes(1).unwrap()).unwrap();
-    Access::new(40 * u64::from(w), p).unwrap()
+/// Writer w's access: 64 blocks of ¾ block every block bytes, shifted by 5/16 block per
+/// writer, so every writer overlaps its neighbours.
+fn writer_access(w: u32, block: u64) -> Access {
+    let p = Pattern::hvector(64, block / 4 * 3, block, &Pattern::bytes(1).unwrap()).unwrap();
+    Access::new(block / 16 * 5 * u64::from(w), p).unwrap()
 }
 
-/// Readers read a window overlapping all writers.
-fn reader_access(r: u32) -> Access {
-    let p = Pattern::hvector(32, 200, 256, &Pattern::bytes(1).unwrap()).unwrap();
-    Access::new(16 + 64 * u64::from(r), p).unwrap()
+/// Readers read windows overlapping all writers.
+fn reader_access(r: u32, block: u64) -> Access {
+    let p = Pattern::hvector(32, block / 8 * 13, block * 2, &Pattern::bytes(1).unwrap()).unwrap();
+    Access::new(block / 8 + block / 2 * u64::from(r), p).unwrap()
 }
 
 /// Runs writers and readers concurrently; returns the verdict.
@@ -60,20 +67,25 @@ async fn run(strategy: Strategy, shape: Shape) -> (Verdict, String) {
         readers,
         rounds,
         stripe,
+        block,
     } = shape;
+    // Clients reach the (in-process) servers over loopback TCP, one connection per server,
+    // as deployed clients do; that is what lets unlocked clients' messages interleave.
     let cluster = EmbeddedCluster::start(4);
+    let addrs = cluster.serve_tcp().await.unwrap();
+    let connect = || atomio_net::ClusterClient::connect_tcp(&addrs);
     let path = "/readers";
     {
-        let mut c = cluster.connect().await.unwrap();
+        let mut c = connect().await.unwrap();
         File::create(&mut c, path, stripe, 4).await.unwrap();
     }
     let mut tasks = Vec::new();
     for w in 0..writers {
-        let mut c = cluster.connect().await.unwrap();
+        let mut c = connect().await.unwrap();
         tasks.push(tokio::spawn(async move {
             let mut f = File::open(&mut c, path).await.unwrap();
             f.set_atomic(Some(strategy)).unwrap();
-            let a = writer_access(w);
+            let a = writer_access(w, block);
             for op in 0..rounds {
                 let mut buf = vec![0u8; a.size() as usize];
                 atomio_verify::fill(w, op, a.ranges(), &mut buf).unwrap();
@@ -83,11 +95,11 @@ async fn run(strategy: Strategy, shape: Shape) -> (Verdict, String) {
         }));
     }
     for r in 0..readers {
-        let mut c = cluster.connect().await.unwrap();
+        let mut c = connect().await.unwrap();
         tasks.push(tokio::spawn(async move {
             let mut f = File::open(&mut c, path).await.unwrap();
             f.set_atomic(Some(strategy)).unwrap();
-            let a = reader_access(r);
+            let a = reader_access(r, block);
             let mut seen = Vec::new();
             for op in 0..rounds * 2 {
                 let mut buf = vec![0u8; a.size() as usize];
@@ -106,7 +118,7 @@ async fn run(strategy: Strategy, shape: Shape) -> (Verdict, String) {
             reads.push((i as u32 - writers, seen));
         }
     }
-    let mut c = cluster.connect().await.unwrap();
+    let mut c = connect().await.unwrap();
     let info = c.open(path).await.unwrap();
     let size = c.size(&info).await.unwrap();
     let mut file = vec![0u8; size as usize];
@@ -118,13 +130,13 @@ async fn run(strategy: Strategy, shape: Shape) -> (Verdict, String) {
     .await
     .unwrap();
     let writes: Vec<Write> = (0..writers)
-        .flat_map(|w| (0..rounds).map(move |op| Write::new(w, op, writer_access(w))))
+        .flat_map(|w| (0..rounds).map(move |op| Write::new(w, op, writer_access(w, block))))
         .collect();
     let read_ops: Vec<Read> = reads
         .iter()
         .flat_map(|(r, seen)| {
             seen.iter()
-                .map(move |(op, buf)| Read::new(*r, *op, reader_access(*r), &buf[..]))
+                .map(move |(op, buf)| Read::new(*r, *op, reader_access(*r, block), &buf[..]))
         })
         .collect();
     let report = atomio_verify::verify(&file[..], &writes, &read_ops).unwrap();

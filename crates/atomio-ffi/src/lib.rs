@@ -718,27 +718,13 @@ fn list_access(n: usize, offsets: *const u64, lengths: *const u64) -> Result<Acc
         .map(|(&off, &len)| ByteRange::at(off, len))
         .collect::<Result<Vec<_>, _>>()?;
     let list = atomio_layout::RangeList::from_disjoint_sorted(&ranges)?;
-    let first = list
-        .hull()
-        .ok_or_else(|| {
-            err(
-                ErrorCode::InvalidArgument,
-                "an I/O call needs at least one range",
-            )
-        })?
-        .start;
-    let blocks = list
-        .as_slice()
-        .iter()
-        .map(|r| Block {
-            disp: r.start - first,
-            blocklen: r.len(),
-        })
-        .collect();
-    Ok(Access::new(
-        first,
-        Pattern::hindexed(blocks, &Pattern::bytes(1)?)?,
-    )?)
+    if list.is_empty() {
+        return Err(err(
+            ErrorCode::InvalidArgument,
+            "an I/O call needs at least one range",
+        ));
+    }
+    Ok(Access::from_list(&list)?)
 }
 
 /// Writes `len` bytes to the ranges (offsets[i], lengths[i]) — non-empty, increasing,

@@ -65,6 +65,23 @@ impl Access {
         Self::new(range.start, Pattern::bytes(range.len())?)
     }
 
+    /// An explicit list of ranges (unstructured data), as an indexed pattern.
+    pub fn from_list(list: &crate::RangeList) -> Result<Self, LayoutError> {
+        let first = list
+            .hull()
+            .ok_or(LayoutError::EmptyRange { offset: 0 })?
+            .start;
+        let blocks = list
+            .as_slice()
+            .iter()
+            .map(|r| crate::pattern::Block {
+                disp: r.start - first,
+                blocklen: r.len(),
+            })
+            .collect();
+        Self::new(first, Pattern::hindexed(blocks, &Pattern::bytes(1)?)?)
+    }
+
     pub fn base(&self) -> u64 {
         self.base
     }

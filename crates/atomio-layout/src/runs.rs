@@ -72,9 +72,13 @@ impl<'a> Runs<'a> {
     }
 
     fn start_at_root(&mut self) {
+        self.position_root(0);
+    }
+
+    /// Places the root for iteration from the first byte at or after `offset` (0: all).
+    fn position_root(&mut self, offset: u64) {
         let inner = self.inner;
-        let root = inner.nodes.len() - 1;
-        let ri = inner.info[root];
+        let ri = inner.info[inner.nodes.len() - 1];
         if ri.size == 0 {
             return;
         }
@@ -85,12 +89,7 @@ impl<'a> Runs<'a> {
                     end: self.base + len,
                 })
             }
-            _ => self.stack.push(Frame {
-                node: ri.target,
-                base: self.base,
-                block: 0,
-                copy: 0,
-            }),
+            _ => self.descend(ri.target, self.base, offset),
         }
     }
 
@@ -211,21 +210,7 @@ impl<'a> Runs<'a> {
         self.leaf = None;
         self.pending = None;
         self.clip = offset;
-        let inner = self.inner;
-        let root = inner.nodes.len() - 1;
-        let ri = inner.info[root];
-        if ri.size == 0 {
-            return;
-        }
-        match inner.nodes[ri.target as usize] {
-            Node::Bytes { len } => {
-                self.leaf = Some(ByteRange {
-                    start: self.base,
-                    end: self.base + len,
-                })
-            }
-            _ => self.descend(ri.target, self.base, offset),
-        }
+        self.position_root(offset);
     }
 }
 

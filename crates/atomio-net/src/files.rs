@@ -312,6 +312,17 @@ impl ClusterClient {
         Ok(())
     }
 
+    /// The file's whole logical contents.
+    pub async fn read_all(&mut self, f: &FileInfo) -> Result<Vec<u8>, WireError> {
+        let size = self.size(f).await?;
+        let mut out = vec![0u8; size as usize];
+        if size > 0 {
+            self.read_ranges(f, std::iter::once(ByteRange::new(0, size)?), &mut out)
+                .await?;
+        }
+        Ok(out)
+    }
+
     /// Makes everything written to the file durable on every server.
     pub async fn sync(&mut self, f: &FileInfo) -> Result<(), WireError> {
         let calls = f
