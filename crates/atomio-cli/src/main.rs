@@ -9,6 +9,11 @@ mod sim;
 
 use clap::{Parser, Subcommand};
 
+/// Servers and clients allocate a megabyte buffer per data message; glibc's malloc maps and
+/// unmaps each one (page faults, zeroing). mimalloc keeps freed memory for reuse.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "atomio",
