@@ -155,9 +155,13 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                 code = amio_error_atomio(rc, "opening the server copy");
             }
         }
-        if (code == MPI_SUCCESS && atomio_set_atomic(f->af, strategy) != ATOMIO_OK)
-            code = amio_error(MPI_ERR_ARG, "atomio strategy \"%s\": %s", strategy,
-                              atomio_last_error());
+        if (code == MPI_SUCCESS) {
+            char what[160];
+            snprintf(what, sizeof what, "atomio strategy \"%s\"", strategy);
+            rc = atomio_set_atomic(f->af, strategy);
+            if (rc != ATOMIO_OK)
+                code = amio_error_atomio(rc, what); /* carries atomio's message */
+        }
         code = agree(code, f->comm, "MPI_File_open");
     }
     f->atomic = amio_cfg.force_atomic;
