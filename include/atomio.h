@@ -250,6 +250,14 @@ int atomio_view_hull(uint64_t disp,
                      uint64_t *start,
                      uint64_t *end);
 
+// How many data bytes of the view (`disp`, `filetype` tiled) lie at file offsets below
+// `limit` (MPI-IO's end-of-file position in a view: `MPI_SEEK_END`, `MPI_MODE_APPEND`,
+// the count of a read that reaches the end of the file). Arithmetic, not iteration.
+int atomio_view_data_before(uint64_t disp,
+                            const atomio_pattern *filetype,
+                            uint64_t limit,
+                            uint64_t *out);
+
 // Fills `buf` (`len` bytes) with the verifier's tags for the data of one MPI-IO call by
 // `writer` (its `op`-th write) at data offset `skip` of the view (`disp`, `filetype`).
 int atomio_tag_view(uint32_t writer,

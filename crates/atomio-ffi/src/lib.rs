@@ -961,6 +961,24 @@ pub extern "C" fn atomio_view_hull(
     })
 }
 
+/// How many data bytes of the view (`disp`, `filetype` tiled) lie at file offsets below
+/// `limit` (MPI-IO's end-of-file position in a view: `MPI_SEEK_END`, `MPI_MODE_APPEND`,
+/// the count of a read that reaches the end of the file). Arithmetic, not iteration.
+#[no_mangle]
+pub extern "C" fn atomio_view_data_before(
+    disp: u64,
+    filetype: *const AtomioPattern,
+    limit: u64,
+    out: *mut u64,
+) -> c_int {
+    call(|| {
+        let t = &ref_or(filetype, "filetype")?.0;
+        let n = Access::view_data_before(disp, t, limit)?;
+        *mut_or(out, "out")? = n;
+        Ok(())
+    })
+}
+
 // ----- verification (for tests and benchmarks written in C) ---------------------------------
 
 /// Fills `buf` (`len` bytes) with the verifier's tags for the data of one MPI-IO call by

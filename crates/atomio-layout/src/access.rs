@@ -184,6 +184,34 @@ impl Access {
     }
 }
 
+impl Access {
+    /// How many data bytes of a file view (`tile` repeated every extent from `base`) lie at
+    /// file offsets below `limit`: what MPI-IO needs for `MPI_SEEK_END`, `MPI_MODE_APPEND`
+    /// and the count of a read that reaches the end of the file. O(depth) for vector-like
+    /// filetypes whatever the file size.
+    pub fn view_data_before(base: u64, tile: &Pattern, limit: u64) -> Result<u64, LayoutError> {
+        let size = tile.size();
+        let ext = tile.extent();
+        if size == 0 {
+            return Err(LayoutError::InvalidPattern {
+                what: "a file view's filetype must select at least one byte".into(),
+            });
+        }
+        if !tile.monotone() || tile.data_bounds().is_some_and(|(_, ub)| ub > ext) {
+            return Err(LayoutError::NotMonotone {
+                what: "a filetype's data must be increasing and lie within its extent".into(),
+            });
+        }
+        if limit <= base {
+            return Ok(0);
+        }
+        // size > 0 and data within the extent, so ext > 0; t * size <= t * ext <= x.
+        let x = limit - base;
+        let (t, r) = (x / ext, x % ext);
+        Ok(t * size + tile.data_before(r))
+    }
+}
+
 /// The runs of one copy of `tile` holding its data bytes `[from, to)`, as an explicit list.
 fn data_slice(tile: &Pattern, from: u64, to: u64) -> Result<Pattern, LayoutError> {
     let mut at = 0u64;

@@ -248,6 +248,88 @@ impl RangeCursor for Runs<'_> {
     }
 }
 
+impl Inner {
+    /// Data bytes of node `n` (one copy, origin 0) at offsets below `off`. Exact for
+    /// monotone nodes: at every level the blocks and copies before the one holding `off`
+    /// are counted whole and those after it not at all, so the work is O(depth) for vectors
+    /// and O(blocks) for indexed and struct nodes — never proportional to the runs.
+    fn data_before(&self, n: u32, off: u64) -> u64 {
+        let i = &self.info[n as usize];
+        if i.size == 0 || off <= i.lb {
+            return 0;
+        }
+        if off >= i.ub {
+            return i.size;
+        }
+        match &self.nodes[n as usize] {
+            Node::Bytes { len } => off.min(*len),
+            Node::Resized { elem, .. } => self.data_before(*elem, off),
+            Node::Vector {
+                count,
+                blocklen,
+                stride,
+                elem,
+            } => {
+                let e = &self.info[*elem as usize];
+                // off > lb of this node = lb of the element, so no underflow.
+                let b = if *stride == 0 {
+                    0
+                } else {
+                    ((off - e.lb) / stride).min(count - 1)
+                };
+                b * blocklen * e.size + self.copies_before(*elem, *blocklen, off - b * stride)
+            }
+            Node::Indexed { blocks, elem } => {
+                let e = &self.info[*elem as usize];
+                let mut total = 0;
+                for b in blocks.iter().filter(|b| b.blocklen > 0) {
+                    if b.disp + e.lb >= off {
+                        break;
+                    }
+                    total += self.copies_before(*elem, b.blocklen, off - b.disp);
+                }
+                total
+            }
+            Node::Struct { fields } => {
+                let mut total = 0;
+                for f in fields.iter().filter(|f| f.blocklen > 0) {
+                    let e = &self.info[f.elem as usize];
+                    if e.size == 0 {
+                        continue;
+                    }
+                    if f.disp + e.lb >= off {
+                        break;
+                    }
+                    total += self.copies_before(f.elem, f.blocklen, off - f.disp);
+                }
+                total
+            }
+        }
+    }
+
+    /// Data bytes below `rel` of `copies` copies of node `elem` laid every extent from 0.
+    fn copies_before(&self, elem: u32, copies: u64, rel: u64) -> u64 {
+        let e = &self.info[elem as usize];
+        if copies == 0 || e.size == 0 || rel <= e.lb {
+            return 0;
+        }
+        let c = (rel - e.lb)
+            .checked_div(e.extent)
+            .map_or(0, |c| c.min(copies - 1));
+        c * e.size + self.data_before(elem, rel - c * e.extent)
+    }
+}
+
+impl Pattern {
+    /// Data bytes of one copy of the pattern (origin 0) at offsets below `off`, in
+    /// O(depth) for vectors (O(blocks) for indexed and struct levels). Meaningful only for
+    /// monotone patterns (see `Access`), where it is exact.
+    pub fn data_before(&self, off: u64) -> u64 {
+        let root = self.inner.nodes.len() - 1;
+        self.inner.data_before(root as u32, off)
+    }
+}
+
 impl Pattern {
     /// The pattern's runs in typemap order, placed at `base`, touching runs coalesced.
     /// The caller guarantees `base` + the pattern's extent and data bound fit in u64 (see

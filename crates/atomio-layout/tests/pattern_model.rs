@@ -369,3 +369,39 @@ proptest! {
         prop_assert!(a.pattern().nodes().len() <= 3 * tile.nodes().len() + 8, "structure lost: {} nodes", a.pattern().nodes().len());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, max_global_rejects: 1_000_000, ..ProptestConfig::default() })]
+
+    /// `data_before` and `view_data_before` count exactly the data bytes below an offset.
+    #[test]
+    fn data_before_counts_the_bytes_below(t in arb_tree(), base in 0u64..100, limits in prop::collection::vec(0u64..4000, 1..6)) {
+        let tile = build(&t);
+        prop_assume!(tile.monotone());
+        for &limit in &limits {
+            let want: u64 = tile.runs(0).map(|r| r.end.min(limit).saturating_sub(r.start)).sum();
+            prop_assert_eq!(tile.data_before(limit), want, "limit {}", limit);
+        }
+        prop_assume!(tile.size() > 0 && tile.data_bounds().unwrap().1 <= tile.extent());
+        for &limit in &limits {
+            let mut want = 0u64;
+            let mut k = 0u64;
+            while base + k * tile.extent() < limit {
+                want += tile.runs(base + k * tile.extent()).map(|r| r.end.min(limit).saturating_sub(r.start)).sum::<u64>();
+                k += 1;
+            }
+            prop_assert_eq!(Access::view_data_before(base, &tile, limit).unwrap(), want, "limit {}", limit);
+        }
+    }
+}
+
+#[test]
+fn data_before_needs_no_iteration() {
+    // 2^40 one-byte runs: counting below an offset near the end is arithmetic.
+    let p = Pattern::hvector(1 << 40, 1, 4, &Pattern::bytes(1).unwrap()).unwrap();
+    assert_eq!(p.data_before(4 * ((1 << 40) - 1)), (1 << 40) - 1);
+    assert_eq!(p.data_before(4 * ((1 << 40) - 1) + 1), 1 << 40);
+    let tile = Pattern::resized(8, &Pattern::bytes(2).unwrap()).unwrap();
+    assert_eq!(Access::view_data_before(100, &tile, 100 + 8 * 1000 + 1).unwrap(), 2001);
+    assert_eq!(Access::view_data_before(100, &tile, 50).unwrap(), 0);
+}

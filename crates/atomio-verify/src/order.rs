@@ -316,6 +316,12 @@ impl Constraints {
             + self.reads.iter().map(|r| r.covering.len()).sum::<usize>();
         let attempts = (WITNESS_WORK / work.max(1)).clamp(2, MAX_ATTEMPTS);
         let mut failed_check = false;
+        if let Some(order) = witness_forward(self.nw, n, &g, &self.amb, &self.reads) {
+            if check(&order, n, &edges, &self.amb, &self.reads) {
+                return solved(Outcome::Order(order), &edges);
+            }
+            failed_check = true;
+        }
         for attempt in 0..attempts as u64 {
             if let Some(order) = witness(self.nw, n, &g, &self.amb, &self.reads, attempt) {
                 if check(&order, n, &edges, &self.amb, &self.reads) {
@@ -942,6 +948,112 @@ fn witness(
     }
     peeled.reverse();
     Some(peeled)
+}
+
+/// A witness built forwards: a read is placed as soon as each of its constraints is met by
+/// the writes placed so far (placing a read changes nothing, so doing it early never
+/// hurts); a write only when no read can go, and only one that strands no pending read
+/// (one whose seen writes would all be behind it) and no file constraint. Writes that some
+/// waiting read saw go first. This finds the obvious order when reads saw whole versions,
+/// e.g. one writer and many readers, where peeling from the end can interleave the reads of
+/// two versions into a dead end. Like `witness`, its answer is only a candidate: `check`
+/// decides.
+fn witness_forward(
+    nw: usize,
+    n: usize,
+    g: &Graph,
+    amb: &[Amb],
+    reads: &[ReadCon],
+) -> Option<Vec<u32>> {
+    let mut indeg: Vec<u32> = g.inn.iter().map(|v| v.len() as u32).collect();
+    let mut placed = vec![false; n];
+    let mut view: Vec<u32> = vec![INIT; reads.len()];
+    let mut by_read: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut by_write: Vec<Vec<u32>> = vec![Vec::new(); nw];
+    for (k, rc) in reads.iter().enumerate() {
+        by_read[rc.read as usize].push(k as u32);
+        for &c in &rc.covering {
+            by_write[c as usize].push(k as u32);
+        }
+    }
+    let mut amb_left: Vec<u32> = amb.iter().map(|a| a.matching.len() as u32).collect();
+    let mut amb_cover_left: Vec<u32> = amb.iter().map(|a| a.covering.len() as u32).collect();
+    let mut amb_of: Vec<Vec<u32>> = vec![Vec::new(); nw];
+    for (a, am) in amb.iter().enumerate() {
+        for &c in &am.covering {
+            amb_of[c as usize].push(a as u32);
+        }
+    }
+    let mut ready: Vec<u32> = (0..n as u32).filter(|&u| indeg[u as usize] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while order.len() < n {
+        ready.retain(|&u| !placed[u as usize]);
+        let read_ok = |u: u32, view: &[u32]| {
+            by_read[u as usize]
+                .iter()
+                .all(|&k| reads[k as usize].matching.contains(&view[k as usize]))
+        };
+        let pick = ready
+            .iter()
+            .copied()
+            .find(|&u| u as usize >= nw && read_ok(u, &view))
+            .or_else(|| {
+                let write_ok = |w: u32| {
+                    by_write[w as usize].iter().all(|&k| {
+                        let rc = &reads[k as usize];
+                        placed[rc.read as usize]
+                            || rc.matching.contains(&w)
+                            || rc
+                                .matching
+                                .iter()
+                                .any(|&m| m != INIT && m != w && !placed[m as usize])
+                    }) && amb_of[w as usize].iter().all(|&a| {
+                        let am = &amb[a as usize];
+                        if am.matching.contains(&w) {
+                            amb_left[a as usize] > 1 || amb_cover_left[a as usize] == 1
+                        } else {
+                            amb_left[a as usize] > 0
+                        }
+                    })
+                };
+                let wanted = |w: u32| {
+                    by_write[w as usize].iter().any(|&k| {
+                        let rc = &reads[k as usize];
+                        !placed[rc.read as usize] && rc.matching.contains(&w)
+                    })
+                };
+                let writes: Vec<u32> = ready
+                    .iter()
+                    .copied()
+                    .filter(|&u| (u as usize) < nw && write_ok(u))
+                    .collect();
+                writes
+                    .iter()
+                    .copied()
+                    .find(|&w| wanted(w))
+                    .or_else(|| writes.first().copied())
+            })?;
+        placed[pick as usize] = true;
+        order.push(pick);
+        if (pick as usize) < nw {
+            for &k in &by_write[pick as usize] {
+                view[k as usize] = pick;
+            }
+            for &a in &amb_of[pick as usize] {
+                amb_cover_left[a as usize] -= 1;
+                if amb[a as usize].matching.contains(&pick) {
+                    amb_left[a as usize] -= 1;
+                }
+            }
+        }
+        for &v in &g.out[pick as usize] {
+            indeg[v as usize] -= 1;
+            if indeg[v as usize] == 0 {
+                ready.push(v);
+            }
+        }
+    }
+    Some(order)
 }
 
 /// Checks an order against every constraint: the safety net that makes `Atomic` a proof.

@@ -1,0 +1,171 @@
+/*
+ * file_ops.c -- MPI_File_set_atomicity, get_atomicity, sync, get_size, set_size,
+ * preallocate on atomio files.
+ *
+ * Atomic mode: MPI_File_set_atomicity(fh, 1) turns on the file's strategy (atomio_set_atomic
+ * with the strategy name; rma: rmalock around each call); ATOMIO_FORCE_ATOMIC=1 keeps it on
+ * whatever the program asks, and MPI_File_get_atomicity then says 1. The atomicity holds
+ * across every handle on the same servers (or, for rma with ATOMIO_RMA_SCOPE=world, the
+ * same job), including independent opens on MPI_COMM_SELF, which MPI does not promise.
+ *
+ * sync: rank 0 makes the server copy durable (atomio_sync) and, if anyone wrote since the
+ * last export and ATOMIO_EXPORT_ON_SYNC is not 0, writes it over the ordinary file, so the
+ * bytes survive the job (in-job servers keep their data in a temporary directory).
+ * set_size / preallocate: rank 0 changes the size once, after every rank arrived.
+ *
+ * Invariants: the collective calls agree on the outcome on every rank before returning;
+ * sizes are never negative; preallocate never shrinks a file.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+static int agree(int code, MPI_Comm comm, const char *what)
+{
+    int bad = code != MPI_SUCCESS;
+    int rc = amio_allreduce_int(&bad, 1, MPI_MAX, comm);
+    if (code != MPI_SUCCESS)
+        return code;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    return bad ? amio_error(MPI_ERR_IO, "%s failed on another rank", what) : MPI_SUCCESS;
+}
+
+static int apply_atomic(amio_file *f)
+{
+    if (f->is_rma)
+        return MPI_SUCCESS;
+    int rc = atomio_set_atomic(f->af, f->atomic ? f->strategy : NULL);
+    return rc == ATOMIO_OK ? MPI_SUCCESS : amio_error_atomio(rc, "MPI_File_set_atomicity");
+}
+
+int MPI_File_set_atomicity(MPI_File fh, int flag)
+{
+    amio_file *f = amio_lookup(fh);
+    if (!f)
+        return PMPI_File_set_atomicity(fh, flag);
+    int flags[2] = {flag != 0, -(flag != 0)};
+    int code = amio_allreduce_int(flags, 2, MPI_MAX, f->comm);
+    if (code == MPI_SUCCESS && flags[0] != -flags[1])
+        code = amio_error(MPI_ERR_ARG, "MPI_File_set_atomicity: ranks passed different flags");
+    if (code == MPI_SUCCESS) {
+        pthread_mutex_lock(&f->mu);
+        f->atomic = flag != 0 || amio_cfg.force_atomic;
+        code = apply_atomic(f);
+        pthread_mutex_unlock(&f->mu);
+    }
+    return amio_raise(fh, code);
+}
+
+int MPI_File_get_atomicity(MPI_File fh, int *flag)
+{
+    amio_file *f = amio_lookup(fh);
+    if (!f)
+        return PMPI_File_get_atomicity(fh, flag);
+    if (!flag)
+        return amio_raise(fh, amio_error(MPI_ERR_ARG, "NULL flag"));
+    *flag = f->atomic;
+    return MPI_SUCCESS;
+}
+
+int MPI_File_sync(MPI_File fh)
+{
+    amio_file *f = amio_lookup(fh);
+    if (!f)
+        return PMPI_File_sync(fh);
+    int code = MPI_SUCCESS;
+    if (f->is_rma) {
+        if (!(f->amode & MPI_MODE_RDONLY) && fsync(f->data_fd) < 0)
+            code = amio_error(MPI_ERR_IO, "fsync %s: %s", f->path, strerror(errno));
+        return amio_raise(fh, agree(code, f->comm, "MPI_File_sync"));
+    }
+    int dirty = f->dirty;
+    code = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* every rank's writes are done */
+    int exported = 0;
+    if (code == MPI_SUCCESS && f->rank == 0) {
+        int rc = atomio_sync(f->af);
+        if (rc != ATOMIO_OK)
+            code = amio_error_atomio(rc, "MPI_File_sync");
+        if (code == MPI_SUCCESS && dirty && amio_cfg.export_on_sync) {
+            code = amio_session_export(f);
+            exported = code == MPI_SUCCESS;
+        }
+    }
+    if (code == MPI_SUCCESS)
+        code = amio_bcast(&exported, 1, MPI_INT, 0, f->comm);
+    code = agree(code, f->comm, "MPI_File_sync");
+    if (code == MPI_SUCCESS && exported)
+        f->dirty = 0;
+    return amio_raise(fh, code);
+}
+
+int MPI_File_get_size(MPI_File fh, MPI_Offset *size)
+{
+    amio_file *f = amio_lookup(fh);
+    if (!f)
+        return PMPI_File_get_size(fh, size);
+    if (!size)
+        return amio_raise(fh, amio_error(MPI_ERR_ARG, "NULL size"));
+    uint64_t s = 0;
+    pthread_mutex_lock(&f->mu);
+    int code = amio_file_size(f, &s);
+    pthread_mutex_unlock(&f->mu);
+    if (code == MPI_SUCCESS)
+        *size = (MPI_Offset)s;
+    return amio_raise(fh, code);
+}
+
+/* Rank 0 resizes (grow_only: preallocate), after every rank arrived; all agree. */
+static int resize(amio_file *f, MPI_Offset size, int grow_only, const char *what)
+{
+    int code = size < 0 ? amio_error(MPI_ERR_ARG, "%s: negative size %lld", what, (long long)size)
+                        : MPI_SUCCESS;
+    if (code == MPI_SUCCESS && (f->amode & MPI_MODE_RDONLY))
+        code = amio_error(MPI_ERR_READ_ONLY, "%s on a file opened MPI_MODE_RDONLY", what);
+    code = agree(code, f->comm, what);
+    if (code != MPI_SUCCESS)
+        return code;
+    if (f->rank == 0) {
+        uint64_t cur = 0;
+        if (grow_only)
+            code = amio_file_size(f, &cur);
+        if (code == MPI_SUCCESS && (!grow_only || cur < (uint64_t)size)) {
+            if (f->is_rma) {
+                int r = grow_only ? posix_fallocate(f->data_fd, 0, (off_t)size)
+                                  : (ftruncate(f->data_fd, (off_t)size) < 0 ? errno : 0);
+                if (r)
+                    code = amio_error(MPI_ERR_IO, "%s %s: %s", what, f->path, strerror(r));
+            } else {
+                int rc = atomio_set_size(f->af, (uint64_t)size);
+                if (rc != ATOMIO_OK)
+                    code = amio_error_atomio(rc, what);
+            }
+        }
+    }
+    code = agree(code, f->comm, what);
+    if (code == MPI_SUCCESS) {
+        f->dirty = 1;
+        if (!grow_only)
+            amio_note_size(f, (uint64_t)size);
+    }
+    return code;
+}
+
+int MPI_File_set_size(MPI_File fh, MPI_Offset size)
+{
+    amio_file *f = amio_lookup(fh);
+    if (!f)
+        return PMPI_File_set_size(fh, size);
+    return amio_raise(fh, resize(f, size, 0, "MPI_File_set_size"));
+}
+
+int MPI_File_preallocate(MPI_File fh, MPI_Offset size)
+{
+    amio_file *f = amio_lookup(fh);
+    if (!f)
+        return PMPI_File_preallocate(fh, size);
+    return amio_raise(fh, resize(f, size, 1, "MPI_File_preallocate"));
+}

@@ -1,0 +1,216 @@
+/*
+ * internal.h -- shared state and helpers of libatomio_mpiio (the MPI-IO front of atomio).
+ *
+ * The library intercepts MPI-IO through the PMPI profiling interface. A file atomio takes
+ * (see select.c) is an `amio_file` in a table (handles.c) keyed by the genuine MPI_File
+ * handle that PMPI_File_open returned for the ordinary file at the same path; every
+ * intercepted call on a handle that is not in the table goes to PMPI untouched.
+ *
+ * Invariants (every file of this directory keeps them):
+ *   - Only PMPI_* entry points are called from inside the library (so tools stacked on the
+ *     profiling interface see only the program's calls), except rmalock, which is a
+ *     library of its own and calls MPI_* functions that are not intercepted here.
+ *   - Nothing aborts or raises: every failure becomes an MPI error code (errors.c) that is
+ *     passed through the file's error handler by the entry point that detected it.
+ *   - Collective entry points agree on success or failure on every rank of the file's
+ *     communicator before any further collective step, so a failure on one rank can never
+ *     leave the others waiting in a collective.
+ *   - Offsets are MPI_Offset (int64) at the interface and uint64 inside atomio; every
+ *     conversion and product is checked.
+ */
+#ifndef AMIO_INTERNAL_H
+#define AMIO_INTERNAL_H
+
+#include "atomio.h"
+#include "rmalock.h"
+#include <mpi.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ----- configuration (config.c): environment variables, read once -------------------- */
+
+typedef struct {
+    int verbose;               /* ATOMIO_VERBOSE: 0 quiet, 1 errors, 2 decisions too */
+    int force_atomic;          /* ATOMIO_FORCE_ATOMIC=1 */
+    const char *files;         /* ATOMIO_FILES: ':'-separated globs, or NULL */
+    const char *strategy;      /* ATOMIO_STRATEGY, or the default */
+    const char *servers;       /* ATOMIO_SERVERS: NULL (in-job), "none", list or file */
+    int servers_per_node;      /* ATOMIO_SERVERS_PER_NODE (in-job servers), default 1 */
+    const char *listen_host;   /* ATOMIO_LISTEN_HOST, or NULL (decided at init) */
+    const char *data_dir;      /* ATOMIO_DATA_DIR, or NULL ($TMPDIR or /tmp) */
+    uint64_t stripe_size;      /* ATOMIO_STRIPE_SIZE, 0 = atomio's default (64 KiB) */
+    uint32_t stripe_count;     /* ATOMIO_STRIPE_COUNT, 0 = every server */
+    int export_on_sync;        /* ATOMIO_EXPORT_ON_SYNC, default 1 */
+    rmalock_mode_t rma_mode;   /* ATOMIO_RMA_MODE=direct-grant (default) | paper */
+    int rma_world;             /* ATOMIO_RMA_SCOPE=world: one job-wide lock for rma files */
+} amio_config;
+
+extern amio_config amio_cfg;
+void amio_config_load(void);
+/* Prints "atomio-mpiio[rank]: ..." to stderr when ATOMIO_VERBOSE >= level. */
+void amio_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define AMIO_DEFAULT_STRATEGY "ching:datatype:one-try"
+
+/* ----- errors (errors.c) ------------------------------------------------------------- */
+
+/* Records a message and returns an MPI error code of `mpi_class` carrying it where the MPI
+ * library can (see errors.c). */
+int amio_error(int mpi_class, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The code for a failed atomio call (`rc` = ATOMIO_E*), with atomio_last_error(). */
+int amio_error_atomio(int rc, const char *what);
+/* Passes `code` through the error handler of `fh` (MPI_FILE_NULL before a handle exists)
+ * and returns it; MPI_SUCCESS passes silently. */
+int amio_raise(MPI_File fh, int code);
+void amio_errors_init(void);
+
+/* ----- runtime (runtime.c): servers, the client, the job-wide rma lock --------------- */
+
+typedef struct {
+    int started;               /* MPI_Init went through this library */
+    int world_rank, world_size;
+    char **addrs;              /* server addresses, n_addrs of them */
+    size_t n_addrs;
+    char *broken;              /* why atomio servers are unusable (message), or NULL */
+    atomio_client *client;     /* connected lazily at the first open */
+    rmalock_t *world_lock;     /* ATOMIO_RMA_SCOPE=world */
+    pthread_mutex_t world_lock_mu;
+} amio_runtime;
+
+extern amio_runtime amio_rt;
+/* The connected client, connecting on first use; 0 or an MPI error code. */
+int amio_client(atomio_client **out);
+
+/* Collectives that do not busy-poll: MPICH's ch4 spins in blocking collectives, which on an
+ * oversubscribed node steals the CPU from the ranks and server threads doing the work. */
+int amio_allreduce_int(int *vals, int n, MPI_Op op, MPI_Comm comm);
+int amio_bcast(void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm);
+int amio_barrier(MPI_Comm comm);
+int amio_comm_dup(MPI_Comm comm, MPI_Comm *out);
+
+/* ----- datatypes (datatype.c) -------------------------------------------------------- */
+
+/* An MPI datatype as an atomio pattern. The data of one instance placed at origin x is the
+ * data of `p` placed at x + off (p's displacements are all >= 0); repetitions are `extent`
+ * apart (the MPI extent). */
+typedef struct amio_dtype {
+    atomio_pattern *p;
+    int64_t off;
+    int64_t lb, extent;        /* MPI lower bound and extent */
+    int64_t size;              /* MPI size in bytes */
+    int dense;                 /* p is `size` contiguous bytes and extent == size */
+    int refs;
+} amio_dtype;
+
+/* Decodes `t` (cached on derived types as an attribute); on failure returns an MPI error
+ * code of class MPI_ERR_TYPE whose message says why. Release with amio_dtype_release. */
+int amio_dtype_acquire(MPI_Datatype t, amio_dtype **out);
+/* Same without raising an error: -1 and the reason in `why`. */
+int amio_dtype_try(MPI_Datatype t, amio_dtype **out, char *why, size_t cap);
+void amio_dtype_release(amio_dtype *d);
+/* `d` as an element repeated every MPI extent: d->p itself or a resized copy (*owned = 1). */
+int amio_dtype_elem(const amio_dtype *d, atomio_pattern **out, int *owned);
+int amio_type_is_named(MPI_Datatype t);
+void amio_datatype_init(void);
+
+/* ----- files (handles.c) ------------------------------------------------------------- */
+
+typedef struct amio_file {
+    MPI_File fh;               /* genuine handle (PMPI_File_open of the ordinary file) */
+    MPI_Comm comm;             /* private duplicate of the open communicator */
+    int rank, size;
+    int amode;
+    char *path;                /* canonical path of the ordinary file (= name on servers) */
+    char strategy[96];
+    int is_rma;
+
+    /* server strategies */
+    atomio_file *af;
+    int lock_fd;               /* rank 0 only: session locks (session.c), else -1 */
+    int lock_rw;               /* lock_fd is writable (MUTEX can be exclusive) */
+    int dirty;                 /* written since the last export */
+
+    /* rma strategy */
+    int data_fd;
+    rmalock_t *rlock;          /* file-scope lock, or NULL with ATOMIO_RMA_SCOPE=world */
+
+    uint64_t known_size;       /* a size the file had (reads below it need no size query) */
+
+    /* MPI state */
+    int atomic;                /* what MPI_File_set_atomicity asked */
+    MPI_Offset disp;
+    MPI_Datatype etype, filetype; /* stored copies (derived types are duplicates) */
+    int etype_size;
+    amio_dtype *ftd;           /* the filetype decoded */
+    atomio_pattern *tile;      /* filetype data pattern tiled at view_base, or NULL: */
+    int contig;                /* the view is contiguous bytes from view_base */
+    uint64_t view_base;        /* disp + the filetype's data offset */
+    uint64_t tile_size;        /* data bytes per filetype */
+    MPI_Offset pos;            /* individual file pointer, in etypes */
+
+    int split_active;          /* split collective begun, not ended */
+    MPI_Status split_status;
+    int split_err;
+
+    pthread_mutex_t mu;        /* serializes independent calls on this handle */
+} amio_file;
+
+/* The table entry of `fh`, or NULL when atomio does not handle it. */
+amio_file *amio_lookup(MPI_File fh);
+int amio_table_add(amio_file *f);
+void amio_table_remove(amio_file *f);
+/* Every open entry for the same path (to share a size change); calls fn on each. */
+void amio_table_each_path(const char *path, void (*fn)(amio_file *, void *), void *arg);
+
+/* ----- selection (select.c) ---------------------------------------------------------- */
+
+/* Whether atomio takes `name`; fills the ordinary path (prefix removed, as PMPI should see
+ * it) and the strategy (hint > ATOMIO_STRATEGY > default). */
+int amio_select(const char *name, MPI_Info info, char *path, size_t path_cap,
+                char *strategy, size_t strat_cap);
+
+/* ----- sessions (session.c): ordinary file <-> server copy --------------------------- */
+
+int amio_session_enter(amio_file *f, atomio_client *c);
+int amio_session_export(amio_file *f);
+/* Is some handle anywhere in a session on the ordinary file at `path`? */
+int amio_session_busy(const char *path, int *busy);
+int amio_session_leave(amio_file *f, atomio_client *c, int export_first);
+
+/* ----- views and positions (view.c) -------------------------------------------------- */
+
+int amio_view_default(amio_file *f);
+void amio_view_free(amio_file *f);
+/* Data bytes of the view below file offset `size`, i.e. the end of file in view bytes. */
+int amio_view_bytes_before(const amio_file *f, uint64_t size, uint64_t *out);
+/* The current file size (and refreshes known_size). */
+int amio_file_size(amio_file *f, uint64_t *out);
+/* The file has `size` bytes now: known_size of every handle of this path in the process
+ * is at most that. */
+void amio_note_size(amio_file *f, uint64_t size);
+/* End of file in etypes relative to the view (MPI_SEEK_END, MPI_MODE_APPEND). */
+int amio_eof_etypes(amio_file *f, MPI_Offset *out);
+
+/* ----- data path (data_path.c) ------------------------------------------------------- */
+
+/* One read or write of `count` `dt` at `offset` etypes (or the individual file pointer when
+ * offset < 0 and `explicit_offset` is 0). Fills *bytes with the bytes moved. Returns 0 or
+ * an MPI error code (not yet passed through the handler). */
+int amio_io(amio_file *f, int is_write, int explicit_offset, MPI_Offset offset, void *buf,
+            MPI_Count count, MPI_Datatype dt, MPI_Count *bytes);
+void amio_status_set(MPI_Status *st, MPI_Count bytes);
+
+/* ----- rma strategy (rma.c) ---------------------------------------------------------- */
+
+int amio_rma_open(amio_file *f);
+int amio_rma_close(amio_file *f);
+int amio_rma_lock(amio_file *f, uint64_t start, uint64_t end);
+int amio_rma_unlock(amio_file *f);
+
+/* ----- nonblocking (nonblocking.c) --------------------------------------------------- */
+
+/* A generalized request, already complete, reporting `bytes` moved. */
+int amio_grequest_done(MPI_Count bytes, MPI_Request *req);
+
+#endif /* AMIO_INTERNAL_H */

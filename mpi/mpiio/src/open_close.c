@@ -1,0 +1,251 @@
+/*
+ * open_close.c -- MPI_File_open, MPI_File_close, MPI_File_delete for the files atomio takes.
+ *
+ * Open (collective over comm), for a taken file:
+ *   1. the ranks check they chose the same strategy;
+ *   2. PMPI_File_open opens the ordinary file at the path (prefix removed) with the
+ *      program's amode and info. That gives MPI's own amode semantics (CREATE, EXCL,
+ *      RDONLY on a missing file, permissions: same error classes as without atomio) and
+ *      the genuine MPI_File handle the program gets back;
+ *   3. rank 0's canonical path (realpath) names the file on the servers for every rank;
+ *   4. strategy rma: the data descriptor and the lock (rma.c). Otherwise rank 0 enters the
+ *      file's session (session.c: the first open imports the ordinary file), then every
+ *      rank opens the server copy and checks the strategy name;
+ *   5. the table gets the handle; MPI_MODE_APPEND puts the file pointer at the end.
+ * Every step that can fail on some ranks only is followed by an agreement (allreduce), so
+ * all ranks succeed or all undo what they did and fail.
+ *
+ * Close (collective): agree that every rank is done ("dirty" = any rank wrote), rank 0
+ * exports the server copy over the ordinary file if it was written (not with
+ * MPI_MODE_DELETE_ON_CLOSE) and leaves the session (the last one removes the copy), then
+ * PMPI_File_close closes the genuine handle (and deletes the file for DELETE_ON_CLOSE).
+ *
+ * Invariants: the handle is in the table exactly while it is open; a failed open leaves
+ * nothing behind (no table entry, no lock, no descriptor, no genuine handle); a failed
+ * close still closes and frees everything, and reports the first error through the file's
+ * handler before the handle disappears.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint32_t hash32(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h & 0x3fffffff;
+}
+
+/* All ranks learn whether any failed; a rank that did not fail gets an error too. */
+static int agree(int code, MPI_Comm comm, const char *what)
+{
+    int bad = code != MPI_SUCCESS;
+    int rc = amio_allreduce_int(&bad, 1, MPI_MAX, comm);
+    if (code != MPI_SUCCESS)
+        return code;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    return bad ? amio_error(MPI_ERR_IO, "%s failed on another rank", what) : MPI_SUCCESS;
+}
+
+static void canonical(const char *path, char *out, size_t cap)
+{
+    char buf[PATH_MAX], cwd[PATH_MAX];
+    int n;
+    if (realpath(path, buf))
+        n = snprintf(out, cap, "%s", buf);
+    else if (path[0] == '/')
+        n = snprintf(out, cap, "%s", path);
+    else
+        n = snprintf(out, cap, "%s/%s", getcwd(cwd, sizeof cwd) ? cwd : ".", path);
+    if (n < 0 || (size_t)n >= cap)
+        snprintf(out, cap, "%s", path); /* too long: the name as given (truncated) */
+}
+
+static void destroy(amio_file *f)
+{
+    amio_view_free(f);
+    if (f->comm != MPI_COMM_NULL)
+        PMPI_Comm_free(&f->comm);
+    pthread_mutex_destroy(&f->mu);
+    free(f->path);
+    free(f);
+}
+
+int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
+{
+    char path[PATH_MAX], strategy[96];
+    if (!filename || !fh ||
+        !amio_select(filename, info, path, sizeof path, strategy, sizeof strategy))
+        return PMPI_File_open(comm, filename, amode, info, fh);
+
+    amio_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return amio_raise(MPI_FILE_NULL, amio_error(MPI_ERR_NO_MEM, "out of memory"));
+    pthread_mutex_init(&f->mu, NULL);
+    f->fh = MPI_FILE_NULL;
+    f->comm = MPI_COMM_NULL;
+    f->lock_fd = f->data_fd = -1;
+    f->amode = amode;
+    snprintf(f->strategy, sizeof f->strategy, "%s", strategy);
+    f->is_rma = strcmp(strategy, "rma") == 0;
+    amio_view_default(f);
+    int rc = amio_comm_dup(comm, &f->comm);
+    if (rc != MPI_SUCCESS) {
+        f->comm = MPI_COMM_NULL;
+        destroy(f);
+        return amio_raise(MPI_FILE_NULL, rc);
+    }
+    PMPI_Comm_rank(f->comm, &f->rank);
+    PMPI_Comm_size(f->comm, &f->size);
+
+    /* 1. one strategy for all */
+    int h[2] = {(int)hash32(strategy), -(int)hash32(strategy)};
+    rc = amio_allreduce_int(h, 2, MPI_MAX, f->comm);
+    int code = rc;
+    if (rc == MPI_SUCCESS && h[0] != -h[1])
+        code = amio_error(MPI_ERR_ARG, "%s: the ranks chose different atomio strategies "
+                                       "(this rank: %s)",
+                          path, strategy);
+    if (code != MPI_SUCCESS) {
+        destroy(f);
+        return amio_raise(MPI_FILE_NULL, code);
+    }
+
+    /* 2. the genuine handle */
+    rc = PMPI_File_open(comm, path, amode, info, &f->fh);
+    if (rc != MPI_SUCCESS) {
+        destroy(f);
+        return rc; /* PMPI raised it on MPI_FILE_NULL already */
+    }
+
+    /* 3. the name on the servers */
+    char canon[PATH_MAX] = "";
+    if (f->rank == 0)
+        canonical(path, canon, sizeof canon);
+    code = amio_bcast(canon, PATH_MAX, MPI_CHAR, 0, f->comm);
+    canon[PATH_MAX - 1] = 0;
+    f->path = strdup(canon);
+    if (code == MPI_SUCCESS && !f->path)
+        code = amio_error(MPI_ERR_NO_MEM, "out of memory");
+    code = agree(code, f->comm, "MPI_File_open");
+
+    /* 4. the data */
+    atomio_client *c = NULL;
+    int entered = 0;
+    if (code == MPI_SUCCESS && f->is_rma) {
+        code = agree(amio_rma_open(f), f->comm, "MPI_File_open (rma)");
+    } else if (code == MPI_SUCCESS) {
+        code = amio_client(&c);
+        if (code == MPI_SUCCESS && f->rank == 0) {
+            code = amio_session_enter(f, c);
+            entered = code == MPI_SUCCESS;
+        }
+        code = agree(code, f->comm, "MPI_File_open");
+        if (code == MPI_SUCCESS) {
+            rc = atomio_open(c, f->path, 0, 0, 0, &f->af);
+            if (rc != ATOMIO_OK) {
+                f->af = NULL;
+                code = amio_error_atomio(rc, "opening the server copy");
+            }
+        }
+        if (code == MPI_SUCCESS) {
+            char what[160];
+            snprintf(what, sizeof what, "atomio strategy \"%s\"", strategy);
+            rc = atomio_set_atomic(f->af, strategy);
+            if (rc != ATOMIO_OK)
+                code = amio_error_atomio(rc, what); /* carries atomio's message */
+        }
+        code = agree(code, f->comm, "MPI_File_open");
+    }
+    f->atomic = amio_cfg.force_atomic;
+    if (code == MPI_SUCCESS && !f->is_rma && !f->atomic &&
+        atomio_set_atomic(f->af, NULL) != ATOMIO_OK)
+        code = amio_error_atomio(ATOMIO_EINTERNAL, "atomic mode off");
+
+    /* 5. the table */
+    if (code == MPI_SUCCESS && (amode & MPI_MODE_APPEND))
+        code = amio_eof_etypes(f, &f->pos);
+    if (code == MPI_SUCCESS && amio_table_add(f))
+        code = amio_error(MPI_ERR_NO_MEM, "out of memory");
+    code = agree(code, f->comm, "MPI_File_open");
+    if (code == MPI_SUCCESS) {
+        *fh = f->fh;
+        amio_log(2, "opened %s (strategy %s%s)", f->path, strategy,
+                 f->atomic ? ", atomic mode forced" : "");
+        return MPI_SUCCESS;
+    }
+
+    /* undo, on every rank alike */
+    amio_table_remove(f);
+    if (f->af)
+        atomio_close(f->af);
+    f->af = NULL;
+    if (entered)
+        amio_session_leave(f, c, 0);
+    if (f->is_rma)
+        amio_rma_close(f);
+    PMPI_File_close(&f->fh);
+    destroy(f);
+    return amio_raise(MPI_FILE_NULL, code);
+}
+
+int MPI_File_close(MPI_File *fh)
+{
+    amio_file *f = fh ? amio_lookup(*fh) : NULL;
+    if (!f)
+        return PMPI_File_close(fh);
+    int code = MPI_SUCCESS;
+    if (f->is_rma) {
+        code = amio_rma_close(f);
+    } else {
+        int dirty = f->dirty;
+        code = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* everyone is done */
+        if (f->rank == 0) {
+            atomio_client *c = NULL;
+            int c2 = amio_client(&c);
+            if (c2 == MPI_SUCCESS)
+                c2 = amio_session_leave(f, c, dirty && !(f->amode & MPI_MODE_DELETE_ON_CLOSE));
+            if (code == MPI_SUCCESS)
+                code = c2;
+        }
+        atomio_close(f->af);
+        f->af = NULL;
+        code = agree(code, f->comm, "MPI_File_close");
+    }
+    if (code != MPI_SUCCESS)
+        PMPI_File_call_errhandler(f->fh, code);
+    amio_table_remove(f);
+    int rc = PMPI_File_close(&f->fh);
+    if (code == MPI_SUCCESS)
+        code = rc;
+    *fh = MPI_FILE_NULL;
+    destroy(f);
+    return code;
+}
+
+int MPI_File_delete(const char *filename, MPI_Info info)
+{
+    char path[PATH_MAX], strategy[96];
+    if (!filename ||
+        !amio_select(filename, info, path, sizeof path, strategy, sizeof strategy))
+        return PMPI_File_delete(filename, info);
+    char canon[PATH_MAX];
+    canonical(path, canon, sizeof canon);
+    int busy = 0;
+    int code = amio_session_busy(canon, &busy);
+    if (code == MPI_SUCCESS && busy)
+        code = amio_error(MPI_ERR_FILE_IN_USE, "%s is open", canon);
+    if (code != MPI_SUCCESS)
+        return amio_raise(MPI_FILE_NULL, code);
+    atomio_client *c = NULL;
+    if (strcmp(strategy, "rma") != 0 && amio_rt.n_addrs > 0 && amio_client(&c) == MPI_SUCCESS)
+        atomio_remove(c, canon); /* a stale copy, if any */
+    return PMPI_File_delete(path, info);
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# run.sh -- the MPI-IO front's tests under mpiexec (make test runs this; so does
+# crates/atomio-cli/tests/mpi_io.rs). Each mpiexec is bounded (the programs' watchdog fails
+# them at 28 s; `timeout 60` is the backstop) and oversubscribes this machine's cores.
+#
+#   BUILD=<dir with libatomio_mpiio.so and the test programs> [MPIEXEC=mpiexec]
+#   [ATOMIO_BIN=<atomio CLI, to test external servers>] [ONLY=<substring>] tests/run.sh
+#
+# Invariants: every run prints "== <name>" first and the script stops at the first failure
+# with a non-zero status; servers it starts are killed by their pid on exit; everything is
+# written under a fresh temporary directory, removed on success.
+set -euo pipefail
+
+BUILD=${BUILD:?BUILD must name the build directory}
+MPIEXEC=${MPIEXEC:-mpiexec}
+LIB="$BUILD/libatomio_mpiio.so"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/atomio-mpiio-tests.XXXXXX")
+SERVER_PIDS=()
+cleanup() {
+  for p in "${SERVER_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+# Test defaults: two in-job servers, small stripes (every call spans both servers).
+export ATOMIO_SERVERS_PER_NODE=${ATOMIO_SERVERS_PER_NODE:-2}
+export ATOMIO_STRIPE_SIZE=${ATOMIO_STRIPE_SIZE:-4096}
+
+if "$MPIEXEC" --version 2>&1 | grep -qi "open mpi"; then
+  OMPI=1
+else
+  OMPI=0
+fi
+
+# mpirun N [--preload] PROGRAM ARGS...  (environment: whatever is exported)
+mpirun_n() {
+  local n=$1; shift
+  local pre=()
+  if [ "$1" = "--preload" ]; then
+    shift
+    if [ $OMPI = 1 ]; then pre=(-x "LD_PRELOAD=$LIB"); else pre=(-genv LD_PRELOAD "$LIB"); fi
+  fi
+  local pass=()
+  if [ $OMPI = 1 ]; then
+    pass=(--oversubscribe)
+    for v in $(env | grep -oE '^(ATOMIO_|T_)[A-Z_]*' || true); do pass+=(-x "$v"); done
+  fi
+  timeout 60 "$MPIEXEC" -n "$n" "${pass[@]}" "${pre[@]}" "$@"
+}
+
+step() {
+  local name=$1; shift
+  if [ -n "${ONLY:-}" ] && [[ "$name" != *"$ONLY"* ]]; then return 0; fi
+  echo "== $name"
+  local t0=$SECONDS
+  if ! "$@"; then
+    echo "FAILED: $name" >&2
+    exit 1
+  fi
+  echo "   ($((SECONDS - t0)) s)"
+}
+
+fresh() { local d="$WORK/${1//:/_}"; rm -rf "$d"; mkdir -p "$d"; echo "$d"; }
+
+SERVER_STRATEGIES_A="whole-file bounding-extent block:4096 ching:posix:two-phase ching:posix:one-try ching:posix:alt-try"
+SERVER_STRATEGIES_B="ching:list:two-phase ching:list:one-try ching:list:alt-try ching:datatype:two-phase ching:datatype:one-try ching:datatype:alt-try"
+
+# ----- test 1: one writer, several readers ------------------------------------------------
+t1() { T_DIR=$(fresh t1) mpirun_n 4 --preload "$BUILD/t_atomic_readers" ching:datatype:one-try bounding-extent rma; }
+step "1. one writer, readers see all or nothing (contiguous + vector views)" t1
+
+# ----- test 2: overlapping noncontiguous writers, every strategy ----------------------------
+t2a() { T_DIR=$(fresh t2a) mpirun_n 4 --preload "$BUILD/t_overlap_writers" $SERVER_STRATEGIES_A; }
+t2b() { T_DIR=$(fresh t2b) mpirun_n 4 --preload "$BUILD/t_overlap_writers" $SERVER_STRATEGIES_B; }
+t2c() { T_DIR=$(fresh t2c) mpirun_n 4 --preload "$BUILD/t_overlap_writers" rma; }
+t2d() { T_DIR=$(fresh t2d) ATOMIO_RMA_MODE=paper mpirun_n 4 --preload "$BUILD/t_overlap_writers" rma; }
+t2e() { T_DIR=$(fresh t2e) ATOMIO_FORCE_ATOMIC=1 ATOMIO_RMA_SCOPE=world \
+          mpirun_n 4 --preload "$BUILD/t_overlap_writers" --self ching:datatype:one-try ching:list:two-phase rma; }
+t2f() { T_DIR=$(fresh t2f) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --expect-violation none; }
+step "2a. overlapping writers atomic: whole-file, bounding-extent, block, ching:posix:*" t2a
+step "2b. overlapping writers atomic: ching:list:*, ching:datatype:*" t2b
+step "2c. overlapping writers atomic: rma (direct-grant)" t2c
+step "2d. overlapping writers atomic: rma (paper mode)" t2d
+step "2e. independent MPI_COMM_SELF opens, ATOMIO_FORCE_ATOMIC=1 (servers and rma world scope)" t2e
+step "2f. negative control: strategy none is caught violating" t2f
+
+# ----- test 3: noncontiguous views and memory types against ROMIO; API semantics ------------
+t3a() { T_DIR=$(fresh t3a) mpirun_n 4 --preload "$BUILD/t_noncontig"; }
+t3b() { T_DIR=$(fresh t3b) mpirun_n 3 --preload "$BUILD/t_noncontig"; }
+t3c() { T_DIR=$(fresh t3c) mpirun_n 3 --preload "$BUILD/t_semantics"; }
+t3d() { T_DIR=$(fresh t3d) mpirun_n 2 "$BUILD/t_semantics_linked"; }
+step "3a. views and memory types = ROMIO's bytes (4 ranks)" t3a
+step "3b. views and memory types = ROMIO's bytes (3 ranks)" t3b
+step "3c. MPI-IO semantics = ROMIO's; bad input is an MPI error" t3c
+step "3d. the same, library linked instead of preloaded" t3d
+
+# ----- test 4: files atomio does not take behave exactly as without it ------------------------
+# Same programs on ordinary files, without and with the library: same output, same bytes.
+same_dirs() {
+  local a=$1 b=$2
+  (cd "$a" && find . -type f | sort) > "$WORK/list.a"
+  (cd "$b" && find . -type f | sort) > "$WORK/list.b"
+  diff "$WORK/list.a" "$WORK/list.b" || return 1
+  while read -r f; do cmp "$a/$f" "$b/$f" || return 1; done < "$WORK/list.a"
+}
+t4() {
+  local prog=$1 n=$2
+  local a b
+  a=$(fresh "t4-$prog-without"); b=$(fresh "t4-$prog-with")
+  T_DIR=$a mpirun_n "$n" "$BUILD/$prog" --plain-only > "$WORK/out.a"
+  T_DIR=$b ATOMIO_FILES="/nonexistent/*" mpirun_n "$n" --preload "$BUILD/$prog" --plain-only > "$WORK/out.b"
+  diff "$WORK/out.a" "$WORK/out.b" && same_dirs "$a" "$b"
+}
+step "4a. untaken files: t_noncontig output and bytes identical with and without the library" t4 t_noncontig 3
+step "4b. untaken files: t_semantics output and bytes identical with and without the library" t4 t_semantics 3
+
+# ----- selection by ATOMIO_FILES globs and ATOMIO_STRATEGY: same observations as ROMIO ------
+t5() {
+  local prog=$1 strategy=$2 servers=$3
+  local a b
+  a=$(fresh "sel-$prog-romio"); b=$(fresh "sel-$prog-$strategy")
+  T_DIR=$a mpirun_n 3 "$BUILD/$prog" --plain-only > "$WORK/out.a"
+  T_DIR=$b ATOMIO_FILES="$b/*" ATOMIO_STRATEGY=$strategy ATOMIO_SERVERS=$servers \
+    mpirun_n 3 --preload "$BUILD/$prog" --plain-only > "$WORK/out.b"
+  diff "$WORK/out.a" "$WORK/out.b" && same_dirs "$a" "$b"
+}
+step "5a. every file taken by ATOMIO_FILES glob (default strategy): t_semantics = ROMIO" t5 t_semantics ching:datatype:one-try ""
+step "5b. every file taken by glob, ATOMIO_STRATEGY=rma, ATOMIO_SERVERS=none: t_semantics = ROMIO" t5 t_semantics rma none
+step "5c. every file taken by glob, ATOMIO_STRATEGY=rma: t_noncontig bytes = ROMIO" t5 t_noncontig rma none
+
+# ----- external servers (ATOMIO_SERVERS=host:port,... and a cluster file) ---------------------
+if [ -n "${ATOMIO_BIN:-}" ]; then
+  start_server() {
+    local dir=$1 log=$2
+    "$ATOMIO_BIN" server --listen 127.0.0.1:0 --data "$dir" > "$log" 2>&1 &
+    SERVER_PIDS+=($!)
+    for _ in $(seq 100); do
+      grep -q "listening on" "$log" && break
+      sleep 0.1
+    done
+    sed -n 's/.*listening on //p' "$log" | head -1
+  }
+  a1=$(start_server "$WORK/srv1" "$WORK/srv1.log")
+  a2=$(start_server "$WORK/srv2" "$WORK/srv2.log")
+  [ -n "$a1" ] && [ -n "$a2" ] || { echo "could not start atomio servers" >&2; exit 1; }
+  printf '[[server]]\naddress = "%s"\n[[server]]\naddress = "%s"\n' "$a1" "$a2" > "$WORK/cluster.toml"
+  t6a() { T_DIR=$(fresh t6a) ATOMIO_SERVERS="$a1,$a2" mpirun_n 4 --preload "$BUILD/t_atomic_readers" ching:datatype:one-try; }
+  t6b() { T_DIR=$(fresh t6b) ATOMIO_SERVERS="$WORK/cluster.toml" mpirun_n 3 --preload "$BUILD/t_semantics"; }
+  step "6a. external servers by address (ATOMIO_SERVERS=$a1,$a2)" t6a
+  step "6b. external servers by cluster file" t6b
+fi
+
+rm -rf "$WORK"
+echo "all MPI-IO tests passed"
