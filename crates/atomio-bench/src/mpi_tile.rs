@@ -237,6 +237,7 @@ pub struct MpiTileRow {
     pub config: String,
     /// `baseline` or `atomio`.
     pub kind: String,
+    /// Atomic mode was requested (`--atomic`); `verified` says whether the file shows it.
     pub atomic: bool,
     /// `romio_ds_write=disable` was set.
     pub no_sieving: bool,

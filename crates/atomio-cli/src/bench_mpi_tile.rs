@@ -244,7 +244,7 @@ pub fn report(r: &MpiTileReport) -> String {
     out += &render(
         &[
             "config",
-            "atomic",
+            "atomic mode",
             "MiB/s",
             &ratio_header,
             "seconds",
