@@ -1,6 +1,8 @@
 //! `atomio`: run servers, benchmarks and simulations.
 
 mod bench_locks;
+mod bench_mpi_tile;
+mod bench_rma;
 mod bench_workload;
 mod demo;
 mod files;
@@ -53,6 +55,12 @@ enum Bench {
     /// Ching et al. §6.1: acquire/release 128Ki one-byte locks per client, scaling and
     /// contention variants, every method × protocol, embedded and TCP.
     Locks(bench_locks::LockArgs),
+    /// Thakur et al. 2005 §4: RMA byte-range locks (paper, direct-grant) vs fcntl, µs per
+    /// acquire+release pair at 2/4/8 ranks, in one mpiexec (builds mpi/rmalock).
+    Rma(bench_rma::RmaArgs),
+    /// mpi-tile-io style MPI program (mpi/bench/tile_io): MPICH non-atomic and atomic vs
+    /// atomio strategies through a preloaded libatomio_mpiio.so.
+    MpiTile(Box<bench_mpi_tile::MpiTileArgs>),
     /// List the workloads.
     List,
     /// A workload: `atomio bench <workload> [options] [-- workload options]`.
@@ -85,6 +93,12 @@ fn main() -> std::process::ExitCode {
         Command::Bench {
             which: Bench::Locks(a),
         } => bench_locks::run(a),
+        Command::Bench {
+            which: Bench::Rma(a),
+        } => bench_rma::run(a),
+        Command::Bench {
+            which: Bench::MpiTile(a),
+        } => bench_mpi_tile::run(*a),
         Command::Bench { which: Bench::List } => {
             bench_workload::list();
             Ok(())

@@ -1,0 +1,783 @@
+//! The MPI tile benchmark: `mpi/bench/tile_io` (an unmodified MPI-IO program in the style of
+//! mpi-tile-io) run under several configurations in ONE invocation, interleaved:
+//!
+//! * MPI baselines on a plain path: non-atomic (the upper bound an ordinary user gets) and
+//!   the library's own atomic mode (`MPI_File_set_atomicity`), each also with ROMIO's data
+//!   sieving for writes disabled (`romio_ds_write=disable`), which changes what ROMIO locks;
+//! * for each atomio strategy, the same program with `LD_PRELOAD=<libatomio_mpiio.so>`,
+//!   `ATOMIO_STRATEGY=<strategy>` and the path `atomio:<dir>/…` — skipped, with the reason in
+//!   the row, when no library is given.
+//!
+//! **Invariants:** repetition `k` runs every runnable configuration once before repetition
+//! `k+1` starts, the order rotated by one each repetition (so slow drift and position
+//! effects hit every configuration alike); a configuration's MiB/s is the median over its
+//! repetitions of the C program's own figure (every rank's tile bytes × iterations / the sum
+//! over iterations of the slowest rank's write time); every run's figure and verifier
+//! verdict are kept; a row's ratio is its median over the median of the `mpich-atomic` (or
+//! `ompi-atomic`) row of the same invocation, and absent when either is missing. A failing
+//! atomio run marks that row failed (with the error) and the others still run; a failing
+//! baseline aborts the benchmark.
+
+use crate::mpi_run::{self, MpiError, Result};
+use crate::stats::median;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+/// Which MPI the program is built and launched with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flavor {
+    /// MPICH (hydra `mpiexec`, `-genv NAME VALUE`), the default `mpicc`.
+    Mpich,
+    /// Open MPI (`mpirun.openmpi`, `-x NAME=VALUE`, `--oversubscribe`), built as `*.ompi`.
+    Openmpi,
+}
+
+impl Flavor {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Flavor::Mpich => "mpich",
+            Flavor::Openmpi => "ompi",
+        }
+    }
+    fn program(self) -> &'static str {
+        match self {
+            Flavor::Mpich => "tile_io",
+            Flavor::Openmpi => "tile_io.ompi",
+        }
+    }
+    pub fn default_launcher(self) -> &'static str {
+        match self {
+            Flavor::Mpich => "mpiexec",
+            Flavor::Openmpi => "mpirun.openmpi",
+        }
+    }
+}
+
+/// A baseline: the MPI library's own I/O on a plain path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub atomic: bool,
+    /// `romio_ds_write=disable` (ROMIO only: MPICH, or Open MPI with `--mca io romio321`).
+    pub no_sieving: bool,
+}
+
+impl Baseline {
+    /// `mpich`, `mpich-atomic`, `mpich-nods`, `mpich-atomic-nods` (or `ompi…`).
+    pub fn name(self, f: Flavor) -> String {
+        format!(
+            "{}{}{}",
+            f.prefix(),
+            if self.atomic { "-atomic" } else { "" },
+            if self.no_sieving { "-nods" } else { "" }
+        )
+    }
+
+    /// Parses a baseline name (with either flavor prefix, or `mpi`).
+    pub fn parse(s: &str) -> Option<Self> {
+        let rest = ["mpich", "ompi", "mpi"]
+            .iter()
+            .find_map(|p| s.strip_prefix(p))?;
+        match rest {
+            "" => Some(Self {
+                atomic: false,
+                no_sieving: false,
+            }),
+            "-atomic" => Some(Self {
+                atomic: true,
+                no_sieving: false,
+            }),
+            "-nods" => Some(Self {
+                atomic: false,
+                no_sieving: true,
+            }),
+            "-atomic-nods" => Some(Self {
+                atomic: true,
+                no_sieving: true,
+            }),
+            _ => None,
+        }
+    }
+
+    pub const ALL: [Baseline; 4] = [
+        Baseline {
+            atomic: false,
+            no_sieving: false,
+        },
+        Baseline {
+            atomic: false,
+            no_sieving: true,
+        },
+        Baseline {
+            atomic: true,
+            no_sieving: false,
+        },
+        Baseline {
+            atomic: true,
+            no_sieving: true,
+        },
+    ];
+}
+
+/// mpi-tile-io's parameters (see `tile_io.c`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TileGeometry {
+    pub tiles_x: Option<u32>,
+    pub tiles_y: Option<u32>,
+    pub tile_x: u64,
+    pub tile_y: u64,
+    pub element_bytes: u64,
+    pub overlap_x: u64,
+    pub overlap_y: u64,
+}
+
+impl Default for TileGeometry {
+    /// The project's `tile` workload default (Tran §6.5 scaled by 1/64 per client): 128×128
+    /// tiles of 1 KiB elements, 16-element overlap, so 16 MiB per rank.
+    fn default() -> Self {
+        Self {
+            tiles_x: None,
+            tiles_y: None,
+            tile_x: 128,
+            tile_y: 128,
+            element_bytes: 1024,
+            overlap_x: 16,
+            overlap_y: 16,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct MpiTileConfig {
+    pub flavor: Flavor,
+    /// Launcher (default: the flavor's).
+    pub mpiexec: Option<String>,
+    /// `mpi/bench` (found automatically when `None`).
+    pub src: Option<PathBuf>,
+    pub ranks: u32,
+    pub geometry: TileGeometry,
+    pub iterations: u32,
+    pub collective: bool,
+    /// Repetitions of every configuration (≥ 1; ≥ 3 for a meaningful median).
+    pub reps: u32,
+    /// Directory of the plain files (and of the `atomio:` paths).
+    pub dir: PathBuf,
+    pub baselines: Vec<Baseline>,
+    /// atomio strategies, each run with the preloaded library.
+    pub strategies: Vec<String>,
+    /// `libatomio_mpiio.so`; without it the strategies are skipped.
+    pub mpiio_lib: Option<PathBuf>,
+    /// Extra environment for every rank (`NAME`, `VALUE`).
+    pub env: Vec<(String, String)>,
+    /// Extra environment only for the atomio runs.
+    pub atomio_env: Vec<(String, String)>,
+    /// Extra `tile_io` arguments for every run.
+    pub extra: Vec<String>,
+    pub verify: bool,
+    pub timeout: Duration,
+}
+
+impl Default for MpiTileConfig {
+    fn default() -> Self {
+        Self {
+            flavor: Flavor::Mpich,
+            mpiexec: None,
+            src: None,
+            ranks: 4,
+            geometry: TileGeometry::default(),
+            iterations: 3,
+            collective: false,
+            reps: 5,
+            dir: std::env::temp_dir(),
+            baselines: Baseline::ALL.to_vec(),
+            strategies: Vec::new(),
+            mpiio_lib: None,
+            env: Vec::new(),
+            atomio_env: Vec::new(),
+            extra: Vec::new(),
+            verify: true,
+            timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// One configuration of the benchmark.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Variant {
+    Baseline(Baseline),
+    Atomio(String),
+}
+
+/// One `tile_io` run's result (its JSON line, the fields we use).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TileRun {
+    pub mib_per_s: f64,
+    pub seconds: f64,
+    pub iter_seconds: Vec<f64>,
+    pub bytes: f64,
+    /// `atomic`, `violated`, `n/a` or `skipped`.
+    pub verify: String,
+    #[serde(default)]
+    pub violation: String,
+    #[serde(default)]
+    pub bad_elements: u64,
+    pub atomicity_get: i64,
+    pub atomicity_set_rc: i64,
+    pub mpi_library: String,
+    pub dataset_x: u64,
+    pub dataset_y: u64,
+}
+
+/// One configuration's results.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MpiTileRow {
+    /// `mpich`, `mpich-atomic`, …, or `atomio:<strategy>`.
+    pub config: String,
+    /// `baseline` or `atomio`.
+    pub kind: String,
+    /// Atomic mode was requested (`--atomic`); `verified` says whether the file shows it.
+    pub atomic: bool,
+    /// `romio_ds_write=disable` was set.
+    pub no_sieving: bool,
+    pub strategy: Option<String>,
+    /// Why the configuration did not run (no library) — then no figures.
+    pub skipped: Option<String>,
+    /// Why it stopped (an atomio run failed) — figures of the runs before, if any.
+    pub error: Option<String>,
+    pub mib_per_s: Option<f64>,
+    pub seconds: Option<f64>,
+    /// MiB/s over the `<flavor>-atomic` row's (same invocation).
+    pub ratio_to_mpi_atomic: Option<f64>,
+    /// `atomic` if every run verified, `VIOLATED k/n` if any did not, `n/a`/`skipped`.
+    pub verified: String,
+    pub runs: Vec<TileRun>,
+}
+
+/// Everything one invocation measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MpiTileReport {
+    pub bench: String,
+    pub flavor: Flavor,
+    pub mpi_library: Option<String>,
+    pub ranks: u32,
+    pub geometry: TileGeometry,
+    pub dataset: Option<(u64, u64)>,
+    pub iterations: u32,
+    pub collective: bool,
+    pub reps: u32,
+    pub bytes_per_run: Option<f64>,
+    /// One example command per configuration.
+    pub commands: Vec<Vec<String>>,
+    pub rows: Vec<MpiTileRow>,
+    pub key: Option<TileKey>,
+}
+
+/// The project's target: atomio's best strategy ≥ 3× the MPI library's own atomic mode.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TileKey {
+    pub best: String,
+    pub best_mib_per_s: f64,
+    pub mpi_atomic_mib_per_s: f64,
+    pub ratio: f64,
+    /// Against the faster of `-atomic` and `-atomic-nods` (ROMIO tuned by hand).
+    pub ratio_to_best_mpi_atomic: Option<f64>,
+    pub target: f64,
+    pub met: bool,
+}
+
+pub const TARGET_SPEEDUP: f64 = 3.0;
+
+#[derive(Clone, Debug)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+    pub what: String,
+}
+
+impl MpiTileConfig {
+    fn launcher(&self) -> String {
+        self.mpiexec
+            .clone()
+            .unwrap_or_else(|| self.flavor.default_launcher().to_string())
+    }
+
+    pub fn variants(&self) -> Vec<Variant> {
+        let mut v: Vec<Variant> = self
+            .baselines
+            .iter()
+            .map(|&b| Variant::Baseline(b))
+            .collect();
+        v.extend(self.strategies.iter().cloned().map(Variant::Atomio));
+        v
+    }
+
+    pub fn name(&self, v: &Variant) -> String {
+        match v {
+            Variant::Baseline(b) => b.name(self.flavor),
+            Variant::Atomio(s) => format!("atomio:{s}"),
+        }
+    }
+
+    /// The launcher command line for one run of `v` (tag makes the file name unique).
+    pub fn command_line(&self, v: &Variant, tag: &str) -> Vec<String> {
+        let mut c = vec![self.launcher()];
+        let mut env = self.env.clone();
+        if let Variant::Atomio(s) = v {
+            if let Some(lib) = &self.mpiio_lib {
+                env.push(("LD_PRELOAD".into(), lib.display().to_string()));
+            }
+            env.push(("ATOMIO_STRATEGY".into(), s.clone()));
+            env.extend(self.atomio_env.iter().cloned());
+        }
+        match self.flavor {
+            Flavor::Mpich => {
+                for (k, val) in env {
+                    c.extend(["-genv".into(), k, val]);
+                }
+            }
+            Flavor::Openmpi => {
+                c.push("--oversubscribe".into());
+                if is_root() {
+                    c.push("--allow-run-as-root".into());
+                }
+                for (k, val) in env {
+                    c.extend(["-x".into(), format!("{k}={val}")]);
+                }
+            }
+        }
+        c.extend(["-n".into(), self.ranks.to_string()]);
+        c.push(format!("./{}", self.flavor.program()));
+        let g = &self.geometry;
+        if let Some(x) = g.tiles_x {
+            c.extend(["--tiles-x".into(), x.to_string()]);
+        }
+        if let Some(y) = g.tiles_y {
+            c.extend(["--tiles-y".into(), y.to_string()]);
+        }
+        for (k, val) in [
+            ("--tile-x", g.tile_x),
+            ("--tile-y", g.tile_y),
+            ("--element-bytes", g.element_bytes),
+            ("--overlap-x", g.overlap_x),
+            ("--overlap-y", g.overlap_y),
+            ("--iterations", u64::from(self.iterations)),
+        ] {
+            c.extend([k.to_string(), val.to_string()]);
+        }
+        let file = self.dir.join(format!("atomio_mpi_tile_{tag}.dat"));
+        let (path, atomic) = match v {
+            Variant::Baseline(b) => {
+                if b.no_sieving {
+                    c.extend(["--hint".into(), "romio_ds_write=disable".into()]);
+                }
+                (file.display().to_string(), b.atomic)
+            }
+            Variant::Atomio(_) => (format!("atomio:{}", file.display()), true),
+        };
+        c.extend(["--path".into(), path]);
+        if atomic {
+            c.push("--atomic".into());
+        }
+        if self.collective {
+            c.push("--collective".into());
+        }
+        if !self.verify {
+            c.push("--no-verify".into());
+        }
+        c.extend(["--label".into(), self.name(v)]);
+        c.extend(self.extra.iter().cloned());
+        c
+    }
+
+    fn check(&self) -> Result<()> {
+        let bad = |m: &str| Err(MpiError(m.into()));
+        if self.ranks == 0 || self.reps == 0 || self.iterations == 0 {
+            return bad("ranks, reps and iterations must be positive");
+        }
+        let g = &self.geometry;
+        if g.tile_x == 0 || g.tile_y == 0 || g.element_bytes == 0 {
+            return bad("tile sizes and element size must be positive");
+        }
+        if g.overlap_x >= g.tile_x || g.overlap_y >= g.tile_y {
+            return bad("overlap must be smaller than the tile");
+        }
+        if let (Some(x), Some(y)) = (g.tiles_x, g.tiles_y) {
+            if u64::from(x) * u64::from(y) != u64::from(self.ranks) {
+                return bad("tiles-x × tiles-y must equal the ranks");
+            }
+        }
+        if self.flavor == Flavor::Openmpi && self.baselines.iter().any(|b| b.no_sieving) {
+            return bad("the -nods baselines set a ROMIO hint; Open MPI's default OMPIO ignores it (drop them, or add `--mca io romio321` yourself)");
+        }
+        if self.variants().is_empty() {
+            return bad("nothing to run");
+        }
+        Ok(())
+    }
+}
+
+fn is_root() -> bool {
+    std::env::var("USER").is_ok_and(|u| u == "root")
+        || std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                == Some("0")
+        })
+}
+
+fn parse_run(stdout: &str) -> Result<TileRun> {
+    let lines = mpi_run::json_lines(stdout)?;
+    let v = lines
+        .into_iter()
+        .rev()
+        .find(|v| v["bench"] == "tile_io")
+        .ok_or_else(|| MpiError(format!("tile_io printed no result line:\n{stdout}")))?;
+    serde_json::from_value(v.clone())
+        .map_err(|e| MpiError(format!("unexpected tile_io line ({e}): {v}")))
+}
+
+/// Summarizes verdicts: every run atomic → `atomic`; any violated → `VIOLATED k/n`.
+pub fn verdict(runs: &[TileRun]) -> String {
+    if runs.is_empty() {
+        return "-".into();
+    }
+    let bad = runs.iter().filter(|r| r.verify == "violated").count();
+    if bad > 0 {
+        format!("VIOLATED {bad}/{}", runs.len())
+    } else if runs.iter().all(|r| r.verify == "atomic") {
+        "atomic".into()
+    } else {
+        runs[0].verify.clone()
+    }
+}
+
+/// Runs the benchmark; `progress` sees every finished run.
+pub fn run(cfg: &MpiTileConfig, mut progress: impl FnMut(&Progress)) -> Result<MpiTileReport> {
+    cfg.check()?;
+    let launcher = cfg.launcher();
+    if !mpi_run::have(&launcher) {
+        return Err(MpiError(format!(
+            "{launcher} not found: install {}",
+            match cfg.flavor {
+                Flavor::Mpich => "MPICH (apt-get install mpich libmpich-dev)",
+                Flavor::Openmpi => "Open MPI (apt-get install openmpi-bin libopenmpi-dev)",
+            }
+        )));
+    }
+    let dir = mpi_run::find_dir("bench", cfg.src.as_deref())?;
+    mpi_run::make(&dir, &[cfg.flavor.program()], &[])?;
+    std::fs::create_dir_all(&cfg.dir)
+        .map_err(|e| MpiError(format!("{}: {e}", cfg.dir.display())))?;
+
+    let variants = cfg.variants();
+    let skip_reason = |v: &Variant| match v {
+        Variant::Atomio(_) if cfg.mpiio_lib.is_none() => Some(
+            "skipped: no --mpiio-lib given (libatomio_mpiio.so is built elsewhere)".to_string(),
+        ),
+        Variant::Atomio(_) => cfg
+            .mpiio_lib
+            .as_ref()
+            .filter(|l| !l.is_file())
+            .map(|l| format!("skipped: {} does not exist", l.display())),
+        Variant::Baseline(_) => None,
+    };
+    let skipped: Vec<Option<String>> = variants.iter().map(skip_reason).collect();
+    let runnable: Vec<usize> = (0..variants.len())
+        .filter(|&i| skipped[i].is_none())
+        .collect();
+    let mut runs: Vec<Vec<TileRun>> = vec![Vec::new(); variants.len()];
+    let mut errors: Vec<Option<String>> = vec![None; variants.len()];
+    let total = u64::from(cfg.reps) * runnable.len() as u64;
+    let mut done = 0;
+    let mut commands = vec![Vec::new(); variants.len()];
+    for rep in 0..cfg.reps as usize {
+        let n = runnable.len().max(1);
+        for j in 0..runnable.len() {
+            let i = runnable[(j + rep) % n];
+            if errors[i].is_some() {
+                done += 1;
+                continue;
+            }
+            let v = &variants[i];
+            let tag = format!("{}_{i}_{rep}", std::process::id());
+            let argv = cfg.command_line(v, &tag);
+            if commands[i].is_empty() {
+                commands[i] = argv.clone();
+            }
+            let mut cmd = Command::new(&argv[0]);
+            cmd.args(&argv[1..]).current_dir(&dir);
+            let result =
+                mpi_run::run(cmd, cfg.timeout, |_| {}).and_then(|out| parse_run(&out.stdout));
+            done += 1;
+            match result {
+                Ok(r) => {
+                    progress(&Progress {
+                        done,
+                        total,
+                        what: format!(
+                            "rep {}/{} {}: {:.1} MiB/s, {}",
+                            rep + 1,
+                            cfg.reps,
+                            cfg.name(v),
+                            r.mib_per_s,
+                            r.verify
+                        ),
+                    });
+                    runs[i].push(r);
+                }
+                Err(e) if matches!(v, Variant::Atomio(_)) => {
+                    progress(&Progress {
+                        done,
+                        total,
+                        what: format!("{} failed", cfg.name(v)),
+                    });
+                    errors[i] = Some(e.0);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let med = |i: usize| -> Option<f64> {
+        let v: Vec<f64> = runs[i].iter().map(|r| r.mib_per_s).collect();
+        (!v.is_empty()).then(|| median(&v))
+    };
+    let atomic_default = variants.iter().position(|v| {
+        *v == Variant::Baseline(Baseline {
+            atomic: true,
+            no_sieving: false,
+        })
+    });
+    let base = atomic_default.and_then(med);
+    let mut rows = Vec::new();
+    for (i, v) in variants.iter().enumerate() {
+        let m = med(i);
+        let (atomic, no_sieving, strategy, kind) = match v {
+            Variant::Baseline(b) => (b.atomic, b.no_sieving, None, "baseline"),
+            Variant::Atomio(s) => (true, false, Some(s.clone()), "atomio"),
+        };
+        let secs: Vec<f64> = runs[i].iter().map(|r| r.seconds).collect();
+        rows.push(MpiTileRow {
+            config: cfg.name(v),
+            kind: kind.into(),
+            atomic,
+            no_sieving,
+            strategy,
+            skipped: skipped[i].clone(),
+            error: errors[i].clone(),
+            mib_per_s: m,
+            seconds: (!secs.is_empty()).then(|| median(&secs)),
+            ratio_to_mpi_atomic: match (m, base) {
+                (Some(x), Some(b)) if b > 0.0 => Some(x / b),
+                _ => None,
+            },
+            verified: if skipped[i].is_some() {
+                "skipped".into()
+            } else {
+                verdict(&runs[i])
+            },
+            runs: runs[i].clone(),
+        });
+    }
+    let first = runs.iter().flatten().next();
+    let key = key_figure(&rows, cfg.flavor);
+    Ok(MpiTileReport {
+        bench: "mpi-tile".into(),
+        flavor: cfg.flavor,
+        mpi_library: first.map(|r| r.mpi_library.clone()),
+        ranks: cfg.ranks,
+        geometry: cfg.geometry.clone(),
+        dataset: first.map(|r| (r.dataset_x, r.dataset_y)),
+        iterations: cfg.iterations,
+        collective: cfg.collective,
+        reps: cfg.reps,
+        bytes_per_run: first.map(|r| r.bytes),
+        commands: commands.into_iter().filter(|c| !c.is_empty()).collect(),
+        rows,
+        key,
+    })
+}
+
+/// Best atomio row (verified atomic, not failed) over the `<flavor>-atomic` row.
+pub fn key_figure(rows: &[MpiTileRow], flavor: Flavor) -> Option<TileKey> {
+    let atomic_name = Baseline {
+        atomic: true,
+        no_sieving: false,
+    }
+    .name(flavor);
+    let nods_name = Baseline {
+        atomic: true,
+        no_sieving: true,
+    }
+    .name(flavor);
+    let get = |n: &str| {
+        rows.iter()
+            .find(|r| r.config == n)
+            .and_then(|r| r.mib_per_s)
+    };
+    let base = get(&atomic_name)?;
+    let best = rows
+        .iter()
+        .filter(|r| r.kind == "atomio" && r.error.is_none() && !r.verified.starts_with("VIOLATED"))
+        .filter_map(|r| Some((r, r.mib_per_s?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let best_mpi = get(&nods_name).map_or(base, |n| n.max(base));
+    let ratio = best.1 / base;
+    Some(TileKey {
+        best: best.0.config.clone(),
+        best_mib_per_s: best.1,
+        mpi_atomic_mib_per_s: base,
+        ratio,
+        ratio_to_best_mpi_atomic: Some(best.1 / best_mpi),
+        target: TARGET_SPEEDUP,
+        met: ratio >= TARGET_SPEEDUP,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn baseline_names_round_trip() {
+        for b in Baseline::ALL {
+            assert_eq!(Baseline::parse(&b.name(Flavor::Mpich)), Some(b));
+            assert_eq!(Baseline::parse(&b.name(Flavor::Openmpi)), Some(b));
+        }
+        assert_eq!(Baseline::parse("mpich-bogus"), None);
+        assert_eq!(Baseline::parse("atomio"), None);
+    }
+
+    #[test]
+    fn atomio_runs_get_the_library_strategy_and_prefix_and_baselines_do_not() {
+        let cfg = MpiTileConfig {
+            strategies: vec!["rma".into()],
+            mpiio_lib: Some("/x/libatomio_mpiio.so".into()),
+            dir: "/scratch".into(),
+            ..MpiTileConfig::default()
+        };
+        let a = cfg
+            .command_line(&Variant::Atomio("rma".into()), "t")
+            .join(" ");
+        assert!(a.starts_with("mpiexec -genv LD_PRELOAD /x/libatomio_mpiio.so -genv ATOMIO_STRATEGY rma -n 4 ./tile_io"), "{a}");
+        assert!(
+            a.contains("--path atomio:/scratch/atomio_mpi_tile_t.dat --atomic"),
+            "{a}"
+        );
+        let b = cfg
+            .command_line(
+                &Variant::Baseline(Baseline {
+                    atomic: true,
+                    no_sieving: true,
+                }),
+                "t",
+            )
+            .join(" ");
+        assert!(!b.contains("LD_PRELOAD") && !b.contains("atomio:"), "{b}");
+        assert!(
+            b.contains(
+                "--hint romio_ds_write=disable --path /scratch/atomio_mpi_tile_t.dat --atomic"
+            ),
+            "{b}"
+        );
+        let plain = cfg
+            .command_line(&Variant::Baseline(Baseline::ALL[0]), "t")
+            .join(" ");
+        assert!(
+            !plain.contains("--atomic") && !plain.contains("--hint"),
+            "{plain}"
+        );
+    }
+
+    #[test]
+    fn openmpi_flavor_uses_x_and_oversubscribe() {
+        let cfg = MpiTileConfig {
+            flavor: Flavor::Openmpi,
+            baselines: vec![Baseline::ALL[2]],
+            env: vec![("A".into(), "1".into())],
+            ..MpiTileConfig::default()
+        };
+        let c = cfg
+            .command_line(&Variant::Baseline(Baseline::ALL[2]), "t")
+            .join(" ");
+        assert!(c.starts_with("mpirun.openmpi --oversubscribe"), "{c}");
+        assert!(c.contains("-x A=1 -n 4 ./tile_io.ompi"), "{c}");
+        assert!(cfg.check().is_ok());
+        let bad = MpiTileConfig {
+            baselines: Baseline::ALL.to_vec(),
+            ..cfg
+        };
+        assert!(bad.check().is_err());
+    }
+
+    fn run_of(mib: f64, verify: &str) -> TileRun {
+        TileRun {
+            mib_per_s: mib,
+            seconds: 1.0,
+            iter_seconds: vec![1.0],
+            bytes: 1.0,
+            verify: verify.into(),
+            violation: String::new(),
+            bad_elements: 0,
+            atomicity_get: 1,
+            atomicity_set_rc: 0,
+            mpi_library: "x".into(),
+            dataset_x: 1,
+            dataset_y: 1,
+        }
+    }
+
+    fn row(config: &str, kind: &str, mib: Option<f64>, verified: &str) -> MpiTileRow {
+        MpiTileRow {
+            config: config.into(),
+            kind: kind.into(),
+            atomic: true,
+            no_sieving: false,
+            strategy: None,
+            skipped: None,
+            error: None,
+            mib_per_s: mib,
+            seconds: None,
+            ratio_to_mpi_atomic: None,
+            verified: verified.into(),
+            runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn verdict_summarizes_runs() {
+        assert_eq!(
+            verdict(&[run_of(1.0, "atomic"), run_of(1.0, "atomic")]),
+            "atomic"
+        );
+        assert_eq!(
+            verdict(&[run_of(1.0, "atomic"), run_of(1.0, "violated")]),
+            "VIOLATED 1/2"
+        );
+        assert_eq!(verdict(&[run_of(1.0, "n/a")]), "n/a");
+    }
+
+    #[test]
+    fn key_takes_the_best_verified_atomio_row() {
+        let rows = vec![
+            row("mpich-atomic", "baseline", Some(100.0), "atomic"),
+            row("mpich-atomic-nods", "baseline", Some(150.0), "atomic"),
+            row(
+                "atomio:fast-but-wrong",
+                "atomio",
+                Some(900.0),
+                "VIOLATED 1/3",
+            ),
+            row("atomio:a", "atomio", Some(320.0), "atomic"),
+            row("atomio:b", "atomio", Some(250.0), "atomic"),
+            row("atomio:skipped", "atomio", None, "skipped"),
+        ];
+        let k = key_figure(&rows, Flavor::Mpich).unwrap();
+        assert_eq!(k.best, "atomio:a");
+        assert!((k.ratio - 3.2).abs() < 1e-12 && k.met);
+        assert!((k.ratio_to_best_mpi_atomic.unwrap() - 320.0 / 150.0).abs() < 1e-12);
+        assert!(key_figure(&rows[..2], Flavor::Mpich).is_none());
+    }
+}

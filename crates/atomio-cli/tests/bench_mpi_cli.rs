@@ -1,0 +1,232 @@
+//! `atomio bench rma` and `atomio bench mpi-tile` end to end at a tiny scale: they build the
+//! C programs under `mpi/`, run them under `mpiexec`, print tables and write JSON with the
+//! documented fields and SVG charts. Both need MPICH (`mpicc`, `mpiexec`); on a machine
+//! without it they say so and pass (CI installs no MPI).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn have(p: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
+}
+
+fn mpi_available() -> bool {
+    let ok = have("mpiexec") && have("mpicc") && have("make");
+    if !ok {
+        eprintln!("skipping: mpiexec/mpicc/make not on PATH (install mpich libmpich-dev)");
+    }
+    ok
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("atomio-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn atomio(args: &[&str], json: &Path, chart: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_atomio"))
+        .args(args)
+        .arg("--no-progress")
+        .arg("--json")
+        .arg(json)
+        .arg("--chart")
+        .arg(chart)
+        .output()
+        .expect("run atomio");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn bench_rma_tiny_runs_all_impls_and_writes_json_and_chart() {
+    if !mpi_available() {
+        return;
+    }
+    let dir = scratch("bench-rma");
+    let (json, chart) = (dir.join("rma.json"), dir.join("rma.svg"));
+    let d = dir.display().to_string();
+    // `--dir`: the fcntl lock file lives in the scratch folder.
+    let stdout = atomio(
+        &[
+            "bench",
+            "rma",
+            "--ranks",
+            "2",
+            "--reps",
+            "2",
+            "--target-sec",
+            "0.1",
+            "--total",
+            "24",
+            "--dir",
+            &d,
+        ],
+        &json,
+        &chart,
+    );
+    assert!(
+        stdout.contains("key figure") && stdout.contains("direct-grant / paper"),
+        "{stdout}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["bench"], "rma");
+    assert_eq!(v["world"], 2);
+    assert_eq!(v["reps"], 2);
+    let rows = v["rows"].as_array().unwrap();
+    // 3 impls × 2 cases × 1 rank count.
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    for r in rows {
+        for f in [
+            "impl",
+            "case",
+            "ranks",
+            "pairs",
+            "us_per_pair_median",
+            "us_per_pair_runs",
+        ] {
+            assert!(r.get(f).is_some(), "missing {f} in {r}");
+        }
+        assert_eq!(r["ranks"], 2);
+        assert_eq!(r["us_per_pair_runs"].as_array().unwrap().len(), 2);
+        assert!(r["us_per_pair_median"].as_f64().unwrap() > 0.0);
+        if r["impl"] == "fcntl" {
+            assert!(r["fs"].is_string());
+        } else {
+            assert!(r["epochs_per_pair"].as_f64().unwrap() >= 2.0, "{r}");
+        }
+    }
+    for i in ["paper", "direct-grant", "fcntl"] {
+        for c in ["conflicting", "nonconflicting"] {
+            assert!(
+                rows.iter().any(|r| r["impl"] == i && r["case"] == c),
+                "no {i} {c}"
+            );
+        }
+    }
+    let key = &v["key"];
+    assert_eq!(key["case"], "conflicting");
+    assert_eq!(
+        (key["ranks"].as_u64(), key["target_ranks"].as_u64()),
+        (Some(2), Some(8))
+    );
+    let ratio = key["ratio"].as_f64().unwrap();
+    let want = key["direct_grant_us"].as_f64().unwrap() / key["paper_us"].as_f64().unwrap();
+    assert!((ratio - want).abs() < 1e-9);
+    assert_eq!(key["met"].as_bool().unwrap(), ratio <= 0.5);
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("direct-grant"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_mpi_tile_tiny_verifies_baselines_and_isolates_atomio_rows() {
+    if !mpi_available() {
+        return;
+    }
+    let dir = scratch("bench-mpi-tile");
+    let (json, chart) = (dir.join("tile.json"), dir.join("tile.svg"));
+    let d = dir.display().to_string();
+    let small = [
+        "bench",
+        "mpi-tile",
+        "--tile-x",
+        "24",
+        "--tile-y",
+        "20",
+        "--element-bytes",
+        "32",
+        "--overlap-x",
+        "3",
+        "--overlap-y",
+        "2",
+        "--iterations",
+        "2",
+        "--reps",
+        "2",
+        "--dir",
+        &d,
+    ];
+
+    // No library: the strategy is listed as skipped, the baselines run and verify.
+    let mut args = small.to_vec();
+    args.extend(["--strategies", "rma"]);
+    let stdout = atomio(&args, &json, &chart);
+    assert!(stdout.contains("no --mpiio-lib given"), "{stdout}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["bench"], "mpi-tile");
+    assert_eq!(v["ranks"], 4);
+    // 2×2 tiles: 2·24 − 3 by 2·20 − 2 elements.
+    assert_eq!(v["dataset"], serde_json::json!([45, 38]));
+    let rows = v["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "mpich",
+            "mpich-nods",
+            "mpich-atomic",
+            "mpich-atomic-nods",
+            "atomio:rma"
+        ]
+    );
+    for r in &rows[..4] {
+        assert!(r["mib_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+        assert!(r["skipped"].is_null() && r["error"].is_null());
+        for run in r["runs"].as_array().unwrap() {
+            assert_eq!(run["iter_seconds"].as_array().unwrap().len(), 2);
+        }
+    }
+    // MPICH's atomic mode must verify; non-atomic may or may not interleave.
+    for r in &rows[2..4] {
+        assert_eq!(r["verified"], "atomic", "{r}");
+        assert_eq!(r["runs"][0]["atomicity_get"], 1);
+    }
+    assert!((rows[2]["ratio_to_mpi_atomic"].as_f64().unwrap() - 1.0).abs() < 1e-12);
+    assert_eq!(rows[4]["verified"], "skipped");
+    assert!(rows[4]["mib_per_s"].is_null());
+    assert!(rows[4]["skipped"].as_str().unwrap().contains("--mpiio-lib"));
+    assert!(v["key"].is_null());
+    assert!(std::fs::read_to_string(&chart).unwrap().starts_with("<svg"));
+
+    // A library that does not intercept MPI-IO: MPICH refuses the `atomio:` prefix, so the
+    // atomio row fails (never silently measures plain MPICH) and the baseline still runs.
+    let lib = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).is_file());
+    if let Some(lib) = lib {
+        let mut args = small.to_vec();
+        args.extend([
+            "--baselines",
+            "mpich-atomic",
+            "--strategies",
+            "rma",
+            "--mpiio-lib",
+            lib,
+        ]);
+        let stdout = atomio(&args, &json, &chart);
+        assert!(stdout.contains("FAILED"), "{stdout}");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let rows = v["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(rows[0]["mib_per_s"].as_f64().unwrap() > 0.0);
+        assert!(
+            rows[1]["error"].as_str().unwrap().contains("atomio:"),
+            "{}",
+            rows[1]
+        );
+        assert!(rows[1]["mib_per_s"].is_null());
+        assert!(v["key"].is_null());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
