@@ -95,6 +95,29 @@ pub fn make(dir: &Path, targets: &[&str], vars: &[(&str, &str)]) -> Result<()> {
     Ok(())
 }
 
+/// Builds `libatomio_mpiio.so` from `mpi/mpiio` with `mpicc` against the `libatomio.so` in
+/// `lib_dir`, into `lib_dir/mpiio-<mpicc>/` (a no-op when up to date), and returns its path.
+pub fn build_mpiio_lib(mpicc: &str, lib_dir: &Path) -> Result<PathBuf> {
+    if !lib_dir.join("libatomio.so").is_file() {
+        return Err(err(format!(
+            "{}/libatomio.so not found: build it with `cargo build --release -p atomio-ffi` \
+             (or pass the library's path)",
+            lib_dir.display()
+        )));
+    }
+    let dir = find_dir("mpiio", None)?;
+    let build = lib_dir.join(format!("mpiio-{mpicc}"));
+    let lib = build.join("libatomio_mpiio.so");
+    let (b, l) = (build.display().to_string(), lib_dir.display().to_string());
+    let target = lib.display().to_string();
+    make(
+        &dir,
+        &[&target],
+        &[("BUILD", &b), ("ATOMIO_LIB_DIR", &l), ("MPICC", mpicc)],
+    )?;
+    Ok(lib)
+}
+
 /// What a finished run printed.
 #[derive(Debug)]
 pub struct Output {

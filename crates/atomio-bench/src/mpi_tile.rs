@@ -48,6 +48,13 @@ impl Flavor {
             Flavor::Openmpi => "tile_io.ompi",
         }
     }
+    /// The compiler wrapper of this MPI (what `libatomio_mpiio.so` must be built with).
+    pub fn mpicc(self) -> &'static str {
+        match self {
+            Flavor::Mpich => "mpicc",
+            Flavor::Openmpi => "mpicc.openmpi",
+        }
+    }
     pub fn default_launcher(self) -> &'static str {
         match self {
             Flavor::Mpich => "mpiexec",
@@ -475,7 +482,7 @@ pub fn run(cfg: &MpiTileConfig, mut progress: impl FnMut(&Progress)) -> Result<M
     let variants = cfg.variants();
     let skip_reason = |v: &Variant| match v {
         Variant::Atomio(_) if cfg.mpiio_lib.is_none() => Some(
-            "skipped: no --mpiio-lib given (libatomio_mpiio.so is built elsewhere)".to_string(),
+            "skipped: --mpiio-lib none (no libatomio_mpiio.so to preload)".to_string(),
         ),
         Variant::Atomio(_) => cfg
             .mpiio_lib

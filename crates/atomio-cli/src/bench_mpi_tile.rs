@@ -58,12 +58,17 @@ pub struct MpiTileArgs {
         default_value = "mpich,mpich-nods,mpich-atomic,mpich-atomic-nods"
     )]
     baselines: Vec<String>,
-    /// atomio strategies, each run through --mpiio-lib (e.g. ching:datatype:one-try,rma).
-    #[arg(long, value_delimiter = ',')]
+    /// atomio strategies, each run through the preloaded libatomio_mpiio.so.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ching:datatype:one-try,ching:list:one-try,bounding-extent,rma"
+    )]
     strategies: Vec<String>,
-    /// Path of libatomio_mpiio.so; without it the strategies are listed as skipped.
-    #[arg(long)]
-    mpiio_lib: Option<PathBuf>,
+    /// libatomio_mpiio.so: `auto` builds it (make -C mpi/mpiio) against the libatomio.so next
+    /// to this program; `none` lists the strategies as skipped; anything else is its path.
+    #[arg(long, default_value = "auto")]
+    mpiio_lib: String,
     /// Extra environment for every rank, NAME=VALUE (repeatable).
     #[arg(long = "env")]
     env: Vec<String>,
@@ -110,6 +115,24 @@ fn pairs(v: &[String]) -> anyhow::Result<Vec<(String, String)>> {
         .collect()
 }
 
+/// `--mpiio-lib`: `none`, `auto` (built next to this executable) or a path (made absolute:
+/// the runs start in `mpi/bench`).
+fn resolve_lib(arg: &str, flavor: Flavor) -> anyhow::Result<Option<PathBuf>> {
+    match arg {
+        "none" => Ok(None),
+        "auto" => {
+            let exe = std::env::current_exe().context("locating the atomio executable")?;
+            let dir = exe.parent().context("atomio executable has no folder")?;
+            let lib = atomio_bench::mpi_run::build_mpiio_lib(flavor.mpicc(), dir)?;
+            println!("MPI-IO library: {}", lib.display());
+            Ok(Some(lib))
+        }
+        path => Ok(Some(
+            std::fs::canonicalize(path).with_context(|| format!("--mpiio-lib {path}"))?,
+        )),
+    }
+}
+
 pub fn run(a: MpiTileArgs) -> anyhow::Result<()> {
     let flavor = match a.mpi {
         FlavorArg::Mpich => Flavor::Mpich,
@@ -141,7 +164,7 @@ pub fn run(a: MpiTileArgs) -> anyhow::Result<()> {
         dir: a.dir.unwrap_or_else(std::env::temp_dir),
         baselines,
         strategies: a.strategies.into_iter().filter(|s| !s.is_empty()).collect(),
-        mpiio_lib: a.mpiio_lib,
+        mpiio_lib: resolve_lib(&a.mpiio_lib, flavor)?,
         env: pairs(&a.env)?,
         atomio_env: pairs(&a.atomio_env)?,
         extra: a.extra,
@@ -150,7 +173,7 @@ pub fn run(a: MpiTileArgs) -> anyhow::Result<()> {
     };
     if !cfg.strategies.is_empty() && cfg.mpiio_lib.is_none() {
         println!(
-            "note: no --mpiio-lib given: the atomio strategies ({}) are skipped; \
+            "note: --mpiio-lib none: the atomio strategies ({}) are skipped; \
              only the MPI baselines run",
             cfg.strategies.join(", ")
         );
