@@ -4,9 +4,9 @@
 
 pub mod chart;
 pub mod locks;
-pub mod progress;
 pub mod mpi_run;
 pub mod mpi_tile;
+pub mod progress;
 pub mod rma;
 pub mod stats;
 pub mod table;

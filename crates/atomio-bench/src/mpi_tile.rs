@@ -481,9 +481,9 @@ pub fn run(cfg: &MpiTileConfig, mut progress: impl FnMut(&Progress)) -> Result<M
 
     let variants = cfg.variants();
     let skip_reason = |v: &Variant| match v {
-        Variant::Atomio(_) if cfg.mpiio_lib.is_none() => Some(
-            "skipped: --mpiio-lib none (no libatomio_mpiio.so to preload)".to_string(),
-        ),
+        Variant::Atomio(_) if cfg.mpiio_lib.is_none() => {
+            Some("skipped: --mpiio-lib none (no libatomio_mpiio.so to preload)".to_string())
+        }
         Variant::Atomio(_) => cfg
             .mpiio_lib
             .as_ref()

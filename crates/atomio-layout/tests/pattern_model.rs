@@ -402,6 +402,9 @@ fn data_before_needs_no_iteration() {
     assert_eq!(p.data_before(4 * ((1 << 40) - 1)), (1 << 40) - 1);
     assert_eq!(p.data_before(4 * ((1 << 40) - 1) + 1), 1 << 40);
     let tile = Pattern::resized(8, &Pattern::bytes(2).unwrap()).unwrap();
-    assert_eq!(Access::view_data_before(100, &tile, 100 + 8 * 1000 + 1).unwrap(), 2001);
+    assert_eq!(
+        Access::view_data_before(100, &tile, 100 + 8 * 1000 + 1).unwrap(),
+        2001
+    );
     assert_eq!(Access::view_data_before(100, &tile, 50).unwrap(), 0);
 }

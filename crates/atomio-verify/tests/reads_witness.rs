@@ -43,9 +43,12 @@ fn run(versions: u64, readers: u32, reads_each: u64, shuffle: bool) -> Report {
 
 #[test]
 fn one_writer_many_whole_version_reads_are_atomic() {
-    for (versions, readers, reads_each, shuffle) in
-        [(6, 3, 67, false), (2, 1, 50, false), (20, 3, 100, true), (300, 3, 40, false)]
-    {
+    for (versions, readers, reads_each, shuffle) in [
+        (6, 3, 67, false),
+        (2, 1, 50, false),
+        (20, 3, 100, true),
+        (300, 3, 40, false),
+    ] {
         let rep = run(versions, readers, reads_each, shuffle);
         assert_eq!(rep.verdict, Verdict::Atomic, "{versions} versions: {rep}");
     }

@@ -8,7 +8,7 @@
  *   - Collective calls take the independent path: each rank's call is atomic on its own
  *     (that is what MPI atomic mode asks), and no rank waits for another. The collective
  *     optimizations left (two-phase aggregation, one lock request per aggregator) are listed
- *     in README.md.
+ *     in ARCHITECTURE.md (mpi/mpiio).
  *   - Nonblocking calls complete at initiation and return a completed generalized request
  *     (nonblocking.c); atomic semantics are those of the blocking call.
  *   - Split collectives do the access in _begin and report its status in _end.
