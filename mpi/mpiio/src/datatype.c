@@ -456,6 +456,16 @@ static int build_darray(const int *ints, const amio_dtype *sub, amio_dtype *d, w
 
 /* ----- the walk ----------------------------------------------------------------------- */
 
+/* AMIO_MPI1_COMBINERS: MPI_COMBINER_{HVECTOR,HINDEXED,STRUCT}_INTEGER (MPI-1 Fortran
+ * combiners, removed in MPI-3.0) are still declared by MPICH, but Open MPI 4.1's mpi.h turns
+ * them into a failing _Static_assert, and its datatype engine never returns them; so those
+ * case labels exist only when building against a library other than Open MPI. */
+#ifdef OPEN_MPI
+#define AMIO_IS_STRUCT(c) ((c) == MPI_COMBINER_STRUCT)
+#else
+#define AMIO_IS_STRUCT(c) ((c) == MPI_COMBINER_STRUCT || (c) == MPI_COMBINER_STRUCT_INTEGER)
+#endif
+
 static int decode(MPI_Datatype t, int depth, amio_dtype *d, why_t *w)
 {
     memset(d, 0, sizeof *d);
@@ -494,7 +504,7 @@ static int decode(MPI_Datatype t, int depth, amio_dtype *d, why_t *w)
     }
     got = 1;
     /* Every constructor but struct has exactly one old type. */
-    if (comb != MPI_COMBINER_STRUCT && comb != MPI_COMBINER_STRUCT_INTEGER) {
+    if (!AMIO_IS_STRUCT(comb)) {
         if (nd != 1) {
             fail(w, "combiner %d with %d types", comb, nd);
             goto out;
@@ -524,12 +534,16 @@ static int decode(MPI_Datatype t, int depth, amio_dtype *d, why_t *w)
         break;
     }
     case MPI_COMBINER_HVECTOR:
+#ifndef OPEN_MPI /* see AMIO_MPI1_COMBINERS above */
     case MPI_COMBINER_HVECTOR_INTEGER:
+#endif
         rc = build_hvector(n, ints[1], (int64_t)addrs[0], &sub, d, w);
         break;
     case MPI_COMBINER_INDEXED:
     case MPI_COMBINER_HINDEXED:
+#ifndef OPEN_MPI /* see AMIO_MPI1_COMBINERS above */
     case MPI_COMBINER_HINDEXED_INTEGER:
+#endif
     case MPI_COMBINER_INDEXED_BLOCK:
     case MPI_COMBINER_HINDEXED_BLOCK: {
         bl = malloc((size_t)(n + 1) * sizeof *bl);
@@ -558,7 +572,10 @@ static int decode(MPI_Datatype t, int depth, amio_dtype *d, why_t *w)
         break;
     }
     case MPI_COMBINER_STRUCT:
-    case MPI_COMBINER_STRUCT_INTEGER: {
+#ifndef OPEN_MPI /* see AMIO_MPI1_COMBINERS above */
+    case MPI_COMBINER_STRUCT_INTEGER:
+#endif
+    {
         bl = malloc((size_t)(n + 1) * sizeof *bl);
         disp = malloc((size_t)(n + 1) * sizeof *disp);
         if (!bl || !disp || n < 0 || n > nd) {

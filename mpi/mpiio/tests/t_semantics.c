@@ -333,6 +333,24 @@ static void atomio_only(void)
     t_log("atomio-only checks: bad input gives MPI errors (%s)", s);
 }
 
+/* T_REF_QUIRKS: ','-separated observation labels where the reference MPI-IO is known to
+ * deviate from ROMIO (Open MPI's OMPIO; run.sh sets it and README.md says why). Their
+ * differences are printed but do not fail the test, and --plain-only prints no value for
+ * them (so outputs with and without atomio compare equal). Empty or unset: none. */
+static int quirk(const char *what)
+{
+    const char *q = getenv("T_REF_QUIRKS");
+    size_t n = strlen(what);
+    while (q && *q) {
+        const char *e = strchr(q, ',');
+        size_t len = e ? (size_t)(e - q) : strlen(q);
+        if (len == n && strncmp(q, what, n) == 0)
+            return 1;
+        q = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -341,22 +359,30 @@ int main(int argc, char **argv)
     script("");
     if (plain_only) {
         for (int i = 0; i < nobs[0]; i++)
-            t_log("%-36s %lld", label[i], obs[0][i]);
+            if (quirk(label[i]))
+                t_log("%-36s (not compared: T_REF_QUIRKS)", label[i]);
+            else
+                t_log("%-36s %lld", label[i], obs[0][i]);
         t_finalize();
         return 0;
     }
     cur = 1;
     script("atomio:");
     T_ASSERT(nobs[0] == nobs[1], "%d observations with ROMIO, %d with atomio", nobs[0], nobs[1]);
-    int bad = 0;
+    int bad = 0, quirks = 0;
     for (int i = 0; i < nobs[0]; i++)
         if (obs[0][i] != obs[1][i]) {
-            fprintf(stderr, "rank %d: %-36s ROMIO %lld, atomio %lld\n", t_rank, label[i],
-                    obs[0][i], obs[1][i]);
-            bad = 1;
+            int q = quirk(label[i]);
+            fprintf(stderr, "rank %d: %-36s reference %lld, atomio %lld%s\n", t_rank, label[i],
+                    obs[0][i], obs[1][i], q ? " (known reference quirk, T_REF_QUIRKS)" : "");
+            if (q)
+                quirks++;
+            else
+                bad = 1;
         }
-    T_ASSERT(!bad, "atomio's MPI-IO semantics differ from ROMIO's (see above)");
-    t_log("%d observations, all equal to ROMIO's", nobs[0]);
+    T_ASSERT(!bad, "atomio's MPI-IO semantics differ from the reference's (see above)");
+    t_log("%d observations, all equal to the reference's%s", nobs[0],
+          quirks ? " except the known quirks above" : "");
     if (t_rank == 0)
         T_ASSERT(beyond_count[1] == 0, "a read entirely past the end counts %d ints, not 0",
                  beyond_count[1]);
