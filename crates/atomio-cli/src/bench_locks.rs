@@ -113,23 +113,13 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
     println!();
     print!("{}", key_ratios(&rows));
     if let Some(path) = &a.json {
-        write_json(path, &rows)?;
-        println!("JSON: {}", path.display());
+        crate::output::write_json(path, &rows)?;
     }
     if let Some(dir) = a.chart.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
     chart(&a.chart, &rows)?;
     println!("chart: {}", a.chart.display());
-    Ok(())
-}
-
-fn write_json(path: &std::path::Path, rows: &[LockBenchRow]) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    serde_json::to_writer_pretty(f, rows)?;
     Ok(())
 }
 

@@ -189,13 +189,7 @@ pub fn run(a: MpiTileArgs) -> anyhow::Result<()> {
     let rep = result?;
     print!("{}", report(&rep));
     if let Some(path) = &a.json {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        let f =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        serde_json::to_writer_pretty(f, &rep)?;
-        println!("JSON: {}", path.display());
+        crate::output::write_json(path, &rep)?;
     }
     chart(&a.chart, &rep)?;
     println!("chart: {}", a.chart.display());

@@ -86,13 +86,7 @@ pub fn run(a: RmaArgs) -> anyhow::Result<()> {
     let run = result?;
     print!("{}", report(&run));
     if let Some(path) = &a.json {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        let f =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        serde_json::to_writer_pretty(f, &run)?;
-        println!("JSON: {}", path.display());
+        crate::output::write_json(path, &run)?;
     }
     if let Some(dir) = a.chart.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;

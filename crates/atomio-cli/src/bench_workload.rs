@@ -217,11 +217,7 @@ fn report(rows: &[WorkloadRow], common: &CommonArgs, stem: &str) -> anyhow::Resu
         );
     }
     if let Some(p) = &common.json {
-        if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        serde_json::to_writer_pretty(std::fs::File::create(p)?, rows)?;
-        println!("JSON: {}", p.display());
+        crate::output::write_json(p, rows)?;
     }
     let chart_path = common
         .chart

@@ -82,8 +82,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(p) = &a.json {
-        serde_json::to_writer_pretty(std::fs::File::create(p)?, &rows)?;
-        println!("JSON: {}", p.display());
+        crate::output::write_json(p, &rows)?;
     }
     chart(&a.chart, "atomio demo: overlapping tiles, 4 clients", &rows)?;
     println!("chart: {}", a.chart.display());

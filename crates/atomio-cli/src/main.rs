@@ -6,6 +6,7 @@ mod bench_rma;
 mod bench_workload;
 mod demo;
 mod files;
+mod output;
 mod server;
 mod sim;
 

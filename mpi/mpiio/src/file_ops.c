@@ -23,17 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int agree(int code, MPI_Comm comm, const char *what)
-{
-    int bad = code != MPI_SUCCESS;
-    int rc = amio_allreduce_int(&bad, 1, MPI_MAX, comm);
-    if (code != MPI_SUCCESS)
-        return code;
-    if (rc != MPI_SUCCESS)
-        return rc;
-    return bad ? amio_error(MPI_ERR_IO, "%s failed on another rank", what) : MPI_SUCCESS;
-}
-
 static int apply_atomic(amio_file *f)
 {
     if (f->is_rma)
@@ -80,7 +69,7 @@ int MPI_File_sync(MPI_File fh)
     if (f->is_rma) {
         if (!(f->amode & MPI_MODE_RDONLY) && fsync(f->data_fd) < 0)
             code = amio_error(MPI_ERR_IO, "fsync %s: %s", f->path, strerror(errno));
-        return amio_raise(fh, agree(code, f->comm, "MPI_File_sync"));
+        return amio_raise(fh, amio_agree(code, f->comm, "MPI_File_sync"));
     }
     int dirty = f->dirty;
     code = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* every rank's writes are done */
@@ -96,7 +85,7 @@ int MPI_File_sync(MPI_File fh)
     }
     if (code == MPI_SUCCESS)
         code = amio_bcast(&exported, 1, MPI_INT, 0, f->comm);
-    code = agree(code, f->comm, "MPI_File_sync");
+    code = amio_agree(code, f->comm, "MPI_File_sync");
     if (code == MPI_SUCCESS && exported)
         f->dirty = 0;
     return amio_raise(fh, code);
@@ -125,7 +114,7 @@ static int resize(amio_file *f, MPI_Offset size, int grow_only, const char *what
                         : MPI_SUCCESS;
     if (code == MPI_SUCCESS && (f->amode & MPI_MODE_RDONLY))
         code = amio_error(MPI_ERR_READ_ONLY, "%s on a file opened MPI_MODE_RDONLY", what);
-    code = agree(code, f->comm, what);
+    code = amio_agree(code, f->comm, what);
     if (code != MPI_SUCCESS)
         return code;
     if (f->rank == 0) {
@@ -145,7 +134,7 @@ static int resize(amio_file *f, MPI_Offset size, int grow_only, const char *what
             }
         }
     }
-    code = agree(code, f->comm, what);
+    code = amio_agree(code, f->comm, what);
     if (code == MPI_SUCCESS) {
         f->dirty = 1;
         if (!grow_only)

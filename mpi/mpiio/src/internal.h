@@ -85,6 +85,9 @@ int amio_client(atomio_client **out);
 /* Collectives that do not busy-poll: MPICH's ch4 spins in blocking collectives, which on an
  * oversubscribed node steals the CPU from the ranks and server threads doing the work. */
 int amio_allreduce_int(int *vals, int n, MPI_Op op, MPI_Comm comm);
+/* All ranks of comm learn whether any failed: returns this rank's own error, else an
+ * MPI_ERR_IO "<what> failed on another rank" when some other rank failed. Collective. */
+int amio_agree(int code, MPI_Comm comm, const char *what);
 int amio_bcast(void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm);
 int amio_barrier(MPI_Comm comm);
 int amio_comm_dup(MPI_Comm comm, MPI_Comm *out);

@@ -42,18 +42,6 @@ static uint32_t hash32(const char *s)
     return h & 0x3fffffff;
 }
 
-/* All ranks learn whether any failed; a rank that did not fail gets an error too. */
-static int agree(int code, MPI_Comm comm, const char *what)
-{
-    int bad = code != MPI_SUCCESS;
-    int rc = amio_allreduce_int(&bad, 1, MPI_MAX, comm);
-    if (code != MPI_SUCCESS)
-        return code;
-    if (rc != MPI_SUCCESS)
-        return rc;
-    return bad ? amio_error(MPI_ERR_IO, "%s failed on another rank", what) : MPI_SUCCESS;
-}
-
 static void canonical(const char *path, char *out, size_t cap)
 {
     char buf[PATH_MAX], cwd[PATH_MAX];
@@ -134,20 +122,20 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->path = strdup(canon);
     if (code == MPI_SUCCESS && !f->path)
         code = amio_error(MPI_ERR_NO_MEM, "out of memory");
-    code = agree(code, f->comm, "MPI_File_open");
+    code = amio_agree(code, f->comm, "MPI_File_open");
 
     /* 4. the data */
     atomio_client *c = NULL;
     int entered = 0;
     if (code == MPI_SUCCESS && f->is_rma) {
-        code = agree(amio_rma_open(f), f->comm, "MPI_File_open (rma)");
+        code = amio_agree(amio_rma_open(f), f->comm, "MPI_File_open (rma)");
     } else if (code == MPI_SUCCESS) {
         code = amio_client(&c);
         if (code == MPI_SUCCESS && f->rank == 0) {
             code = amio_session_enter(f, c);
             entered = code == MPI_SUCCESS;
         }
-        code = agree(code, f->comm, "MPI_File_open");
+        code = amio_agree(code, f->comm, "MPI_File_open");
         if (code == MPI_SUCCESS) {
             rc = atomio_open(c, f->path, 0, 0, 0, &f->af);
             if (rc != ATOMIO_OK) {
@@ -162,7 +150,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             if (rc != ATOMIO_OK)
                 code = amio_error_atomio(rc, what); /* carries atomio's message */
         }
-        code = agree(code, f->comm, "MPI_File_open");
+        code = amio_agree(code, f->comm, "MPI_File_open");
     }
     f->atomic = amio_cfg.force_atomic;
     if (code == MPI_SUCCESS && !f->is_rma && !f->atomic &&
@@ -174,7 +162,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         code = amio_eof_etypes(f, &f->pos);
     if (code == MPI_SUCCESS && amio_table_add(f))
         code = amio_error(MPI_ERR_NO_MEM, "out of memory");
-    code = agree(code, f->comm, "MPI_File_open");
+    code = amio_agree(code, f->comm, "MPI_File_open");
     if (code == MPI_SUCCESS) {
         *fh = f->fh;
         amio_log(2, "opened %s (strategy %s%s)", f->path, strategy,
@@ -217,7 +205,7 @@ int MPI_File_close(MPI_File *fh)
         }
         atomio_close(f->af);
         f->af = NULL;
-        code = agree(code, f->comm, "MPI_File_close");
+        code = amio_agree(code, f->comm, "MPI_File_close");
     }
     if (code != MPI_SUCCESS)
         PMPI_File_call_errhandler(f->fh, code);

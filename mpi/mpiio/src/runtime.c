@@ -63,6 +63,17 @@ int amio_allreduce_int(int *vals, int n, MPI_Op op, MPI_Comm comm)
     return rc == MPI_SUCCESS ? wait_relaxed(&r) : rc;
 }
 
+int amio_agree(int code, MPI_Comm comm, const char *what)
+{
+    int bad = code != MPI_SUCCESS;
+    int rc = amio_allreduce_int(&bad, 1, MPI_MAX, comm);
+    if (code != MPI_SUCCESS)
+        return code;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    return bad ? amio_error(MPI_ERR_IO, "%s failed on another rank", what) : MPI_SUCCESS;
+}
+
 int amio_bcast(void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm)
 {
     MPI_Request r;
