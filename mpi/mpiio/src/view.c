@@ -223,7 +223,7 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     f->tile_size = v.tile_size;
     f->pos = 0;
     pthread_mutex_unlock(&f->mu);
-    return MPI_SUCCESS;
+    return amio_raise(fh, amio_sfp_reset(f)); /* the shared pointer is 0 too (collective) */
 }
 
 int MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Datatype *filetype,
