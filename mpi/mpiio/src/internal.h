@@ -151,6 +151,7 @@ typedef struct amio_file {
     uint64_t view_base;        /* disp + the filetype's data offset */
     uint64_t tile_size;        /* data bytes per filetype */
     MPI_Offset pos;            /* individual file pointer, in etypes */
+    MPI_Win sfp_win;           /* the shared file pointer (shared_fp.c), on rank 0 */
 
     int split_active;          /* split collective begun, not ended */
     MPI_Status split_status;
@@ -210,6 +211,19 @@ int amio_rma_open(amio_file *f);
 int amio_rma_close(amio_file *f);
 int amio_rma_lock(amio_file *f, uint64_t start, uint64_t end);
 int amio_rma_unlock(amio_file *f);
+
+/* ----- shared file pointer (shared_fp.c) -------------------------------------------- */
+
+/* Collective (open, close, set_view, seek_shared, ordered); the others are independent. */
+int amio_sfp_open(amio_file *f);
+void amio_sfp_close(amio_file *f);
+int amio_sfp_reset(amio_file *f);
+int amio_sfp_seek(amio_file *f, MPI_Offset offset, int whence);
+int amio_sfp_ordered(amio_file *f, int is_write, void *buf, MPI_Count count, MPI_Datatype dt,
+                     MPI_Count *bytes);
+int amio_sfp_access(amio_file *f, int is_write, void *buf, MPI_Count count, MPI_Datatype dt,
+                    MPI_Count *bytes);
+int amio_sfp_position(amio_file *f, MPI_Offset *out);
 
 /* ----- nonblocking (nonblocking.c) --------------------------------------------------- */
 

@@ -12,9 +12,9 @@
  *   - Nonblocking calls complete at initiation and return a completed generalized request
  *     (nonblocking.c); atomic semantics are those of the blocking call.
  *   - Split collectives do the access in _begin and report its status in _end.
- *   - Shared file pointer calls (_shared, _ordered, seek_shared, get_position_shared) are
- *     not provided for atomio files: they fail with MPI_ERR_UNSUPPORTED_OPERATION rather
- *     than bypass atomio through ROMIO.
+ *   - Shared file pointer calls (_shared, _ordered, seek_shared, get_position_shared) take
+ *     their place from the shared pointer (shared_fp.c), then are explicit-offset accesses;
+ *     _ordered_begin does the ordered access, _end reports it.
  *
  * Invariants: an error is passed through the file's error handler exactly once, by the
  * entry point; a status is filled only on success; MPI_STATUS_IGNORE is honoured.
@@ -77,12 +77,47 @@ static int split_end(amio_file *f, MPI_Status *st)
     return f->split_err; /* already raised by _begin */
 }
 
-static int no_shared(amio_file *f, const char *what)
+/* Shared file pointer accesses (shared_fp.c): `ordered` ones are collective. */
+static int shared(amio_file *f, int is_write, int ordered, void *buf, MPI_Count count,
+                  MPI_Datatype dt, MPI_Status *st)
 {
-    return amio_raise(f->fh, amio_error(MPI_ERR_UNSUPPORTED_OPERATION,
-                                        "%s: shared file pointers are not supported on atomio "
-                                        "files (%s)",
-                                        what, f->path));
+    MPI_Count bytes = 0;
+    int code = ordered ? amio_sfp_ordered(f, is_write, buf, count, dt, &bytes)
+                       : amio_sfp_access(f, is_write, buf, count, dt, &bytes);
+    if (code == MPI_SUCCESS)
+        amio_status_set(st, bytes);
+    return amio_raise(f->fh, code);
+}
+
+static int shared_i(amio_file *f, int is_write, void *buf, MPI_Count count, MPI_Datatype dt,
+                    MPI_Request *req)
+{
+    MPI_Count bytes = 0;
+    if (!req)
+        return amio_raise(f->fh, amio_error(MPI_ERR_REQUEST, "NULL request"));
+    *req = MPI_REQUEST_NULL;
+    int code = amio_sfp_access(f, is_write, buf, count, dt, &bytes);
+    if (code == MPI_SUCCESS)
+        code = amio_grequest_done(bytes, req);
+    return amio_raise(f->fh, code);
+}
+
+static int shared_begin(amio_file *f, int is_write, void *buf, MPI_Count count,
+                        MPI_Datatype dt)
+{
+    if (f->split_active)
+        return amio_raise(f->fh, amio_error(MPI_ERR_ARG, "a split collective is already "
+                                                         "active on this file"));
+    MPI_Count bytes = 0;
+    int code = amio_sfp_ordered(f, is_write, buf, count, dt, &bytes);
+    pthread_mutex_lock(&f->mu);
+    f->split_active = 1;
+    f->split_err = code;
+    memset(&f->split_status, 0, sizeof f->split_status);
+    if (code == MPI_SUCCESS)
+        amio_status_set(&f->split_status, bytes);
+    pthread_mutex_unlock(&f->mu);
+    return amio_raise(f->fh, code);
 }
 
 /* ----- the entry points, for int counts and (MPI 4) MPI_Count counts -------------------- */
@@ -152,40 +187,31 @@ static int no_shared(amio_file *f, const char *what)
         return split_end(f, st);                                                          \
     }
 
-#define SHARED(NAME, CT, Q)                                                               \
+#define SHARED(NAME, CT, Q, W, ORD)                                                       \
     int NAME(MPI_File fh, Q void *buf, CT count, MPI_Datatype dt, MPI_Status *st)         \
     {                                                                                     \
         amio_file *f = amio_lookup(fh);                                                   \
         if (!f)                                                                           \
             return P##NAME(fh, buf, count, dt, st);                                       \
-        return no_shared(f, #NAME);                                                       \
+        return shared(f, W, ORD, (void *)buf, count, dt, st);                             \
     }
 
-#define SHARED_I(NAME, CT, Q)                                                             \
+#define SHARED_I(NAME, CT, Q, W)                                                          \
     int NAME(MPI_File fh, Q void *buf, CT count, MPI_Datatype dt, MPI_Request *req)       \
     {                                                                                     \
         amio_file *f = amio_lookup(fh);                                                   \
         if (!f)                                                                           \
             return P##NAME(fh, buf, count, dt, req);                                      \
-        return no_shared(f, #NAME);                                                       \
+        return shared_i(f, W, (void *)buf, count, dt, req);                               \
     }
 
-#define SHARED_BEGIN(NAME, CT, Q)                                                         \
+#define SHARED_BEGIN(NAME, CT, Q, W)                                                      \
     int NAME(MPI_File fh, Q void *buf, CT count, MPI_Datatype dt)                         \
     {                                                                                     \
         amio_file *f = amio_lookup(fh);                                                   \
         if (!f)                                                                           \
             return P##NAME(fh, buf, count, dt);                                           \
-        return no_shared(f, #NAME);                                                       \
-    }
-
-#define SHARED_END(NAME, Q)                                                               \
-    int NAME(MPI_File fh, Q void *buf, MPI_Status *st)                                    \
-    {                                                                                     \
-        amio_file *f = amio_lookup(fh);                                                   \
-        if (!f)                                                                           \
-            return P##NAME(fh, buf, st);                                                  \
-        return no_shared(f, #NAME);                                                       \
+        return shared_begin(f, W, (void *)buf, count, dt);                                \
     }
 
 #define ALL_FORMS(SUFFIX, CT)                                                             \
@@ -209,14 +235,14 @@ static int no_shared(amio_file *f, const char *what)
     RW_BEGIN(MPI_File_write_all_begin##SUFFIX, CT, const, 1)                              \
     RW_BEGIN_AT(MPI_File_read_at_all_begin##SUFFIX, CT, , 0)                              \
     RW_BEGIN_AT(MPI_File_write_at_all_begin##SUFFIX, CT, const, 1)                        \
-    SHARED(MPI_File_read_shared##SUFFIX, CT, )                                            \
-    SHARED(MPI_File_write_shared##SUFFIX, CT, const)                                      \
-    SHARED(MPI_File_read_ordered##SUFFIX, CT, )                                           \
-    SHARED(MPI_File_write_ordered##SUFFIX, CT, const)                                     \
-    SHARED_I(MPI_File_iread_shared##SUFFIX, CT, )                                         \
-    SHARED_I(MPI_File_iwrite_shared##SUFFIX, CT, const)                                   \
-    SHARED_BEGIN(MPI_File_read_ordered_begin##SUFFIX, CT, )                               \
-    SHARED_BEGIN(MPI_File_write_ordered_begin##SUFFIX, CT, const)
+    SHARED(MPI_File_read_shared##SUFFIX, CT, , 0, 0)                                      \
+    SHARED(MPI_File_write_shared##SUFFIX, CT, const, 1, 0)                                \
+    SHARED(MPI_File_read_ordered##SUFFIX, CT, , 0, 1)                                     \
+    SHARED(MPI_File_write_ordered##SUFFIX, CT, const, 1, 1)                               \
+    SHARED_I(MPI_File_iread_shared##SUFFIX, CT, , 0)                                      \
+    SHARED_I(MPI_File_iwrite_shared##SUFFIX, CT, const, 1)                                \
+    SHARED_BEGIN(MPI_File_read_ordered_begin##SUFFIX, CT, , 0)                            \
+    SHARED_BEGIN(MPI_File_write_ordered_begin##SUFFIX, CT, const, 1)
 
 ALL_FORMS(, int)
 #if MPI_VERSION >= 4
@@ -227,15 +253,15 @@ RW_END(MPI_File_read_all_end, )
 RW_END(MPI_File_write_all_end, const)
 RW_END(MPI_File_read_at_all_end, )
 RW_END(MPI_File_write_at_all_end, const)
-SHARED_END(MPI_File_read_ordered_end, )
-SHARED_END(MPI_File_write_ordered_end, const)
+RW_END(MPI_File_read_ordered_end, )
+RW_END(MPI_File_write_ordered_end, const)
 
 int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence)
 {
     amio_file *f = amio_lookup(fh);
     if (!f)
         return PMPI_File_seek_shared(fh, offset, whence);
-    return no_shared(f, "MPI_File_seek_shared");
+    return amio_raise(fh, amio_sfp_seek(f, offset, whence));
 }
 
 int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset)
@@ -243,5 +269,8 @@ int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset)
     amio_file *f = amio_lookup(fh);
     if (!f)
         return PMPI_File_get_position_shared(fh, offset);
-    return no_shared(f, "MPI_File_get_position_shared");
+    if (!offset)
+        return amio_raise(fh, amio_error(MPI_ERR_ARG, "MPI_File_get_position_shared: NULL "
+                                                      "offset"));
+    return amio_raise(fh, amio_sfp_position(f, offset));
 }

@@ -11,7 +11,8 @@
  *   4. strategy rma: the data descriptor and the lock (rma.c). Otherwise rank 0 enters the
  *      file's session (session.c: the first open imports the ordinary file), then every
  *      rank opens the server copy and checks the strategy name;
- *   5. the table gets the handle; MPI_MODE_APPEND puts the file pointer at the end.
+ *   5. MPI_MODE_APPEND puts the file pointers at the end; the shared file pointer's
+ *      window (shared_fp.c); the table gets the handle.
  * Every step that can fail on some ranks only is followed by an agreement (allreduce), so
  * all ranks succeed or all undo what they did and fail.
  *
@@ -21,7 +22,7 @@
  * PMPI_File_close closes the genuine handle (and deletes the file for DELETE_ON_CLOSE).
  *
  * Invariants: the handle is in the table exactly while it is open; a failed open leaves
- * nothing behind (no table entry, no lock, no descriptor, no genuine handle); a failed
+ * nothing behind (no table entry, no lock, no descriptor, no window, no genuine handle); a failed
  * close still closes and frees everything, and reports the first error through the file's
  * handler before the handle disappears.
  */
@@ -80,6 +81,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->fh = MPI_FILE_NULL;
     f->comm = MPI_COMM_NULL;
     f->lock_fd = f->data_fd = -1;
+    f->sfp_win = MPI_WIN_NULL;
     f->amode = amode;
     snprintf(f->strategy, sizeof f->strategy, "%s", strategy);
     f->is_rma = strcmp(strategy, "rma") == 0;
@@ -160,6 +162,9 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     /* 5. the table */
     if (code == MPI_SUCCESS && (amode & MPI_MODE_APPEND))
         code = amio_eof_etypes(f, &f->pos);
+    code = agree(code, f->comm, "MPI_File_open");
+    if (code == MPI_SUCCESS)
+        code = amio_sfp_open(f);
     if (code == MPI_SUCCESS && amio_table_add(f))
         code = amio_error(MPI_ERR_NO_MEM, "out of memory");
     code = amio_agree(code, f->comm, "MPI_File_open");
@@ -172,6 +177,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
 
     /* undo, on every rank alike */
     amio_table_remove(f);
+    amio_sfp_close(f);
     if (f->af)
         atomio_close(f->af);
     f->af = NULL;
@@ -207,6 +213,7 @@ int MPI_File_close(MPI_File *fh)
         f->af = NULL;
         code = amio_agree(code, f->comm, "MPI_File_close");
     }
+    amio_sfp_close(f);
     if (code != MPI_SUCCESS)
         PMPI_File_call_errhandler(f->fh, code);
     amio_table_remove(f);

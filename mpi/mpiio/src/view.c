@@ -187,22 +187,28 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     amio_file *f = amio_lookup(fh);
     if (!f)
         return PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+    /* The MPI library checks the arguments first: a view it rejects (negative
+     * displacement, bad etype, unknown data representation, ...) fails with its own error
+     * class and message, exactly as without this library (ROMIO's handler has been called).
+     * Programs test those messages (ROMIO's test/error.c looks for "displacement"), and
+     * MPICH cannot attach atomio's text to a predefined class (errors.c). */
+    int rc = PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
+    if (rc != MPI_SUCCESS)
+        return rc;
     new_view v;
     int code = prepare(disp, etype, filetype, datarep, &v);
     int bad = code != MPI_SUCCESS;
-    int rc = amio_allreduce_int(&bad, 1, MPI_MAX, f->comm);
+    rc = amio_allreduce_int(&bad, 1, MPI_MAX, f->comm);
     if (rc == MPI_SUCCESS && bad && code == MPI_SUCCESS)
         code = amio_error(MPI_ERR_ARG, "MPI_File_set_view failed on another rank");
     if (rc != MPI_SUCCESS && code == MPI_SUCCESS)
         code = rc;
     if (code != MPI_SUCCESS) {
+        /* a view MPI accepts but atomio cannot serve (e.g. external32): every rank gives
+         * the genuine handle its old view back, so both stay in step */
         discard(&v);
+        PMPI_File_set_view(fh, f->disp, f->etype, f->filetype, "native", MPI_INFO_NULL);
         return amio_raise(fh, code);
-    }
-    rc = PMPI_File_set_view(fh, disp, etype, filetype, datarep, info);
-    if (rc != MPI_SUCCESS) {
-        discard(&v);
-        return rc; /* ROMIO has called the handler */
     }
     pthread_mutex_lock(&f->mu);
     amio_view_free(f);
@@ -217,7 +223,7 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     f->tile_size = v.tile_size;
     f->pos = 0;
     pthread_mutex_unlock(&f->mu);
-    return MPI_SUCCESS;
+    return amio_raise(fh, amio_sfp_reset(f)); /* the shared pointer is 0 too (collective) */
 }
 
 int MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Datatype *filetype,
