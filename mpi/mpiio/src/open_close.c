@@ -162,7 +162,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     /* 5. the table */
     if (code == MPI_SUCCESS && (amode & MPI_MODE_APPEND))
         code = amio_eof_etypes(f, &f->pos);
-    code = agree(code, f->comm, "MPI_File_open");
+    code = amio_agree(code, f->comm, "MPI_File_open");
     if (code == MPI_SUCCESS)
         code = amio_sfp_open(f);
     if (code == MPI_SUCCESS && amio_table_add(f))
