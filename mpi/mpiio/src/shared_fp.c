@@ -76,17 +76,6 @@ static int store(amio_file *f, int64_t v)
                                           f->path);
 }
 
-static int agree(int code, MPI_Comm comm, const char *what)
-{
-    int bad = code != MPI_SUCCESS;
-    int rc = amio_allreduce_int(&bad, 1, MPI_MAX, comm);
-    if (code != MPI_SUCCESS)
-        return code;
-    if (rc != MPI_SUCCESS)
-        return rc;
-    return bad ? amio_error(MPI_ERR_IO, "%s failed on another rank", what) : MPI_SUCCESS;
-}
-
 /* The etypes `count` `dt` make (the access must be whole etypes). */
 static int etypes_of(amio_file *f, MPI_Count count, MPI_Datatype dt, int64_t *out)
 {
@@ -131,7 +120,7 @@ int amio_sfp_ordered(amio_file *f, int is_write, void *buf, MPI_Count count, MPI
                      MPI_Count *bytes)
 {
     int64_t n = 0, sums[2] = {0, 0}, before = 0, base = 0;
-    int code = agree(etypes_of(f, count, dt, &n), f->comm, "ordered access");
+    int code = amio_agree(etypes_of(f, count, dt, &n), f->comm, "ordered access");
     if (code != MPI_SUCCESS)
         return code;
     int rc = PMPI_Exscan(&n, &before, 1, MPI_INT64_T, MPI_SUM, f->comm);
@@ -146,7 +135,7 @@ int amio_sfp_ordered(amio_file *f, int is_write, void *buf, MPI_Count count, MPI
         rc = amio_bcast(&base, 1, MPI_INT64_T, 0, f->comm);
     if (rc != MPI_SUCCESS && code == MPI_SUCCESS)
         code = amio_error(MPI_ERR_IO, "ordered access: a collective failed");
-    code = agree(code, f->comm, "ordered access");
+    code = amio_agree(code, f->comm, "ordered access");
     if (code == MPI_SUCCESS)
         code = at_place(f, is_write, base + before, buf, count, dt, bytes);
     return code;
@@ -199,7 +188,7 @@ int amio_sfp_seek(amio_file *f, MPI_Offset offset, int whence)
 int amio_sfp_reset(amio_file *f)
 {
     int code = f->rank == 0 ? store(f, 0) : MPI_SUCCESS;
-    return agree(code, f->comm, "MPI_File_set_view (shared file pointer)");
+    return amio_agree(code, f->comm, "MPI_File_set_view (shared file pointer)");
 }
 
 int amio_sfp_position(amio_file *f, MPI_Offset *out)
