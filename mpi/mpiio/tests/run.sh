@@ -148,6 +148,8 @@ step "5c. every file taken by glob, ATOMIO_STRATEGY=rma: t_noncontig bytes = ROM
 
 # ----- external servers (ATOMIO_SERVERS=host:port,... and a cluster file) ---------------------
 if [ -n "${ATOMIO_BIN:-}" ]; then
+  # Not called in $(...): the pid must reach this shell's SERVER_PIDS, or the exit trap
+  # would not kill the server. The address is left in ADDR.
   start_server() {
     local dir=$1 log=$2
     "$ATOMIO_BIN" server --listen 127.0.0.1:0 --data "$dir" > "$log" 2>&1 &
@@ -156,10 +158,10 @@ if [ -n "${ATOMIO_BIN:-}" ]; then
       grep -q "listening on" "$log" && break
       sleep 0.1
     done
-    sed -n 's/.*listening on //p' "$log" | head -1
+    ADDR=$(sed -n 's/.*listening on //p' "$log" | head -1)
   }
-  a1=$(start_server "$WORK/srv1" "$WORK/srv1.log")
-  a2=$(start_server "$WORK/srv2" "$WORK/srv2.log")
+  start_server "$WORK/srv1" "$WORK/srv1.log"; a1=$ADDR
+  start_server "$WORK/srv2" "$WORK/srv2.log"; a2=$ADDR
   [ -n "$a1" ] && [ -n "$a2" ] || { echo "could not start atomio servers" >&2; exit 1; }
   printf '[[server]]\naddress = "%s"\n[[server]]\naddress = "%s"\n' "$a1" "$a2" > "$WORK/cluster.toml"
   t6a() { T_DIR=$(fresh t6a) ATOMIO_SERVERS="$a1,$a2" mpirun_n 4 --preload "$BUILD/t_atomic_readers" ching:datatype:one-try; }
