@@ -529,21 +529,45 @@ pub extern "C" fn atomio_pattern_free(p: *mut AtomioPattern) {
     }
 }
 
-/// The memory runs of `count` copies of `memtype` laid out every extent bytes, checked to
-/// lie within a buffer of `span` bytes.
-fn memory_runs(memtype: &Pattern, count: u64, span: usize) -> Result<Vec<ByteRange>, WireError> {
+/// `count` copies of `memtype` in a buffer of `span` bytes, as one pattern whose runs are the
+/// memory pieces in typemap order; checked up front (bytes `len`, last byte inside `span`) so
+/// nothing is copied when the call is refused.
+fn memory_pattern(
+    memtype: &Pattern,
+    count: u64,
+    span: usize,
+    len: usize,
+) -> Result<Pattern, WireError> {
     let all = Pattern::hvector(count, 1, memtype.extent(), memtype)?;
-    let runs: Vec<ByteRange> = all.runs(0).collect();
-    if let Some(r) = runs.iter().find(|r| r.end > span as u64) {
+    if all.size() != len as u64 {
         return Err(err(
             ErrorCode::InvalidArgument,
             format!(
-                "the memory type reaches byte {} of a {span}-byte buffer",
-                r.end
+                "{count} × the memory type is {} bytes, the packed buffer {len}",
+                all.size()
             ),
         ));
     }
-    Ok(runs)
+    if let Some((_, end)) = all.data_bounds().filter(|&(_, end)| end > span as u64) {
+        return Err(err(
+            ErrorCode::InvalidArgument,
+            format!("the memory type reaches byte {end} of a {span}-byte buffer"),
+        ));
+    }
+    Ok(all)
+}
+
+/// Calls `copy(memory bytes, packed bytes)` for every run of `all`, in order.
+fn for_each_piece(
+    all: &Pattern,
+    mut copy: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>),
+) {
+    let mut at = 0usize;
+    for r in all.runs(0) {
+        let n = r.len() as usize;
+        copy(r.start as usize..r.end as usize, at..at + n);
+        at += n;
+    }
 }
 
 /// Packs `count` copies of `memtype` from `base` (a buffer of `span` bytes) into `out`
@@ -561,20 +585,8 @@ pub extern "C" fn atomio_gather(
         let t = &ref_or(memtype, "memtype")?.0;
         let src = slice(base.cast::<u8>(), span, "base")?;
         let dst = slice_mut(out, out_len, "out")?;
-        let runs = memory_runs(t, count, span)?;
-        let total: u64 = runs.iter().map(ByteRange::len).sum();
-        if total != out_len as u64 {
-            return Err(err(
-                ErrorCode::InvalidArgument,
-                format!("packing {total} bytes into {out_len}"),
-            ));
-        }
-        let mut at = 0usize;
-        for r in runs {
-            let n = r.len() as usize;
-            dst[at..at + n].copy_from_slice(&src[r.start as usize..r.end as usize]);
-            at += n;
-        }
+        let all = memory_pattern(t, count, span, out_len)?;
+        for_each_piece(&all, |mem, packed| dst[packed].copy_from_slice(&src[mem]));
         Ok(())
     })
 }
@@ -593,20 +605,8 @@ pub extern "C" fn atomio_scatter(
         let t = &ref_or(memtype, "memtype")?.0;
         let src = slice(input.cast::<u8>(), in_len, "input")?;
         let dst = slice_mut(base, span, "base")?;
-        let runs = memory_runs(t, count, span)?;
-        let total: u64 = runs.iter().map(ByteRange::len).sum();
-        if total != in_len as u64 {
-            return Err(err(
-                ErrorCode::InvalidArgument,
-                format!("unpacking {in_len} bytes into {total}"),
-            ));
-        }
-        let mut at = 0usize;
-        for r in runs {
-            let n = r.len() as usize;
-            dst[r.start as usize..r.end as usize].copy_from_slice(&src[at..at + n]);
-            at += n;
-        }
+        let all = memory_pattern(t, count, span, in_len)?;
+        for_each_piece(&all, |mem, packed| dst[mem].copy_from_slice(&src[packed]));
         Ok(())
     })
 }
