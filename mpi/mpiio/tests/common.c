@@ -124,6 +124,18 @@ const char *t_path(const char *prefix, const char *name)
     return b;
 }
 
+const char *t_fresh_path(char *name)
+{
+    for (char *p = name; *p; p++)
+        if (*p == ':' || *p == '/')
+            *p = '_';
+    const char *plain = t_path("", name);
+    if (t_rank == 0)
+        remove(plain);
+    t_barrier(MPI_COMM_WORLD);
+    return plain;
+}
+
 unsigned char *t_read_file(const char *path, size_t *len)
 {
     FILE *fp = fopen(path, "rb");

@@ -59,6 +59,9 @@ void t_allreduce_int(int *v, int n, MPI_Op op, MPI_Comm comm);
 const char *t_dir(void);
 /* "<prefix><dir>/<name>" into a static rotating buffer. */
 const char *t_path(const char *prefix, const char *name);
+/* A fresh plain file in the test folder for `name` (':' and '/' become '_'): rank 0 removes
+ * any old one, then all ranks of MPI_COMM_WORLD meet. Collective. */
+const char *t_fresh_path(char *name);
 
 /* Reads a whole ordinary file (malloc'd; *len set); NULL if missing. */
 unsigned char *t_read_file(const char *path, size_t *len);

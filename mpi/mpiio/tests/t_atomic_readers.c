@@ -56,13 +56,7 @@ static void run(const char *strategy, view_t *v, double seconds)
 {
     char name[256];
     snprintf(name, sizeof name, "t_readers_%s_%s.dat", strategy, v->name);
-    for (char *p = name; *p; p++)
-        if (*p == ':' || *p == '/')
-            *p = '_';
-    const char *plain = t_path("", name);
-    if (t_rank == 0)
-        remove(plain);
-    t_barrier(MPI_COMM_WORLD);
+    const char *plain = t_fresh_path(name);
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "atomio_strategy", strategy);

@@ -50,13 +50,7 @@ static int round_once(const char *strategy, int round, double seconds)
     char name[256];
     snprintf(name, sizeof name, "t_overlap_%s_%s_%d.dat", self_mode ? "self" : "coll", strategy,
              round);
-    for (char *p = name; *p; p++)
-        if (*p == ':' || *p == '/')
-            *p = '_';
-    const char *plain = t_path("", name);
-    if (t_rank == 0)
-        remove(plain);
-    t_barrier(MPI_COMM_WORLD);
+    const char *plain = t_fresh_path(name);
 
     MPI_Info info;
     MPI_Info_create(&info);
