@@ -130,14 +130,46 @@ pub fn bars(path: &Path, title: &str, x_label: &str, bars: &[Bar]) -> std::io::R
     let height = 120 + 36 * bars.len() as u32;
     let root = SVGBackend::new(path, (900, height)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
+    draw_bars(&root, title, x_label, bars)?;
+    root.present().map_err(err)
+}
+
+/// Bar charts side by side under one title (e.g. one panel per workload).
+pub fn bar_panels(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    panels: &[(String, Vec<Bar>)],
+) -> std::io::Result<()> {
+    let most = panels.iter().map(|(_, b)| b.len()).max().unwrap_or(1) as u32;
+    let width = 700 * panels.len().max(1) as u32;
+    let root = SVGBackend::new(path, (width, 160 + 36 * most)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    for (area, (name, b)) in areas.iter().zip(panels) {
+        draw_bars(area, name, x_label, b)?;
+    }
+    root.present().map_err(err)
+}
+
+fn draw_bars<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    x_label: &str,
+    bars: &[Bar],
+) -> std::io::Result<()>
+where
+    DB::ErrorType: 'static,
+{
     let max = bars.iter().map(|b| b.value).fold(0.0, f64::max).max(1e-9);
     let n = bars.len() as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 18))
         .margin(16)
         .x_label_area_size(40)
         .y_label_area_size(10)
-        .build_cartesian_2d(0.0..max * 1.25, 0.0..n)
+        .build_cartesian_2d(0.0..max * 1.35, 0.0..n.max(1.0))
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -170,5 +202,5 @@ pub fn bars(path: &Path, title: &str, x_label: &str, bars: &[Bar]) -> std::io::R
             )))
             .map_err(err)?;
     }
-    root.present().map_err(err)
+    Ok(())
 }

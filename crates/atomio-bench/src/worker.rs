@@ -16,7 +16,7 @@
 //! number) before "go", so the timed part is I/O and locking only; what reads returned is
 //! dumped after the timed part.
 
-use atomio_client::{File, PosixFile, Strategy};
+use atomio_client::{DirectData, File, Strategy};
 use atomio_layout::Access;
 use atomio_net::ClusterClient;
 use atomio_proto::{ErrorCode, WireError};
@@ -29,15 +29,29 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 /// Where a job's I/O goes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Target {
-    /// An atomio cluster (servers in order) and the file's path on it.
-    Cluster {
+    /// A file on atomio's data servers (servers in order) and its path there.
+    Servers {
         servers: Vec<String>,
         path: String,
         stripe_size: u64,
         stripe_count: u32,
     },
-    /// One ordinary local file (the posix-fcntl baseline).
-    Posix { file: PathBuf },
+    /// The user's ordinary file (direct placement); `servers` hold only locks (empty when
+    /// the strategy takes none on the lock service: `none`, `posix-fcntl`, `romio`).
+    Direct { servers: Vec<String>, file: PathBuf },
+    /// The physical limit: every client `pwrite`s its calls' bytes contiguously, one after
+    /// another, rank after rank, into `file` (no locks, no layout).
+    Limit { file: PathBuf },
+}
+
+impl Target {
+    pub fn placement(&self) -> &'static str {
+        match self {
+            Target::Servers { .. } => "servers",
+            Target::Direct { .. } => "direct",
+            Target::Limit { .. } => "local",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -84,11 +98,13 @@ pub enum FromWorker {
 }
 
 enum Io {
-    Cluster {
-        client: Box<ClusterClient>,
+    File {
+        /// The lock service / data servers, when the strategy needs them.
+        client: Option<Box<ClusterClient>>,
         file: File,
     },
-    Posix(PosixFile),
+    /// `pwrite`s at `offset` onwards (the limit row).
+    Limit { file: std::fs::File, offset: u64 },
 }
 
 /// One call ready to run: its write buffer is already filled with tags.
@@ -110,12 +126,17 @@ fn bad(e: impl std::fmt::Display) -> WireError {
 }
 
 async fn prepare(job: Job) -> Result<Prepared, WireError> {
-    let strategy: Strategy = job.strategy.parse().map_err(bad)?;
+    // The limit row runs no strategy.
+    let strategy: Strategy = match &job.target {
+        Target::Limit { .. } => Strategy::none(),
+        _ => job.strategy.parse().map_err(bad)?,
+    };
     let plan = job.workload.plan(job.clients).map_err(bad)?;
     let mine = plan
         .clients
-        .into_iter()
+        .iter()
         .find(|c| c.rank == job.rank)
+        .cloned()
         .ok_or_else(|| bad(format!("the plan has no client {}", job.rank)))?;
     let mut calls = Vec::with_capacity(mine.calls.len());
     for call in mine.calls {
@@ -136,7 +157,7 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
         });
     }
     let io = match &job.target {
-        Target::Cluster {
+        Target::Servers {
             servers,
             path,
             stripe_size,
@@ -145,20 +166,36 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             let mut client = ClusterClient::connect_tcp(servers).await?;
             let mut file = File::create(&mut client, path, *stripe_size, *stripe_count).await?;
             file.set_atomic(Some(strategy))?;
-            Io::Cluster {
-                client: Box::new(client),
+            Io::File {
+                client: Some(Box::new(client)),
                 file,
             }
         }
-        Target::Posix { file } => {
-            if strategy != Strategy::PosixFcntl {
-                return Err(bad(format!(
-                    "a local file runs posix-fcntl, not {strategy}"
-                )));
-            }
-            let mut f = PosixFile::open(file, true)?;
-            f.set_atomic(true);
-            Io::Posix(f)
+        Target::Direct { servers, file } => {
+            let client = match strategy.uses_lock_service() {
+                true => Some(Box::new(ClusterClient::connect_tcp(servers).await?)),
+                false => None,
+            };
+            let mut file = File::direct(DirectData::open(file, true)?);
+            file.set_atomic(Some(strategy))?;
+            Io::File { client, file }
+        }
+        Target::Limit { file } => {
+            let offset = plan
+                .clients
+                .iter()
+                .filter(|c| c.rank < job.rank)
+                .flat_map(|c| c.calls.iter())
+                .filter(|c| c.kind == CallKind::Write)
+                .filter_map(|c| c.access.as_ref().map(Access::size))
+                .sum();
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(file)
+                .map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", file.display())))?;
+            Io::Limit { file, offset }
         }
     };
     Ok(Prepared { job, calls, io })
@@ -179,31 +216,47 @@ async fn execute(p: &mut Prepared) -> Result<JobResult, WireError> {
             (CallKind::Write, Some(a)) => {
                 let data = data.as_deref().expect("prepared");
                 match &mut p.io {
-                    Io::Cluster { client, file } => file.write(client, a, data).await?,
-                    Io::Posix(f) => f.write(a, data)?,
+                    Io::File {
+                        client: Some(c),
+                        file,
+                    } => file.write(c, a, data).await?,
+                    Io::File { client: None, file } => file.write_local(a, data)?,
+                    Io::Limit { file, offset } => {
+                        use std::os::unix::fs::FileExt;
+                        file.write_all_at(data, *offset).map_err(|e| {
+                            WireError::new(ErrorCode::Io, format!("pwrite at {offset}: {e}"))
+                        })?;
+                        *offset += data.len() as u64;
+                    }
                 }
                 bytes += a.size();
             }
             (CallKind::Read, Some(a)) => {
                 let mut out = vec![0u8; a.size() as usize];
                 match &mut p.io {
-                    Io::Cluster { client, file } => file.read(client, a, &mut out).await?,
-                    Io::Posix(f) => f.read(a, &mut out)?,
+                    Io::File {
+                        client: Some(c),
+                        file,
+                    } => file.read(c, a, &mut out).await?,
+                    Io::File { client: None, file } => file.read_local(a, &mut out)?,
+                    Io::Limit { .. } => {}
                 }
                 bytes += a.size();
                 observed.push((*op, out));
             }
             (CallKind::Sync, _) => match &mut p.io {
-                Io::Cluster { client, file } => file.sync(client).await?,
-                Io::Posix(f) => f.sync()?,
+                Io::File { client, file } => file.sync(client.as_deref_mut()).await?,
+                Io::Limit { file, .. } => file
+                    .sync_data()
+                    .map_err(|e| WireError::new(ErrorCode::Io, format!("fsync: {e}")))?,
             },
             (_, None) => return Err(bad(format!("call {op} has no access"))),
         }
     }
     let seconds = t0.elapsed().as_secs_f64();
     let (lock_requests, lock_messages) = match &p.io {
-        Io::Cluster { file, .. } => (file.stats().lock_requests, file.stats().lock_messages),
-        Io::Posix(_) => (0, 0),
+        Io::File { file, .. } => (file.stats().lock_requests, file.stats().lock_messages),
+        Io::Limit { .. } => (0, 0),
     };
     let mut reads = Vec::new();
     for (op, data) in observed {

@@ -6,7 +6,11 @@
 //! write buffers with verifier tags) and says ready; the coordinator sends "go" to all and
 //! times until the last "done". Seconds are the median over runs; bandwidth is bytes moved
 //! (writes + reads) over that. The first run of each strategy is verified: the file's bytes
-//! against every write of the plan, plus every read's dump.
+//! against every write of the plan, plus every read's dump. Repetitions are interleaved:
+//! run k of every row (order rotated by k) before run k+1 of any. Rows: each strategy on
+//! its placement (`--data direct|servers`; the fcntl baselines always on a direct file),
+//! and `limit` — every client `pwrite`s its bytes contiguously into a fresh local file, the
+//! physical limit of this machine for the same bytes (not verified: no layout).
 //!
 //! **Invariants:** every strategy of one invocation runs the same plan on the same servers
 //! with the same workers, so their ratios are comparable; a run that fails is an error, not
@@ -14,7 +18,7 @@
 
 use crate::stats::median;
 use crate::worker::{FromWorker, Job, JobResult, Target, ToWorker};
-use atomio_client::Strategy;
+use atomio_client::{PlacementKind, Strategy};
 use atomio_net::{ClusterClient, EmbeddedCluster, LocalServers};
 use atomio_proto::{ErrorCode, WireError};
 use atomio_verify::{Read, Report, Write};
@@ -38,11 +42,41 @@ pub enum Deploy {
     Cluster(Vec<String>),
 }
 
+/// One row of a workload table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RowSpec {
+    /// The physical limit: each client `pwrite`s its bytes contiguously (not verified).
+    Limit,
+    Strategy(Strategy),
+}
+
+impl RowSpec {
+    pub fn name(&self) -> String {
+        match self {
+            RowSpec::Limit => "limit".into(),
+            RowSpec::Strategy(s) => s.name(),
+        }
+    }
+}
+
+impl std::str::FromStr for RowSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "limit" => Ok(RowSpec::Limit),
+            s => s.parse().map(RowSpec::Strategy),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct WorkloadBenchConfig {
     pub workload: Workload,
     pub clients: u32,
-    pub strategies: Vec<Strategy>,
+    pub strategies: Vec<RowSpec>,
+    /// Where strategies that can run on either placement keep the bytes (`posix-fcntl` and
+    /// `romio` always run on a direct file).
+    pub data: PlacementKind,
     pub servers: u32,
     pub deploy: Deploy,
     pub stripe_size: u64,
@@ -60,6 +94,8 @@ pub struct WorkloadBenchConfig {
 pub struct WorkloadRow {
     pub workload: String,
     pub strategy: String,
+    /// `direct` (the user's file), `servers` (atomio's data servers) or `local` (limit).
+    pub data: String,
     pub clients: u32,
     pub servers: u32,
     /// Bytes moved per run (writes + reads).
@@ -70,6 +106,10 @@ pub struct WorkloadRow {
     /// Bandwidth as a percentage of strategy `none` in the same invocation (null if `none`
     /// did not run).
     pub pct_of_none: Option<f64>,
+    /// Bandwidth as a percentage of the `limit` row (null if it did not run).
+    pub pct_of_limit: Option<f64>,
+    /// Bandwidth over the `romio` baseline's (null if it did not run).
+    pub x_romio: Option<f64>,
     /// Lock requests per run (all clients).
     pub lock_requests: u64,
     /// The verifier's verdict on the first run; null when no two clients' writes overlap
@@ -159,6 +199,16 @@ impl Servers {
     }
 }
 
+/// What the runs of one row have measured so far.
+#[derive(Default)]
+struct Acc {
+    seconds: Vec<f64>,
+    locks: Vec<f64>,
+    bytes: u64,
+    data: &'static str,
+    verdict: (Option<bool>, Option<String>),
+}
+
 /// Runs the workload under every strategy; one row per strategy.
 pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireError> {
     let plan = cfg
@@ -194,41 +244,33 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
     let bar = crate::progress::bar((cfg.strategies.len() * cfg.runs) as u64, cfg.progress);
     let mut rows = Vec::new();
     let result = async {
-        for (si, &strategy) in cfg.strategies.iter().enumerate() {
-            let mut seconds = Vec::new();
-            let mut locks = Vec::new();
-            let mut verdict: (Option<bool>, Option<String>) = (None, None);
-            let mut bytes = 0;
-            for run in 0..cfg.runs {
-                bar.set_message(format!("{} {strategy} run {}", plan.workload, run + 1));
+        // Repetition k of every row runs before repetition k+1 of any (order rotated each
+        // time), so drift on a noisy machine hits every row alike.
+        let n = cfg.strategies.len();
+        let mut acc: Vec<Acc> = cfg.strategies.iter().map(|_| Acc::default()).collect();
+        for run in 0..cfg.runs {
+            for k in 0..n {
+                let si = (k + run) % n;
+                let spec = &cfg.strategies[si];
+                let a = &mut acc[si];
+                bar.set_message(format!("{} {} run {}", plan.workload, spec.name(), run + 1));
                 let tag = format!("{}-{si}-{run}", std::process::id());
                 let dump_dir = cfg.scratch.join(format!("dumps-{tag}"));
                 std::fs::create_dir_all(&dump_dir)
                     .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
-                let target = if strategy.on_cluster() {
-                    Target::Cluster {
-                        servers: addrs.clone(),
-                        path: format!("/bench/{}/{tag}", plan.workload),
-                        stripe_size: cfg.stripe_size,
-                        stripe_count: cfg.servers,
-                    }
-                } else {
-                    let file = cfg.scratch.join(format!("posix-{tag}.dat"));
-                    std::fs::File::create(&file)
-                        .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
-                    Target::Posix { file }
-                };
-                let results = run_once(&mut workers, cfg, &strategy, &target, &dump_dir).await?;
-                let secs = results.0;
-                seconds.push(secs);
-                bytes = results.1.iter().map(|r| r.bytes).sum();
-                locks.push(results.1.iter().map(|r| r.lock_requests).sum::<u64>() as f64);
-                if run == 0 && cfg.verify {
+                let target = target_for(cfg, spec, &addrs, &plan.workload, &tag)?;
+                a.data = target.placement();
+                let results = run_once(&mut workers, cfg, spec, &target, &dump_dir).await?;
+                a.seconds.push(results.0);
+                a.bytes = results.1.iter().map(|r| r.bytes).sum();
+                a.locks
+                    .push(results.1.iter().map(|r| r.lock_requests).sum::<u64>() as f64);
+                if run == 0 && cfg.verify && *spec != RowSpec::Limit {
                     let keep = cfg.keep.as_ref().map(|d| {
                         d.join(format!(
                             "{}-{}.dat",
                             plan.workload,
-                            strategy.to_string().replace(':', "-")
+                            spec.name().replace(':', "-")
                         ))
                     });
                     let report = verify_run(
@@ -239,7 +281,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                         keep.as_deref(),
                     )
                     .await?;
-                    verdict = if report.ok() {
+                    a.verdict = if report.ok() {
                         (if plan.overlapping { Some(true) } else { None }, None)
                     } else {
                         (
@@ -255,21 +297,26 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 cleanup(&mut coordinator, &target, &dump_dir).await;
                 bar.inc(1);
             }
-            let med = median(&seconds);
+        }
+        for (spec, a) in cfg.strategies.iter().zip(acc) {
+            let med = median(&a.seconds);
             rows.push(WorkloadRow {
                 workload: plan.workload.clone(),
-                strategy: strategy.to_string(),
+                strategy: spec.name(),
+                data: a.data.to_string(),
                 clients: cfg.clients,
                 servers: cfg.servers,
-                bytes,
+                bytes: a.bytes,
                 seconds: med,
-                mib_per_s: bytes as f64 / med / (1 << 20) as f64,
+                mib_per_s: a.bytes as f64 / med / (1 << 20) as f64,
                 pct_of_none: None,
-                lock_requests: median(&locks) as u64,
-                verified: verdict.0,
+                pct_of_limit: None,
+                x_romio: None,
+                lock_requests: median(&a.locks) as u64,
+                verified: a.verdict.0,
                 runs: cfg.runs,
-                seconds_runs: seconds,
-                violation: verdict.1,
+                seconds_runs: a.seconds,
+                violation: a.verdict.1,
             });
         }
         Ok::<(), WireError>(())
@@ -285,23 +332,61 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
         p.stop().await;
     }
     result?;
-    if let Some(none) = rows
-        .iter()
-        .find(|r| r.strategy == "none")
-        .map(|r| r.mib_per_s)
-    {
-        for r in &mut rows {
-            r.pct_of_none = Some(r.mib_per_s / none * 100.0);
-        }
+    let rate = |name: &str| {
+        rows.iter()
+            .find(|r| r.strategy == name)
+            .map(|r| r.mib_per_s)
+    };
+    let (none, limit, romio) = (rate("none"), rate("limit"), rate("romio"));
+    for r in &mut rows {
+        r.pct_of_none = none.map(|n| r.mib_per_s / n * 100.0);
+        r.pct_of_limit = limit.map(|l| r.mib_per_s / l * 100.0);
+        r.x_romio = romio.map(|b| r.mib_per_s / b);
     }
     Ok(rows)
 }
 
 /// Prepares every worker, starts them together, and waits for all: (seconds, results).
+/// A fresh target for one run of `spec`: a file on the servers, a new local file for
+/// direct placement (and always for the fcntl baselines), or the limit's file.
+fn target_for(
+    cfg: &WorkloadBenchConfig,
+    spec: &RowSpec,
+    addrs: &[String],
+    workload: &str,
+    tag: &str,
+) -> Result<Target, WireError> {
+    let local = |stem: &str| {
+        let file = cfg.scratch.join(format!("{stem}-{tag}.dat"));
+        std::fs::File::create(&file)
+            .map(|_| file)
+            .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))
+    };
+    Ok(match spec {
+        RowSpec::Limit => Target::Limit {
+            file: local("limit")?,
+        },
+        RowSpec::Strategy(s)
+            if cfg.data == PlacementKind::Servers && s.supports(PlacementKind::Servers) =>
+        {
+            Target::Servers {
+                servers: addrs.to_vec(),
+                path: format!("/bench/{workload}/{tag}"),
+                stripe_size: cfg.stripe_size,
+                stripe_count: cfg.servers,
+            }
+        }
+        RowSpec::Strategy(_) => Target::Direct {
+            servers: addrs.to_vec(),
+            file: local("direct")?,
+        },
+    })
+}
+
 async fn run_once(
     workers: &mut [Worker],
     cfg: &WorkloadBenchConfig,
-    strategy: &Strategy,
+    spec: &RowSpec,
     target: &Target,
     dump_dir: &Path,
 ) -> Result<(f64, Vec<JobResult>), WireError> {
@@ -311,7 +396,7 @@ async fn run_once(
             rank: rank as u32,
             clients: n,
             workload: cfg.workload.clone(),
-            strategy: strategy.to_string(),
+            strategy: spec.name(),
             target: target.clone(),
             dump_dir: dump_dir.to_path_buf(),
         })))
@@ -353,7 +438,7 @@ async fn run_once(
     if let Some(e) = first_err {
         return Err(WireError::new(
             ErrorCode::Internal,
-            format!("{strategy}: worker failed: {e}"),
+            format!("{}: worker failed: {e}", spec.name()),
         ));
     }
     Ok((secs, results))
@@ -474,11 +559,11 @@ fn save_run(
 /// The logical bytes of the run's file.
 pub async fn read_back(c: &mut ClusterClient, target: &Target) -> Result<Vec<u8>, WireError> {
     match target {
-        Target::Cluster { path, .. } => {
+        Target::Servers { path, .. } => {
             let f = c.open(path).await?;
             c.read_all(&f).await
         }
-        Target::Posix { file } => {
+        Target::Direct { file, .. } | Target::Limit { file } => {
             std::fs::read(file).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))
         }
     }
@@ -486,10 +571,10 @@ pub async fn read_back(c: &mut ClusterClient, target: &Target) -> Result<Vec<u8>
 
 async fn cleanup(c: &mut ClusterClient, target: &Target, dump_dir: &Path) {
     match target {
-        Target::Cluster { path, .. } => {
+        Target::Servers { path, .. } => {
             let _ = c.remove(path).await;
         }
-        Target::Posix { file } => {
+        Target::Direct { file, .. } | Target::Limit { file } => {
             let _ = std::fs::remove_file(file);
         }
     }

@@ -4,17 +4,18 @@
 use anyhow::{anyhow, Context};
 use atomio_bench::chart::{bars, Bar};
 use atomio_bench::table::render;
-use atomio_bench::workload::{Deploy, WorkloadBenchConfig, WorkloadRow};
-use atomio_client::Strategy;
+use atomio_bench::workload::{Deploy, RowSpec, WorkloadBenchConfig, WorkloadRow};
+use atomio_client::{PlacementKind, Strategy};
 use atomio_net::ClusterConfig;
 use atomio_workloads::Workload;
 use clap::{Args, Parser};
 use std::path::{Path, PathBuf};
 
-/// The strategies a workload runs unless told otherwise: the upper bound, today's
-/// baselines, and the Ching strategies that matter.
+/// The rows a workload runs unless told otherwise: the physical limit, no atomicity,
+/// today's baselines (`romio`: what MPI users have; `posix-fcntl`), and the lock
+/// strategies that matter.
 pub const DEFAULT_STRATEGIES: &str =
-    "none,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try";
+    "limit,none,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try";
 
 #[derive(Args, Clone)]
 pub struct CommonArgs {
@@ -24,9 +25,14 @@ pub struct CommonArgs {
     /// Servers (objects per file = servers).
     #[arg(long, default_value_t = 4)]
     pub servers: u32,
-    /// Strategies, comma-separated, or "all".
+    /// Strategies, comma-separated, or "all"; `limit` adds the physical-limit row (each
+    /// client `pwrite`s its bytes contiguously into a local file).
     #[arg(long, default_value = DEFAULT_STRATEGIES)]
     pub strategies: String,
+    /// Where the bytes live: `direct` (the user's ordinary file; servers hold only locks)
+    /// or `servers` (atomio's data servers). `posix-fcntl` and `romio` always run direct.
+    #[arg(long, default_value = "direct")]
+    pub data: PlacementKind,
     /// embedded: servers inside this process (served on loopback TCP); processes: `atomio
     /// server` processes on loopback.
     #[arg(long, default_value = "embedded")]
@@ -74,22 +80,25 @@ struct WorkloadCmd {
     params: Vec<String>,
 }
 
-pub fn parse_strategies(s: &str) -> anyhow::Result<Vec<Strategy>> {
+pub fn parse_strategies(s: &str) -> anyhow::Result<Vec<RowSpec>> {
     if s == "all" {
         let mut v = vec![
-            Strategy::None,
-            Strategy::PosixFcntl,
-            Strategy::WholeFile,
-            Strategy::BoundingExtent,
-            Strategy::Block(atomio_client::BlockSize::Bytes(4096)),
-            Strategy::Block(atomio_client::BlockSize::Stripe),
+            Strategy::none(),
+            Strategy::romio(),
+            Strategy::posix_fcntl(),
+            Strategy::whole_file(),
+            Strategy::bounding_extent(),
+            Strategy::block(atomio_client::BlockSize::Bytes(4096)),
+            Strategy::block(atomio_client::BlockSize::Stripe),
         ];
         v.extend(Strategy::ching_all());
-        return Ok(v);
+        let mut rows = vec![RowSpec::Limit];
+        rows.extend(v.into_iter().map(RowSpec::Strategy));
+        return Ok(rows);
     }
     s.split(',')
         .filter(|x| !x.is_empty())
-        .map(|x| x.parse::<Strategy>().map_err(|e| anyhow!(e)))
+        .map(|x| x.parse::<RowSpec>().map_err(|e| anyhow!(e)))
         .collect()
 }
 
@@ -110,6 +119,7 @@ pub fn config(common: &CommonArgs, workload: Workload) -> anyhow::Result<Workloa
         workload,
         clients: common.clients,
         strategies: parse_strategies(&common.strategies)?,
+        data: common.data,
         servers,
         deploy,
         stripe_size: common.stripe_size,
@@ -158,19 +168,29 @@ pub fn table(rows: &[WorkloadRow]) -> String {
         .map(|r| {
             vec![
                 r.strategy.clone(),
+                r.data.clone(),
                 format!("{:.1}", r.mib_per_s),
+                r.pct_of_limit.map_or("-".into(), |p| format!("{p:.0}%")),
                 r.pct_of_none.map_or("-".into(), |p| format!("{p:.0}%")),
+                r.x_romio.map_or("-".into(), |x| format!("{x:.2}x")),
                 format!("{:.3}", r.seconds),
                 format!("{}", r.lock_requests),
-                verdict(r.verified).to_string(),
+                if r.strategy == "limit" {
+                    "n/a (limit)".to_string()
+                } else {
+                    verdict(r.verified).to_string()
+                },
             ]
         })
         .collect();
     render(
         &[
             "strategy",
+            "data",
             "MiB/s",
+            "% of limit",
             "% of none",
+            "vs romio",
             "seconds",
             "lock requests",
             "verified",
@@ -189,7 +209,7 @@ pub fn chart(path: &Path, title: &str, rows: &[WorkloadRow]) -> anyhow::Result<(
             label: r.strategy.clone(),
             value: r.mib_per_s,
             bad: r.verified == Some(false),
-            muted: r.strategy == "none",
+            muted: r.strategy == "none" || r.strategy == "limit",
         })
         .collect();
     bars(path, title, "MiB/s (median of runs)", &b)

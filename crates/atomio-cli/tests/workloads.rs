@@ -3,8 +3,8 @@
 //! caught violating atomicity (the verifier can fail); bytes written by non-overlapping
 //! workloads come back exactly; a server that dies mid-call gives a clear error quickly.
 
-use atomio_bench::workload::{run, Deploy, WorkloadBenchConfig, WorkloadRow};
-use atomio_client::{BlockSize, Strategy};
+use atomio_bench::workload::{run, Deploy, RowSpec, WorkloadBenchConfig, WorkloadRow};
+use atomio_client::{BlockSize, PlacementKind, Strategy};
 use atomio_net::{ClusterClient, LocalServers};
 use atomio_proto::ErrorCode;
 use atomio_workloads::{CallKind, Workload};
@@ -19,7 +19,8 @@ fn config(workload: Workload, strategies: Vec<Strategy>, name: &str) -> Workload
     WorkloadBenchConfig {
         workload,
         clients: 4,
-        strategies,
+        strategies: strategies.into_iter().map(RowSpec::Strategy).collect(),
+        data: PlacementKind::Servers,
         servers: 3,
         deploy: Deploy::Embedded { memory: false },
         stripe_size: 4096,
@@ -34,11 +35,12 @@ fn config(workload: Workload, strategies: Vec<Strategy>, name: &str) -> Workload
 
 fn every_atomic_strategy() -> Vec<Strategy> {
     let mut v = vec![
-        Strategy::PosixFcntl,
-        Strategy::WholeFile,
-        Strategy::BoundingExtent,
-        Strategy::Block(BlockSize::Bytes(4096)),
-        Strategy::Block(BlockSize::Stripe),
+        Strategy::posix_fcntl(),
+        Strategy::romio(),
+        Strategy::whole_file(),
+        Strategy::bounding_extent(),
+        Strategy::block(BlockSize::Bytes(4096)),
+        Strategy::block(BlockSize::Stripe),
     ];
     v.extend(Strategy::ching_all());
     v
@@ -57,6 +59,7 @@ async fn rows(cfg: WorkloadBenchConfig) -> Vec<WorkloadRow> {
     r
 }
 
+/// Every atomic strategy, on both placements (the user's file; atomio's servers).
 #[tokio::test(flavor = "multi_thread")]
 async fn every_atomic_strategy_verifies_on_tile_row_and_ior_hard() {
     let cases = [
@@ -90,13 +93,20 @@ async fn every_atomic_strategy_verifies_on_tile_row_and_ior_hard() {
         if name != "ior-strided" {
             assert!(plan.overlapping, "{name} should overlap");
         }
-        for r in rows(config(w, every_atomic_strategy(), name)).await {
-            let expected = if plan.overlapping { Some(true) } else { None };
-            assert_eq!(
-                r.verified, expected,
-                "{name} under {}: {:?}",
-                r.strategy, r.violation
-            );
+        for data in PlacementKind::ALL {
+            let mut cfg = config(w.clone(), every_atomic_strategy(), name);
+            cfg.data = data;
+            for r in rows(cfg).await {
+                let expected = if plan.overlapping { Some(true) } else { None };
+                assert_eq!(
+                    r.verified, expected,
+                    "{name} under {} on {data}: {:?}",
+                    r.strategy, r.violation
+                );
+                let fcntl = r.strategy == "posix-fcntl" || r.strategy == "romio";
+                let want = if fcntl { "direct" } else { data.name() };
+                assert_eq!(r.data, want, "{}", r.strategy);
+            }
         }
     }
 }
@@ -121,23 +131,26 @@ async fn none_is_reported_violated_on_overlapping_tiles() {
             "16",
         ],
     );
-    let mut cfg = config(w, vec![Strategy::None], "none");
-    cfg.stripe_size = 512;
-    cfg.servers = 4;
-    cfg.runs = 1;
-    for attempt in 1..=30 {
-        let r = rows(cfg.clone()).await;
-        if r[0].verified == Some(false) {
-            let v = r[0].violation.clone().unwrap_or_default();
-            assert!(
-                v.contains("appear") || v.contains("cycle") || v.contains("torn"),
-                "{v}"
-            );
-            eprintln!("caught after {attempt} attempt(s): {v}");
-            return;
+    'placements: for data in PlacementKind::ALL {
+        let mut cfg = config(w.clone(), vec![Strategy::none()], "none");
+        cfg.data = data;
+        cfg.stripe_size = 512;
+        cfg.servers = 4;
+        cfg.runs = 1;
+        for attempt in 1..=30 {
+            let r = rows(cfg.clone()).await;
+            if r[0].verified == Some(false) {
+                let v = r[0].violation.clone().unwrap_or_default();
+                assert!(
+                    v.contains("appear") || v.contains("cycle") || v.contains("torn"),
+                    "{v}"
+                );
+                eprintln!("{data}: caught after {attempt} attempt(s): {v}");
+                continue 'placements;
+            }
         }
+        panic!("{data}: 30 runs of overlapping tiles without atomicity were all reported atomic");
     }
-    panic!("30 runs of overlapping tiles without atomicity were all reported atomic");
 }
 
 /// Expected file of a non-overlapping workload: every write's tags at its bytes.
@@ -184,27 +197,30 @@ async fn non_overlapping_workloads_round_trip_exactly() {
     for w in cases {
         let name = w.name();
         let keep = scratch(&format!("keep-{name}"));
-        let mut cfg = config(
-            w.clone(),
-            vec![Strategy::None, "ching:datatype:one-try".parse().unwrap()],
-            name,
-        );
-        cfg.keep = Some(keep.clone());
-        let rows = rows(cfg).await;
         let want = expected_bytes(&w, 4);
-        for r in rows {
-            let file = keep.join(format!("{name}-{}.dat", r.strategy.replace(':', "-")));
-            let got = std::fs::read(&file).unwrap();
-            assert_eq!(got.len(), want.len(), "{name} {}: size", r.strategy);
-            assert!(
-                got == want,
-                "{name} {}: exported bytes differ from what was written",
-                r.strategy
+        for data in PlacementKind::ALL {
+            let mut cfg = config(
+                w.clone(),
+                vec![Strategy::none(), "ching:datatype:one-try".parse().unwrap()],
+                name,
             );
-            // The kept manifest verifies with the stand-alone verifier too.
-            let report =
-                atomio_verify::verify_manifest(atomio_verify::manifest_path_for(&file)).unwrap();
-            assert!(report.ok(), "{report}");
+            cfg.keep = Some(keep.clone());
+            cfg.data = data;
+            for r in rows(cfg).await {
+                let file = keep.join(format!("{name}-{}.dat", r.strategy.replace(':', "-")));
+                let got = std::fs::read(&file).unwrap();
+                assert_eq!(got.len(), want.len(), "{name} {}: size", r.strategy);
+                assert!(
+                    got == want,
+                    "{name} {}: exported bytes differ from what was written",
+                    r.strategy
+                );
+                // The kept manifest verifies with the stand-alone verifier too.
+                let report =
+                    atomio_verify::verify_manifest(atomio_verify::manifest_path_for(&file))
+                        .unwrap();
+                assert!(report.ok(), "{report}");
+            }
         }
         let _ = std::fs::remove_dir_all(keep);
     }

@@ -1,16 +1,25 @@
-//! A file on an atomio cluster with an atomicity strategy: the Rust client API.
+//! A file with an atomicity strategy: the Rust client API, and the one place where the
+//! steps of a call (lock → I/O → release → publish, see `technique`) are run.
 //!
-//! In atomic mode a write takes the strategy's exclusive locks on the call's bytes, writes,
-//! and releases; a read takes shared locks. The locks are released even when the I/O fails.
+//! A `File` is a technique (its `Strategy`) crossed with a placement: `Direct` (the user's
+//! ordinary file; atomio servers hold only locks) or `Servers` (atomio's striped objects).
+//! Calls take a `ClusterClient` for the lock service and server data; `write_local` and
+//! friends run techniques that need neither (`none`, `posix-fcntl`, `romio` on a direct
+//! file) without one.
 //!
-//! **Invariant:** in atomic mode no byte of a call is written or read before every lock of
-//! the call is held, and no lock is released before the call's I/O has been acknowledged by
-//! every server.
+//! **Invariants:** in atomic mode no byte of a call is written or read before every lock of
+//! the call is held, and no lock is released before the call's I/O has returned (servers:
+//! acknowledged by every server; direct: the `pwrite`s returned, and with NFS coherence the
+//! data was flushed). Locks are released even when the I/O failed. A strategy is accepted
+//! only on a placement it supports.
 
-use crate::strategy::{lock_plan, Strategy};
-use atomio_layout::Access;
-use atomio_net::{ClusterClient, FileInfo};
-use atomio_proto::{metadata_server, ErrorCode, LockMode, WireError};
+use crate::direct::DirectData;
+use crate::strategy::Strategy;
+use crate::technique::{IoMethod, LockGeometry, Locks, PlacementKind, Publish};
+use atomio_layout::{Access, Layout, DEFAULT_STRIPE_SIZE};
+use atomio_net::{ClusterClient, FileInfo, HeldLock};
+use atomio_proto::{metadata_server, ErrorCode, FileId, LockMode, WireError};
+use nix::libc;
 use serde::Serialize;
 
 /// What a file's calls cost in locking.
@@ -18,19 +27,69 @@ use serde::Serialize;
 pub struct IoStats {
     pub calls: u64,
     pub bytes: u64,
-    /// Lock requests (sub-requests) made.
+    /// Lock requests (sub-requests, or `fcntl` calls) made.
     pub lock_requests: u64,
     /// Lock messages sent (acquires, partial and full releases).
     pub lock_messages: u64,
 }
 
+/// Where the file's bytes are.
+#[derive(Debug)]
+pub enum Placement {
+    /// The user's ordinary file.
+    Direct(DirectData),
+    /// Objects on atomio's data servers.
+    Servers(FileInfo),
+}
+
+impl Placement {
+    pub fn kind(&self) -> PlacementKind {
+        match self {
+            Placement::Direct(_) => PlacementKind::Direct,
+            Placement::Servers(_) => PlacementKind::Servers,
+        }
+    }
+}
+
+/// The I/O of one call.
+enum Op<'a> {
+    Write(&'a [u8]),
+    Read { out: &'a mut [u8], holes_ok: bool },
+}
+
+impl Op<'_> {
+    fn mode(&self) -> LockMode {
+        match self {
+            Op::Write(_) => LockMode::Write,
+            Op::Read { .. } => LockMode::Read,
+        }
+    }
+}
+
+/// Locks a call holds between its lock and release steps.
+enum Held {
+    Service(HeldLock),
+    Fcntl(atomio_layout::ByteRange),
+}
+
 pub struct File {
-    info: FileInfo,
-    atomic: Option<Strategy>,
+    placement: Placement,
+    atomic: Strategy,
+    /// How the file's lock space is striped over the lock servers (direct files: computed
+    /// from the lock key once the number of servers is known).
+    geometry: Option<LockGeometry>,
     stats: IoStats,
 }
 
+fn no_client(what: &str) -> WireError {
+    WireError::new(
+        ErrorCode::InvalidArgument,
+        format!("{what} needs a connection to atomio servers"),
+    )
+}
+
 impl File {
+    /// Creates (or opens) a file on atomio's data servers.
     pub async fn create(
         c: &mut ClusterClient,
         path: &str,
@@ -42,69 +101,228 @@ impl File {
         ))
     }
 
+    /// Opens an existing file on atomio's data servers.
     pub async fn open(c: &mut ClusterClient, path: &str) -> Result<Self, WireError> {
         Ok(Self::from_info(c.open(path).await?))
     }
 
     pub fn from_info(info: FileInfo) -> Self {
+        Self::new(Placement::Servers(info))
+    }
+
+    /// The user's own file (see `DirectData`): atomio holds only its locks.
+    pub fn direct(data: DirectData) -> Self {
+        Self::new(Placement::Direct(data))
+    }
+
+    fn new(placement: Placement) -> Self {
         Self {
-            info,
-            atomic: None,
+            placement,
+            atomic: Strategy::none(),
+            geometry: None,
             stats: IoStats::default(),
         }
     }
 
-    pub fn info(&self) -> &FileInfo {
-        &self.info
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// The file on the servers (None for a direct file).
+    pub fn info(&self) -> Option<&FileInfo> {
+        match &self.placement {
+            Placement::Servers(i) => Some(i),
+            Placement::Direct(_) => None,
+        }
     }
 
     pub fn stats(&self) -> IoStats {
         self.stats
     }
 
-    /// Turns atomic mode on with a strategy (`None` or `Some(Strategy::None)`: off).
+    /// Turns atomic mode on with a strategy (`None` or `none`: off). A strategy the
+    /// placement cannot run is refused.
     pub fn set_atomic(&mut self, strategy: Option<Strategy>) -> Result<(), WireError> {
-        if let Some(s) = strategy.filter(|s| !s.on_cluster()) {
+        let s = strategy.unwrap_or_else(Strategy::none);
+        let kind = self.placement.kind();
+        if !s.supports(kind) {
             return Err(WireError::new(
                 ErrorCode::InvalidArgument,
-                format!("{s} is not a strategy for files on an atomio cluster"),
+                format!("{s} does not run on {kind} placement"),
             ));
         }
-        self.atomic = strategy.filter(Strategy::is_atomic);
+        self.atomic = s;
         Ok(())
     }
 
-    pub fn atomic(&self) -> Option<Strategy> {
-        self.atomic
+    /// The strategy in force, `None` when atomic mode is off.
+    pub fn atomic(&self) -> Option<&Strategy> {
+        Some(&self.atomic).filter(|s| s.is_atomic())
     }
 
-    async fn locked<T>(
+    fn lock_id(&self) -> FileId {
+        match &self.placement {
+            Placement::Servers(i) => i.id(),
+            Placement::Direct(d) => d.lock_id(),
+        }
+    }
+
+    /// The file's lock geometry in a cluster of `servers`: a server file's own layout with
+    /// its metadata server as the central one (whole-file and extent locks live there); a
+    /// direct file's lock space striped over every server, named by its lock key.
+    fn geometry(&mut self, servers: usize) -> Result<&LockGeometry, WireError> {
+        if self.geometry.is_none() {
+            let n = servers.max(1) as u32;
+            self.geometry = Some(match &self.placement {
+                Placement::Servers(info) => LockGeometry {
+                    layout: info.layout.clone(),
+                    central: metadata_server(&info.meta.path, n),
+                },
+                Placement::Direct(d) => {
+                    let central = metadata_server(d.lock_key(), n);
+                    LockGeometry {
+                        layout: Layout::round_robin(DEFAULT_STRIPE_SIZE, n, n, central.0)?,
+                        central,
+                    }
+                }
+            });
+        }
+        Ok(self.geometry.as_ref().expect("set above"))
+    }
+
+    /// Step 1: plans and takes the call's locks.
+    async fn lock(
         &mut self,
-        c: &mut ClusterClient,
+        c: Option<&mut ClusterClient>,
         mode: LockMode,
         access: &Access,
-        io: impl AsyncFnOnce(&mut ClusterClient, &FileInfo) -> Result<T, WireError>,
-    ) -> Result<T, WireError> {
+    ) -> Result<Option<Held>, WireError> {
+        if !self.atomic.is_atomic() {
+            return Ok(None);
+        }
+        let servers = c.as_ref().map_or(0, |c| c.servers());
+        let technique = self.atomic.clone();
+        let geometry = self.geometry(servers)?.clone();
+        let Some(locks) = technique.technique().locks(mode, access, &geometry)? else {
+            return Ok(None);
+        };
+        self.stats.lock_requests += locks.requests();
+        let held = match locks {
+            Locks::Service { protocol, subs } => {
+                let c = c.ok_or_else(|| no_client(&technique.name()))?;
+                Held::Service(c.lock_plan(self.lock_id(), mode, protocol, subs).await?)
+            }
+            Locks::Fcntl(r) => {
+                let Placement::Direct(d) = &self.placement else {
+                    return Err(no_direct(&technique));
+                };
+                let kind = match mode {
+                    LockMode::Write => libc::F_WRLCK,
+                    LockMode::Read => libc::F_RDLCK,
+                };
+                d.fcntl(kind, r)?;
+                Held::Fcntl(r)
+            }
+        };
+        if let (Placement::Direct(d), Some(h)) = (&self.placement, access.hull()) {
+            if let Err(e) = d.after_acquire(h) {
+                let _ = self.release(None, Some(held), mode).await;
+                return Err(e);
+            }
+        }
+        Ok(Some(held))
+    }
+
+    /// Step 2: moves the call's bytes on the placement.
+    async fn io(
+        &mut self,
+        c: Option<&mut ClusterClient>,
+        access: &Access,
+        op: Op<'_>,
+    ) -> Result<(), WireError> {
+        let method = self.atomic.technique().io();
+        match (&self.placement, op, method) {
+            (Placement::Direct(d), Op::Write(data), IoMethod::Pieces) => {
+                d.write_pieces(access, data)
+            }
+            (Placement::Direct(d), Op::Write(data), IoMethod::Sieve { buffer }) => {
+                d.write_sieved(access, data, buffer)
+            }
+            (Placement::Direct(d), Op::Read { out, holes_ok }, IoMethod::Pieces) => {
+                d.read_pieces(access, out, holes_ok)
+            }
+            (Placement::Direct(d), Op::Read { out, holes_ok }, IoMethod::Sieve { buffer }) => {
+                d.read_sieved(access, out, buffer, holes_ok)
+            }
+            (Placement::Servers(info), op, IoMethod::Pieces) => {
+                let c = c.ok_or_else(|| no_client("a file on atomio servers"))?;
+                match op {
+                    Op::Write(data) => c.write(info, access, data).await,
+                    Op::Read {
+                        out,
+                        holes_ok: false,
+                    } => c.read(info, access, out).await,
+                    Op::Read {
+                        out,
+                        holes_ok: true,
+                    } => {
+                        crate::check_len("read", out.len(), access.size())?;
+                        c.read_ranges(info, access.ranges(), out).await
+                    }
+                }
+            }
+            (Placement::Servers(_), _, IoMethod::Sieve { .. }) => Err(no_direct(&self.atomic)),
+        }
+    }
+
+    /// Step 3: releases what step 1 took (flushing first where the file system needs it).
+    async fn release(
+        &mut self,
+        c: Option<&mut ClusterClient>,
+        held: Option<Held>,
+        mode: LockMode,
+    ) -> Result<(), WireError> {
+        let Some(held) = held else {
+            return Ok(());
+        };
+        let flushed = match (&self.placement, mode) {
+            (Placement::Direct(d), LockMode::Write) => d.before_release(),
+            _ => Ok(()),
+        };
+        let released = match held {
+            Held::Service(h) => {
+                let c = c.ok_or_else(|| no_client("releasing locks"))?;
+                c.unlock(h)
+                    .await
+                    .map(|st| self.stats.lock_messages += st.messages)
+            }
+            Held::Fcntl(r) => match &self.placement {
+                Placement::Direct(d) => d.fcntl(libc::F_UNLCK, r),
+                Placement::Servers(_) => Err(no_direct(&self.atomic)),
+            },
+        };
+        flushed?;
+        released
+    }
+
+    /// Runs one call's steps in order; locks are released even when the I/O failed.
+    async fn call(
+        &mut self,
+        mut c: Option<&mut ClusterClient>,
+        access: &Access,
+        op: Op<'_>,
+    ) -> Result<(), WireError> {
         self.stats.calls += 1;
         self.stats.bytes += access.size();
-        let central = metadata_server(&self.info.meta.path, c.servers() as u32);
-        let plan = match self.atomic {
-            Some(s) => lock_plan(s, access, &self.info.layout, central)?,
-            None => None,
-        };
-        let Some((protocol, subs)) = plan else {
-            return io(c, &self.info).await;
-        };
-        self.stats.lock_requests += subs.len() as u64;
-        let held = c.lock_plan(self.info.id(), mode, protocol, subs).await?;
-        let result = io(c, &self.info).await;
-        let released = c.unlock(held).await;
-        if let Ok(st) = &released {
-            self.stats.lock_messages += st.messages;
-        }
-        let value = result?;
+        let mode = op.mode();
+        let held = self.lock(c.as_deref_mut(), mode, access).await?;
+        let result = self.io(c.as_deref_mut(), access, op).await;
+        let released = self.release(c, held, mode).await;
+        result?;
         released?;
-        Ok(value)
+        match self.atomic.technique().publish() {
+            Publish::Nothing => Ok(()),
+        }
     }
 
     /// Writes `data` (offset order) to the bytes of `access`, atomically in atomic mode.
@@ -114,23 +332,22 @@ impl File {
         access: &Access,
         data: &[u8],
     ) -> Result<(), WireError> {
-        self.locked(c, LockMode::Write, access, async |c, f| {
-            c.write(f, access, data).await
-        })
-        .await
+        self.call(Some(c), access, Op::Write(data)).await
     }
 
     /// Reads the bytes of `access` into `out`, atomically (shared locks) in atomic mode.
+    /// Reading past the end of the file is an error.
     pub async fn read(
         &mut self,
         c: &mut ClusterClient,
         access: &Access,
         out: &mut [u8],
     ) -> Result<(), WireError> {
-        self.locked(c, LockMode::Read, access, async |c, f| {
-            c.read(f, access, out).await
-        })
-        .await
+        let op = Op::Read {
+            out,
+            holes_ok: false,
+        };
+        self.call(Some(c), access, op).await
     }
 
     /// Like `read`, but bytes past the end of the file read as zeros instead of failing the
@@ -142,17 +359,108 @@ impl File {
         out: &mut [u8],
     ) -> Result<(), WireError> {
         crate::check_len("read", out.len(), access.size())?;
-        self.locked(c, LockMode::Read, access, async |c, f| {
-            c.read_ranges(f, access.ranges(), out).await
-        })
-        .await
+        let op = Op::Read {
+            out,
+            holes_ok: true,
+        };
+        self.call(Some(c), access, op).await
     }
 
-    pub async fn sync(&mut self, c: &mut ClusterClient) -> Result<(), WireError> {
-        c.sync(&self.info).await
+    /// `write` with the client optional (techniques and placements that need no servers
+    /// run without one).
+    pub async fn write_via(
+        &mut self,
+        c: Option<&mut ClusterClient>,
+        access: &Access,
+        data: &[u8],
+    ) -> Result<(), WireError> {
+        self.call(c, access, Op::Write(data)).await
     }
 
-    pub async fn size(&mut self, c: &mut ClusterClient) -> Result<u64, WireError> {
-        c.size(&self.info).await
+    /// `read` with the client optional.
+    pub async fn read_via(
+        &mut self,
+        c: Option<&mut ClusterClient>,
+        access: &Access,
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        let op = Op::Read {
+            out,
+            holes_ok: false,
+        };
+        self.call(c, access, op).await
+    }
+
+    /// `write` for techniques that need no servers (`none`, `posix-fcntl`, `romio` on a
+    /// direct file).
+    pub fn write_local(&mut self, access: &Access, data: &[u8]) -> Result<(), WireError> {
+        block_on_local(self.call(None, access, Op::Write(data)))
+    }
+
+    /// `read` for techniques that need no servers.
+    pub fn read_local(&mut self, access: &Access, out: &mut [u8]) -> Result<(), WireError> {
+        let op = Op::Read {
+            out,
+            holes_ok: false,
+        };
+        block_on_local(self.call(None, access, op))
+    }
+
+    /// Makes everything written durable (servers: on every server; direct: `fdatasync`).
+    pub async fn sync(&mut self, c: Option<&mut ClusterClient>) -> Result<(), WireError> {
+        match &self.placement {
+            Placement::Direct(d) => d.sync(),
+            Placement::Servers(info) => {
+                let c = c.ok_or_else(|| no_client("sync"))?;
+                c.sync(info).await
+            }
+        }
+    }
+
+    /// Truncates or zero-extends the file to `size` bytes.
+    pub async fn set_size(
+        &mut self,
+        c: Option<&mut ClusterClient>,
+        size: u64,
+    ) -> Result<(), WireError> {
+        match &self.placement {
+            Placement::Direct(d) => d.set_size(size),
+            Placement::Servers(info) => {
+                let c = c.ok_or_else(|| no_client("set_size"))?;
+                c.set_size(info, size).await
+            }
+        }
+    }
+
+    pub async fn size(&mut self, c: Option<&mut ClusterClient>) -> Result<u64, WireError> {
+        match &self.placement {
+            Placement::Direct(d) => d.size(),
+            Placement::Servers(info) => {
+                let c = c.ok_or_else(|| no_client("size"))?;
+                c.size(info).await
+            }
+        }
+    }
+}
+
+fn no_direct(s: &Strategy) -> WireError {
+    WireError::new(
+        ErrorCode::InvalidArgument,
+        format!("{s} works on the user's file (direct placement) only"),
+    )
+}
+
+/// Drives a call that never awaits anything (no client: local I/O and `fcntl` only).
+fn block_on_local(
+    f: impl std::future::Future<Output = Result<(), WireError>>,
+) -> Result<(), WireError> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => Err(WireError::new(
+            ErrorCode::Internal,
+            "a call without a client tried to wait",
+        )),
     }
 }

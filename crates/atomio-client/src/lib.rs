@@ -1,14 +1,17 @@
-//! atomio's client API: open files on an atomio cluster and read or write noncontiguous
-//! accesses with a chosen atomicity strategy (`File`), or do the same on one ordinary POSIX
-//! file with `fcntl` locks (`PosixFile`, the baseline).
+//! atomio's client API: files whose calls are made atomic by a chosen technique
+//! (`Strategy`), on the user's own file (`DirectData`, direct placement) or on atomio's
+//! data servers. See `technique` for the steps every technique is made of.
 
+pub mod direct;
 pub mod file;
-pub mod posix;
 pub mod strategy;
+pub mod technique;
+pub mod techniques;
 
-pub use file::{File, IoStats};
-pub use posix::PosixFile;
-pub use strategy::{lock_plan, BlockSize, Strategy};
+pub use direct::{Coherence, DirectData};
+pub use file::{File, IoStats, Placement};
+pub use strategy::{BlockSize, Strategy};
+pub use technique::{IoMethod, LockGeometry, Locks, PlacementKind, Technique};
 
 /// A buffer of `have` bytes for ranges covering `want`: equal, or a clear error.
 pub(crate) fn check_len(what: &str, have: usize, want: u64) -> Result<(), atomio_proto::WireError> {

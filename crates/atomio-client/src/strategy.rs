@@ -1,83 +1,101 @@
-//! Atomicity strategies, by name, and the locks each one takes for an access.
+//! Strategies by name: a `Strategy` is a handle on one `Technique` (see `techniques` for
+//! the table of names). Parsing is the registry: a new technique adds its name here and
+//! nothing else in the client changes.
 //!
-//! | name | locks for one call |
-//! |---|---|
-//! | `none` | nothing (no atomicity: the upper bound) |
-//! | `whole-file` | one exclusive lock on the whole file, at the file's metadata server |
-//! | `bounding-extent` | one lock from the call's first to last byte, at the metadata server (what ROMIO and OMPIO do with `fcntl`) |
-//! | `block:<bytes>` / `block:stripe` | every range rounded out to whole blocks (pages or stripes, as Lustre and GPFS lock), on the striped lock servers, list method, one-try: exactly `ching:list:one-try` plus the rounding, so the difference is false sharing |
-//! | `ching:<method>:<protocol>` | Ching et al.'s byte-range locks: method `posix`, `list`, `list/N`, `datatype`; protocol `two-phase`, `one-try`, `alt-try` |
-//! | `posix-fcntl` | not a cluster strategy: one ordinary local file, `fcntl(F_SETLKW)` over the bounding extent, one `pwrite` per piece (ROMIO's UFS atomic path without MPI) |
-//!
-//! **Invariant:** a strategy's lock plan covers every byte the call touches (the coarse ones
-//! cover more); `name()` and `FromStr` are inverse.
+//! **Invariant:** `name()` and `FromStr` are inverse; two strategies are equal exactly when
+//! their names are.
 
-use atomio_layout::{Access, ByteRange, Layout, RangeList, ServerId, MAX_OFFSET};
-use atomio_lock::{plan, Method, Protocol, SubRequest, DEFAULT_LIST_RANGES};
-use atomio_proto::{ErrorCode, ValidDesc, WireError};
+use crate::technique::{PlacementKind, Technique};
+pub use crate::techniques::BlockSize;
+use crate::techniques::{BlockLocks, CentralLock, Ching, FcntlExtent, NoLocks};
+use atomio_lock::{Method, Protocol};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::str::FromStr;
+use std::sync::Arc;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BlockSize {
-    Bytes(u64),
-    /// The file's stripe size.
-    Stripe,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Strategy {
-    None,
-    WholeFile,
-    BoundingExtent,
-    Block(BlockSize),
-    Ching { method: Method, protocol: Protocol },
-    PosixFcntl,
-}
+#[derive(Clone)]
+pub struct Strategy(Arc<dyn Technique>);
 
 impl Strategy {
+    pub fn new(t: impl Technique + 'static) -> Self {
+        Strategy(Arc::new(t))
+    }
+    pub fn none() -> Self {
+        Self::new(NoLocks)
+    }
+    pub fn whole_file() -> Self {
+        Self::new(CentralLock { whole_file: true })
+    }
+    pub fn bounding_extent() -> Self {
+        Self::new(CentralLock { whole_file: false })
+    }
+    pub fn block(size: BlockSize) -> Self {
+        Self::new(BlockLocks(size))
+    }
+    pub fn ching(method: Method, protocol: Protocol) -> Self {
+        Self::new(Ching { method, protocol })
+    }
+    /// One `fcntl` lock over the extent, one `pwrite` per piece.
+    pub fn posix_fcntl() -> Self {
+        Self::new(FcntlExtent { sieve: false })
+    }
+    /// What ROMIO's atomic mode does: `fcntl` over the extent, then data sieving.
+    pub fn romio() -> Self {
+        Self::new(FcntlExtent { sieve: true })
+    }
+
     /// Every Ching combination.
     pub fn ching_all() -> Vec<Strategy> {
         Method::ALL
             .iter()
-            .flat_map(|&method| {
-                Protocol::ALL
-                    .iter()
-                    .map(move |&protocol| Strategy::Ching { method, protocol })
-            })
+            .flat_map(|&m| Protocol::ALL.iter().map(move |&p| Strategy::ching(m, p)))
             .collect()
     }
 
-    /// True for strategies that run on an atomio cluster (all but `posix-fcntl`).
-    pub fn on_cluster(&self) -> bool {
-        !matches!(self, Strategy::PosixFcntl)
+    pub fn technique(&self) -> &dyn Technique {
+        &*self.0
     }
 
     pub fn is_atomic(&self) -> bool {
-        !matches!(self, Strategy::None)
+        self.0.atomic()
+    }
+
+    pub fn supports(&self, p: PlacementKind) -> bool {
+        self.0.placements().contains(&p)
+    }
+
+    /// True when it needs the atomio lock service.
+    pub fn uses_lock_service(&self) -> bool {
+        self.0.uses_lock_service()
     }
 
     pub fn name(&self) -> String {
-        self.to_string()
+        self.0.name()
     }
 }
 
 impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Strategy::None => f.write_str("none"),
-            Strategy::WholeFile => f.write_str("whole-file"),
-            Strategy::BoundingExtent => f.write_str("bounding-extent"),
-            Strategy::Block(BlockSize::Bytes(n)) => write!(f, "block:{n}"),
-            Strategy::Block(BlockSize::Stripe) => f.write_str("block:stripe"),
-            Strategy::Ching { method, protocol } => match method {
-                Method::List { max_ranges } if *max_ranges != DEFAULT_LIST_RANGES => {
-                    write!(f, "ching:list/{max_ranges}:{protocol}")
-                }
-                m => write!(f, "ching:{m}:{protocol}"),
-            },
-            Strategy::PosixFcntl => f.write_str("posix-fcntl"),
-        }
+        f.write_str(&self.0.name())
+    }
+}
+
+impl fmt::Debug for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Strategy({})", self.0.name())
+    }
+}
+
+impl PartialEq for Strategy {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+impl Eq for Strategy {}
+impl Hash for Strategy {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.name().hash(h)
     }
 }
 
@@ -85,16 +103,17 @@ impl FromStr for Strategy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "none" => return Ok(Strategy::None),
-            "whole-file" => return Ok(Strategy::WholeFile),
-            "bounding-extent" => return Ok(Strategy::BoundingExtent),
-            "posix-fcntl" => return Ok(Strategy::PosixFcntl),
-            "block:stripe" => return Ok(Strategy::Block(BlockSize::Stripe)),
+            "none" => return Ok(Self::none()),
+            "whole-file" => return Ok(Self::whole_file()),
+            "bounding-extent" => return Ok(Self::bounding_extent()),
+            "posix-fcntl" => return Ok(Self::posix_fcntl()),
+            "romio" => return Ok(Self::romio()),
+            "block:stripe" => return Ok(Self::block(BlockSize::Stripe)),
             _ => {}
         }
         if let Some(n) = s.strip_prefix("block:") {
             return match n.parse::<u64>() {
-                Ok(n) if n > 0 => Ok(Strategy::Block(BlockSize::Bytes(n))),
+                Ok(n) if n > 0 => Ok(Self::block(BlockSize::Bytes(n))),
                 _ => Err(format!(
                     "'{s}': a block size is a positive number of bytes or 'stripe'"
                 )),
@@ -104,94 +123,34 @@ impl FromStr for Strategy {
             let (m, p) = rest
                 .split_once(':')
                 .ok_or_else(|| format!("'{s}': expected ching:<method>:<protocol>"))?;
-            return Ok(Strategy::Ching {
-                method: m.parse()?,
-                protocol: p.parse()?,
-            });
+            return Ok(Self::ching(m.parse()?, p.parse()?));
         }
         Err(format!(
             "unknown strategy '{s}' (expected none, whole-file, bounding-extent, block:<bytes>|block:stripe, \
-             ching:<posix|list|list/N|datatype>:<two-phase|one-try|alt-try>, or posix-fcntl)"
+             ching:<posix|list|list/N|datatype>:<two-phase|one-try|alt-try>, posix-fcntl or romio)"
         ))
-    }
-}
-
-/// The locks `strategy` takes for `access` on a file with `layout` whose metadata server is
-/// `central`: `None` when it takes none.
-pub fn lock_plan(
-    strategy: Strategy,
-    access: &Access,
-    layout: &Layout,
-    central: ServerId,
-) -> Result<Option<(Protocol, Vec<SubRequest>)>, WireError> {
-    let Some(hull) = access.hull() else {
-        return Ok(None);
-    };
-    let one = |r: ByteRange| {
-        Ok::<_, WireError>(Some((
-            Protocol::TwoPhase,
-            vec![SubRequest {
-                server: central,
-                first: r.start,
-                desc: ValidDesc::Ranges(RangeList::from_disjoint_sorted(&[r])?),
-            }],
-        )))
-    };
-    match strategy {
-        Strategy::None => Ok(None),
-        Strategy::WholeFile => one(ByteRange::new(0, MAX_OFFSET)?),
-        Strategy::BoundingExtent => one(hull),
-        Strategy::Block(size) => {
-            let b = match size {
-                BlockSize::Bytes(n) => n,
-                BlockSize::Stripe => layout.stripe_size(),
-            };
-            let rounded = RangeList::from_ranges(
-                access
-                    .ranges()
-                    .map(|r| {
-                        let start = r.start / b * b;
-                        let end = r.end.div_ceil(b).saturating_mul(b).min(MAX_OFFSET);
-                        ByteRange { start, end }
-                    })
-                    .collect(),
-            );
-            let as_access = Access::from_list(&rounded)?;
-            let method = Method::List {
-                max_ranges: DEFAULT_LIST_RANGES,
-            };
-            Ok(Some((Protocol::OneTry, plan(&as_access, layout, method))))
-        }
-        Strategy::Ching { method, protocol } => Ok(Some((protocol, plan(access, layout, method)))),
-        Strategy::PosixFcntl => Err(WireError::new(
-            ErrorCode::InvalidArgument,
-            "posix-fcntl works on a local file, not on an atomio cluster",
-        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use atomio_layout::Pattern;
 
     #[test]
     fn names_round_trip() {
         let mut all = vec![
-            Strategy::None,
-            Strategy::WholeFile,
-            Strategy::BoundingExtent,
-            Strategy::Block(BlockSize::Bytes(4096)),
-            Strategy::Block(BlockSize::Stripe),
-            Strategy::PosixFcntl,
-            Strategy::Ching {
-                method: Method::List { max_ranges: 16 },
-                protocol: Protocol::AltTry,
-            },
+            Strategy::none(),
+            Strategy::whole_file(),
+            Strategy::bounding_extent(),
+            Strategy::block(BlockSize::Bytes(4096)),
+            Strategy::block(BlockSize::Stripe),
+            Strategy::posix_fcntl(),
+            Strategy::romio(),
+            Strategy::ching(Method::List { max_ranges: 16 }, Protocol::AltTry),
         ];
         all.extend(Strategy::ching_all());
         for s in all {
-            assert_eq!(s.to_string().parse::<Strategy>(), Ok(s), "{s}");
+            assert_eq!(s.to_string().parse::<Strategy>(), Ok(s.clone()), "{s}");
         }
         assert!("block:0".parse::<Strategy>().is_err());
         assert!("ching:datatype".parse::<Strategy>().is_err());
@@ -199,35 +158,12 @@ mod tests {
     }
 
     #[test]
-    fn block_rounding_covers_more_than_the_access() {
-        let layout = Layout::round_robin(65536, 2, 2, 0).unwrap();
-        let a = Access::new(
-            100,
-            Pattern::hvector(3, 1, 10_000, &Pattern::bytes(10).unwrap()).unwrap(),
-        )
-        .unwrap();
-        let (_, subs) = lock_plan(
-            Strategy::Block(BlockSize::Bytes(4096)),
-            &a,
-            &layout,
-            ServerId(0),
-        )
-        .unwrap()
-        .unwrap();
-        let mut covered: Vec<ByteRange> = Vec::new();
-        for s in &subs {
-            if let ValidDesc::Ranges(l) = &s.desc {
-                covered.extend_from_slice(l.as_slice());
-            }
+    fn placements() {
+        assert!(Strategy::romio().supports(PlacementKind::Direct));
+        assert!(!Strategy::romio().supports(PlacementKind::Servers));
+        assert!(!Strategy::posix_fcntl().supports(PlacementKind::Servers));
+        for s in Strategy::ching_all() {
+            assert!(s.supports(PlacementKind::Direct) && s.supports(PlacementKind::Servers));
         }
-        let covered = RangeList::from_ranges(covered);
-        assert_eq!(
-            covered.as_slice(),
-            &[
-                ByteRange::new(0, 4096).unwrap(),
-                ByteRange::new(8192, 12288).unwrap(),
-                ByteRange::new(16384, 20480).unwrap()
-            ]
-        );
     }
 }

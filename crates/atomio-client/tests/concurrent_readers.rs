@@ -3,7 +3,7 @@
 //! verifier checks reads for serializability with the writes). Without atomicity, torn
 //! reads must be caught — the negative control.
 
-use atomio_client::{File, Strategy};
+use atomio_client::{DirectData, File, PlacementKind, Strategy};
 use atomio_layout::{Access, Pattern};
 use atomio_net::EmbeddedCluster;
 use atomio_verify::{Read, Verdict, Write};
@@ -21,6 +21,9 @@ struct Shape {
 }
 
 /// Small enough that the verifier's serial-order search always decides.
+/// Distinct local file names for runs in one process.
+static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 const SMALL: Shape = Shape {
     writers: 2,
     readers: 2,
@@ -61,7 +64,7 @@ fn reader_access(r: u32, block: u64) -> Access {
 }
 
 /// Runs writers and readers concurrently; returns the verdict.
-async fn run(strategy: Strategy, shape: Shape) -> (Verdict, String) {
+async fn run(strategy: Strategy, shape: Shape, data: PlacementKind) -> (Verdict, String) {
     let Shape {
         writers,
         readers,
@@ -75,16 +78,28 @@ async fn run(strategy: Strategy, shape: Shape) -> (Verdict, String) {
     let addrs = cluster.serve_tcp().await.unwrap();
     let connect = || atomio_net::ClusterClient::connect_tcp(&addrs);
     let path = "/readers";
+    let local = std::env::temp_dir().join(format!(
+        "atomio-readers-{}-{}.dat",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let local_path = local.clone();
     {
         let mut c = connect().await.unwrap();
         File::create(&mut c, path, stripe, 4).await.unwrap();
+        std::fs::File::create(&local).unwrap();
     }
+    // Every task opens the file its own way: on the servers, or the local file directly.
+    let open = async |c: &mut atomio_net::ClusterClient| match data {
+        PlacementKind::Servers => File::open(c, path).await.unwrap(),
+        PlacementKind::Direct => File::direct(DirectData::open(&local, false).unwrap()),
+    };
     let mut tasks = Vec::new();
     for w in 0..writers {
         let mut c = connect().await.unwrap();
+        let mut f = open(&mut c).await;
+        f.set_atomic(Some(strategy.clone())).unwrap();
         tasks.push(tokio::spawn(async move {
-            let mut f = File::open(&mut c, path).await.unwrap();
-            f.set_atomic(Some(strategy)).unwrap();
             let a = writer_access(w, block);
             for op in 0..rounds {
                 let mut buf = vec![0u8; a.size() as usize];
@@ -96,9 +111,9 @@ async fn run(strategy: Strategy, shape: Shape) -> (Verdict, String) {
     }
     for r in 0..readers {
         let mut c = connect().await.unwrap();
+        let mut f = open(&mut c).await;
+        f.set_atomic(Some(strategy.clone())).unwrap();
         tasks.push(tokio::spawn(async move {
-            let mut f = File::open(&mut c, path).await.unwrap();
-            f.set_atomic(Some(strategy)).unwrap();
             let a = reader_access(r, block);
             let mut seen = Vec::new();
             for op in 0..rounds * 2 {
@@ -119,16 +134,14 @@ async fn run(strategy: Strategy, shape: Shape) -> (Verdict, String) {
         }
     }
     let mut c = connect().await.unwrap();
-    let info = c.open(path).await.unwrap();
-    let size = c.size(&info).await.unwrap();
-    let mut file = vec![0u8; size as usize];
-    c.read_ranges(
-        &info,
-        std::iter::once(atomio_layout::ByteRange::new(0, size).unwrap()),
-        &mut file,
-    )
-    .await
-    .unwrap();
+    let file = match data {
+        PlacementKind::Servers => {
+            let info = c.open(path).await.unwrap();
+            c.read_all(&info).await.unwrap()
+        }
+        PlacementKind::Direct => std::fs::read(&local_path).unwrap(),
+    };
+    let _ = std::fs::remove_file(&local_path);
     let writes: Vec<Write> = (0..writers)
         .flat_map(|w| (0..rounds).map(move |op| Write::new(w, op, writer_access(w, block))))
         .collect();
@@ -152,21 +165,23 @@ async fn atomic_readers_see_each_write_whole() {
         "block:4096",
     ] {
         let strategy: Strategy = s.parse().unwrap();
-        for _ in 0..3 {
-            let (verdict, report) = run(strategy, SMALL).await;
-            assert_eq!(verdict, Verdict::Atomic, "{s}: {report}");
+        for data in PlacementKind::ALL {
+            for _ in 0..3 {
+                let (verdict, report) = run(strategy.clone(), SMALL, data).await;
+                assert_eq!(verdict, Verdict::Atomic, "{s} on {data}: {report}");
+            }
+            // With more concurrency nothing may be proven torn (Inconclusive is allowed: no
+            // torn read or write was found, but no full serial order either).
+            let (verdict, report) = run(strategy.clone(), LARGE, data).await;
+            assert_ne!(verdict, Verdict::Violated, "{s} on {data}: {report}");
         }
-        // With more concurrency nothing may be proven torn (Inconclusive is allowed: no
-        // torn read or write was found, but no full serial order either).
-        let (verdict, report) = run(strategy, LARGE).await;
-        assert_ne!(verdict, Verdict::Violated, "{s}: {report}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn torn_reads_are_caught_without_atomicity() {
     for attempt in 1..=60 {
-        let (verdict, report) = run(Strategy::None, TEARING).await;
+        let (verdict, report) = run(Strategy::none(), TEARING, PlacementKind::Servers).await;
         if verdict == Verdict::Violated {
             eprintln!("caught after {attempt} attempt(s): {report}");
             return;

@@ -18,7 +18,7 @@
 // is checked for null before use.
 #![allow(clippy::missing_safety_doc, clippy::not_unsafe_ptr_arg_deref)]
 
-use atomio_client::{File, Strategy};
+use atomio_client::{Coherence, DirectData, File, Placement, Strategy};
 use atomio_layout::{Access, Block, ByteRange, Order, Pattern};
 use atomio_net::ClusterClient;
 use atomio_proto::{ErrorCode, WireError};
@@ -613,9 +613,12 @@ pub extern "C" fn atomio_scatter(
 
 // ----- files -------------------------------------------------------------------------------
 
-/// An open file on a cluster.
+/// An open file: on a cluster's data servers, or the user's own file (direct placement).
 pub struct AtomioFile {
-    client: Arc<Mutex<ClientInner>>,
+    /// The lock service (and data servers); `None` for a direct file opened without one.
+    client: Option<Arc<Mutex<ClientInner>>>,
+    /// Runs the calls of a file without a client (they never wait on the network).
+    local_rt: Option<tokio::runtime::Runtime>,
     file: File,
 }
 
@@ -655,8 +658,54 @@ pub extern "C" fn atomio_open(
         put(
             out,
             AtomioFile {
-                client: inner,
+                client: Some(inner),
+                local_rt: None,
                 file: File::from_info(info),
+            },
+        )
+    })
+}
+
+/// `atomio_open_direct` flag: the file system's clients cache without coherence (NFS):
+/// flush before every release, drop cached pages after every acquire.
+pub const ATOMIO_NFS: u32 = 4;
+
+/// Opens (with `ATOMIO_CREATE`, creates) the user's ordinary file at `path` in direct
+/// mode: its bytes stay in that file, written with positioned I/O under atomio's locks;
+/// `client` provides the lock service (NULL for strategies that need none: "none",
+/// "posix-fcntl", "romio"). Nothing is copied at open or close.
+#[no_mangle]
+pub extern "C" fn atomio_open_direct(
+    client: *mut AtomioClient,
+    path: *const c_char,
+    flags: u32,
+    out: *mut *mut AtomioFile,
+) -> c_int {
+    call(|| {
+        let path = str_or(path, "path")?;
+        let client = if client.is_null() {
+            None
+        } else {
+            Some(ref_or(client, "client")?.inner.clone())
+        };
+        let local_rt = match client {
+            Some(_) => None,
+            None => Some(
+                tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .map_err(|e| err(ErrorCode::Io, e.to_string()))?,
+            ),
+        };
+        let mut data = DirectData::open(std::path::Path::new(path), flags & ATOMIO_CREATE != 0)?;
+        if flags & ATOMIO_NFS != 0 {
+            data.coherence = Coherence::nfs();
+        }
+        put(
+            out,
+            AtomioFile {
+                client,
+                local_rt,
+                file: File::direct(data),
             },
         )
     })
@@ -700,13 +749,22 @@ pub extern "C" fn atomio_get_atomic(file: *const AtomioFile) -> c_int {
 
 fn with_file<T>(
     file: *mut AtomioFile,
-    f: impl AsyncFnOnce(&mut File, &mut ClusterClient) -> Result<T, WireError>,
+    f: impl AsyncFnOnce(&mut File, Option<&mut ClusterClient>) -> Result<T, WireError>,
 ) -> Result<T, WireError> {
     let h = mut_or(file, "file")?;
-    let inner = h.client.clone();
-    let mut g = lock(&inner);
-    let ClientInner { rt, client } = &mut *g;
-    rt.block_on(f(&mut h.file, client))
+    match (&h.client, &h.local_rt) {
+        (Some(inner), _) => {
+            let inner = inner.clone();
+            let mut g = lock(&inner);
+            let ClientInner { rt, client } = &mut *g;
+            rt.block_on(f(&mut h.file, Some(client)))
+        }
+        (None, Some(rt)) => rt.block_on(f(&mut h.file, None)),
+        (None, None) => Err(err(
+            ErrorCode::Internal,
+            "a file with neither client nor runtime",
+        )),
+    }
 }
 
 fn list_access(n: usize, offsets: *const u64, lengths: *const u64) -> Result<Access, WireError> {
@@ -741,7 +799,7 @@ pub extern "C" fn atomio_write_list(
     call(|| {
         let a = list_access(n, offsets, lengths)?;
         let data = slice(buf.cast::<u8>(), len, "buf")?;
-        with_file(file, async |f, c| f.write(c, &a, data).await)
+        with_file(file, async |f, c| f.write_via(c, &a, data).await)
     })
 }
 
@@ -758,7 +816,7 @@ pub extern "C" fn atomio_read_list(
     call(|| {
         let a = list_access(n, offsets, lengths)?;
         let out = slice_mut(buf, len, "buf")?;
-        with_file(file, async |f, c| f.read(c, &a, out).await)
+        with_file(file, async |f, c| f.read_via(c, &a, out).await)
     })
 }
 
@@ -786,7 +844,7 @@ pub extern "C" fn atomio_write_view(
     call(|| {
         let a = view(disp, filetype, skip, len)?;
         let data = slice(buf.cast::<u8>(), len, "buf")?;
-        with_file(file, async |f, c| f.write(c, &a, data).await)
+        with_file(file, async |f, c| f.write_via(c, &a, data).await)
     })
 }
 
@@ -803,7 +861,7 @@ pub extern "C" fn atomio_read_view(
     call(|| {
         let a = view(disp, filetype, skip, len)?;
         let out = slice_mut(buf, len, "buf")?;
-        with_file(file, async |f, c| f.read(c, &a, out).await)
+        with_file(file, async |f, c| f.read_via(c, &a, out).await)
     })
 }
 
@@ -826,7 +884,7 @@ pub extern "C" fn atomio_size(file: *mut AtomioFile, out: *mut u64) -> c_int {
 /// Truncates or zero-extends the file to `size` bytes.
 #[no_mangle]
 pub extern "C" fn atomio_set_size(file: *mut AtomioFile, size: u64) -> c_int {
-    call(|| with_file(file, async |f, c| c.set_size(f.info(), size).await))
+    call(|| with_file(file, async |f, c| f.set_size(c, size).await))
 }
 
 /// Writes the file's logical bytes to `out_path` as one ordinary file.
@@ -835,7 +893,16 @@ pub extern "C" fn atomio_export(file: *mut AtomioFile, out_path: *const c_char) 
     call(|| {
         let path = str_or(out_path, "out_path")?.to_string();
         with_file(file, async |f, c| {
-            let size = f.size(c).await?;
+            let info = match f.placement() {
+                Placement::Direct(d) => {
+                    std::fs::copy(d.path(), &path)
+                        .map_err(|e| err(ErrorCode::Io, format!("{path}: {e}")))?;
+                    return Ok(());
+                }
+                Placement::Servers(info) => info.clone(),
+            };
+            let c = c.ok_or_else(|| err(ErrorCode::Internal, "a server file without a client"))?;
+            let size = c.size(&info).await?;
             let out = std::fs::File::create(&path)
                 .map_err(|e| err(ErrorCode::Io, format!("{path}: {e}")))?;
             out.set_len(size)
@@ -845,12 +912,8 @@ pub extern "C" fn atomio_export(file: *mut AtomioFile, out_path: *const c_char) 
             while at < size {
                 let end = (at + CHUNK).min(size);
                 let mut buf = vec![0u8; (end - at) as usize];
-                c.read_ranges(
-                    f.info(),
-                    std::iter::once(ByteRange::new(at, end)?),
-                    &mut buf,
-                )
-                .await?;
+                c.read_ranges(&info, std::iter::once(ByteRange::new(at, end)?), &mut buf)
+                    .await?;
                 out.write_all_at(&buf, at)
                     .map_err(|e| err(ErrorCode::Io, e.to_string()))?;
                 at = end;

@@ -1,0 +1,402 @@
+//! Direct placement: the user's ordinary file holds the bytes; atomio holds only locks.
+//!
+//! Under a call's locks the client moves exactly the call's bytes with positioned I/O on
+//! its own descriptor: one `pwrite`/`pread` per contiguous run (runs are already merged
+//! where they touch). Nothing is imported or exported: opening an existing file costs an
+//! `open`, and every write that returned is in the file (the page cache of a local file
+//! system, the server of a coherent parallel one). ROMIO's data sieving (`IoMethod::Sieve`)
+//! is here too, for the `romio` baseline: it rewrites the holes between pieces and is only
+//! ever used under an `fcntl` lock on the whole extent.
+//!
+//! **Coherence.** Local file systems, Lustre and GPFS keep client caches coherent under
+//! their own locks, and a `pwrite` that returned is visible to every later `pread` on any
+//! node once atomio's lock has moved on. NFS does not: its clients cache pages and flush on
+//! close. `Coherence::nfs()` flushes (`fdatasync`) before every release and drops cached
+//! pages of the locked extent (`posix_fadvise(DONTNEED)`) after every acquire, which is
+//! what ROMIO's NFS driver does with `fcntl` locks.
+//!
+//! **Invariants:** a write touches only the bytes of its access (except `Sieve`, whose
+//! caller holds the extent); a read past the end of the file fails unless holes are allowed
+//! (then those bytes read as zero); errors are returned with the offset, never panics.
+
+use atomio_layout::{Access, ByteRange};
+use atomio_proto::{file_id, ErrorCode, FileId, WireError};
+use nix::fcntl::{fcntl, posix_fadvise, FcntlArg, PosixFadviseAdvice};
+use nix::libc;
+use std::fs::OpenOptions;
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// (bytes in the sieving window, bytes in the packed data) of one piece.
+type SievePiece = (Range<usize>, Range<usize>);
+
+/// What the file system needs for clients' caches to agree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Coherence {
+    /// `fdatasync` before a write lock is released.
+    pub flush_before_release: bool,
+    /// Drop cached pages of the locked extent after a lock is acquired.
+    pub drop_after_acquire: bool,
+}
+
+impl Coherence {
+    /// For file systems whose clients cache without coherence (NFS).
+    pub fn nfs() -> Self {
+        Self {
+            flush_before_release: true,
+            drop_after_acquire: true,
+        }
+    }
+}
+
+pub(crate) fn io_err(what: &str, at: u64, e: impl std::fmt::Display) -> WireError {
+    WireError::new(ErrorCode::Io, format!("{what} at offset {at}: {e}"))
+}
+
+/// The user's file, opened for positioned I/O.
+#[derive(Debug)]
+pub struct DirectData {
+    file: std::fs::File,
+    path: PathBuf,
+    key: String,
+    pub coherence: Coherence,
+}
+
+impl DirectData {
+    /// Opens (with `create`, creates) the file at `path`. The lock key is `direct:` + the
+    /// canonical path, so every client naming the same file locks the same bytes.
+    pub fn open(path: &Path, create: bool) -> Result<Self, WireError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| {
+                WireError::new(ErrorCode::Io, format!("opening {}: {e}", path.display()))
+            })?;
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            key: format!("direct:{}", canonical.display()),
+            coherence: Coherence::default(),
+        })
+    }
+
+    /// Uses `key` instead of the canonical path to name the file's locks (for jobs whose
+    /// nodes mount the file system at different paths).
+    pub fn with_lock_key(mut self, key: &str) -> Self {
+        self.key = format!("direct:{key}");
+        self
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The name of the file's locks on the lock service.
+    pub fn lock_key(&self) -> &str {
+        &self.key
+    }
+
+    pub fn lock_id(&self) -> FileId {
+        file_id(&self.key)
+    }
+
+    /// Blocks until the `fcntl` lock of `kind` (`F_RDLCK`/`F_WRLCK`/`F_UNLCK`) on `r` is set.
+    pub(crate) fn fcntl(&self, kind: libc::c_int, r: ByteRange) -> Result<(), WireError> {
+        let fl = libc::flock {
+            l_type: kind as libc::c_short,
+            l_whence: libc::SEEK_SET as libc::c_short,
+            l_start: r.start as libc::off_t,
+            l_len: r.len() as libc::off_t,
+            l_pid: 0,
+        };
+        loop {
+            match fcntl(self.file.as_raw_fd(), FcntlArg::F_SETLKW(&fl)) {
+                Ok(_) => return Ok(()),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(io_err("fcntl", r.start, e)),
+            }
+        }
+    }
+
+    /// After an acquire: forget cached pages of `hull` when the file system needs it.
+    pub(crate) fn after_acquire(&self, hull: ByteRange) -> Result<(), WireError> {
+        if self.coherence.drop_after_acquire {
+            posix_fadvise(
+                self.file.as_raw_fd(),
+                hull.start as libc::off_t,
+                hull.len() as libc::off_t,
+                PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+            )
+            .map_err(|e| io_err("posix_fadvise", hull.start, e))?;
+        }
+        Ok(())
+    }
+
+    /// Before a write lock is released: push the bytes out when the file system needs it.
+    pub(crate) fn before_release(&self) -> Result<(), WireError> {
+        if self.coherence.flush_before_release {
+            self.file
+                .sync_data()
+                .map_err(|e| io_err("fdatasync", 0, e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` (offset order) to the runs of `access`.
+    pub fn write_pieces(&self, access: &Access, data: &[u8]) -> Result<(), WireError> {
+        crate::check_len("write", data.len(), access.size())?;
+        let mut at = 0usize;
+        for r in access.ranges() {
+            let n = r.len() as usize;
+            self.file
+                .write_all_at(&data[at..at + n], r.start)
+                .map_err(|e| io_err("pwrite", r.start, e))?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Reads the runs of `access` into `out`; bytes past the end of the file read as zero
+    /// when `holes_ok`, else the call fails.
+    pub fn read_pieces(
+        &self,
+        access: &Access,
+        out: &mut [u8],
+        holes_ok: bool,
+    ) -> Result<(), WireError> {
+        crate::check_len("read", out.len(), access.size())?;
+        if !holes_ok {
+            self.check_within(access)?;
+        }
+        let mut at = 0usize;
+        for r in access.ranges() {
+            let n = r.len() as usize;
+            self.read_zero_filled(&mut out[at..at + n], r.start)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn check_within(&self, access: &Access) -> Result<(), WireError> {
+        if let Some(h) = access.hull() {
+            let size = self.size()?;
+            if h.end > size {
+                return Err(WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "read of {h} reaches past the end of {} ({size} bytes)",
+                        self.path.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn read_zero_filled(&self, dst: &mut [u8], offset: u64) -> Result<(), WireError> {
+        let mut done = 0;
+        while done < dst.len() {
+            match self.file.read_at(&mut dst[done..], offset + done as u64) {
+                Ok(0) => {
+                    dst[done..].fill(0);
+                    break;
+                }
+                Ok(k) => done += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err("pread", offset + done as u64, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// ROMIO's data-sieving write: for each window of `buffer` bytes of the extent, read
+    /// the window (holes and bytes past the end as zeros), copy the call's pieces in, write
+    /// the window back whole. The caller holds a lock on the whole extent.
+    pub fn write_sieved(&self, access: &Access, data: &[u8], buffer: u64) -> Result<(), WireError> {
+        crate::check_len("write", data.len(), access.size())?;
+        self.sieve(access, buffer, |window, start, pieces| {
+            self.read_zero_filled(window, start)?;
+            for (win, packed) in pieces {
+                window[win.clone()].copy_from_slice(&data[packed.clone()]);
+            }
+            self.file
+                .write_all_at(window, start)
+                .map_err(|e| io_err("pwrite", start, e))
+        })
+    }
+
+    /// ROMIO's data-sieving read: each window read whole, the pieces copied out.
+    pub fn read_sieved(
+        &self,
+        access: &Access,
+        out: &mut [u8],
+        buffer: u64,
+        holes_ok: bool,
+    ) -> Result<(), WireError> {
+        crate::check_len("read", out.len(), access.size())?;
+        if !holes_ok {
+            self.check_within(access)?;
+        }
+        self.sieve(access, buffer, |window, start, pieces| {
+            self.read_zero_filled(window, start)?;
+            for (win, packed) in pieces {
+                out[packed.clone()].copy_from_slice(&window[win.clone()]);
+            }
+            Ok(())
+        })
+    }
+
+    /// Walks the access's extent in consecutive windows of `buffer` bytes (the last one
+    /// ends at the extent's end, as in ROMIO's `ADIOI_GEN_WriteStrided`; windows holding no
+    /// piece are skipped) and calls `f(window, window_start, [(range in window, range in
+    /// packed data)])`.
+    fn sieve(
+        &self,
+        access: &Access,
+        buffer: u64,
+        mut f: impl FnMut(&mut [u8], u64, &[SievePiece]) -> Result<(), WireError>,
+    ) -> Result<(), WireError> {
+        let Some(hull) = access.hull() else {
+            return Ok(());
+        };
+        let buffer = buffer.max(1);
+        let mut window = vec![0u8; buffer.min(hull.len()) as usize];
+        let mut pieces: Vec<SievePiece> = Vec::new();
+        let mut current = hull.start; // start of the window being filled
+        let mut packed = 0usize;
+        for r in access.ranges() {
+            let mut s = r.start;
+            while s < r.end {
+                if s >= current + buffer {
+                    if !pieces.is_empty() {
+                        let end = (current + buffer).min(hull.end);
+                        f(&mut window[..(end - current) as usize], current, &pieces)?;
+                        pieces.clear();
+                    }
+                    current = hull.start + (s - hull.start) / buffer * buffer;
+                    continue;
+                }
+                let e = r.end.min(current + buffer);
+                let n = (e - s) as usize;
+                pieces.push((
+                    (s - current) as usize..(e - current) as usize,
+                    packed..packed + n,
+                ));
+                packed += n;
+                s = e;
+            }
+        }
+        if !pieces.is_empty() {
+            let end = (current + buffer).min(hull.end);
+            f(&mut window[..(end - current) as usize], current, &pieces)?;
+        }
+        Ok(())
+    }
+
+    pub fn sync(&self) -> Result<(), WireError> {
+        self.file.sync_data().map_err(|e| io_err("fsync", 0, e))
+    }
+
+    pub fn size(&self) -> Result<u64, WireError> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| io_err("fstat", 0, e))
+    }
+
+    pub fn set_size(&self, size: u64) -> Result<(), WireError> {
+        self.file
+            .set_len(size)
+            .map_err(|e| io_err("ftruncate", size, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atomio_layout::Pattern;
+
+    fn tmp(name: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("atomio-direct-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        p
+    }
+
+    /// Sieved and piecewise writes put the same bytes where the access says, and sieving
+    /// leaves the holes' old bytes as they were (it rewrites them with what it read).
+    #[test]
+    fn sieve_equals_pieces_and_keeps_holes() {
+        let a = Access::new(
+            5,
+            Pattern::hvector(50, 3, 17, &Pattern::bytes(1).unwrap()).unwrap(),
+        )
+        .unwrap();
+        let data: Vec<u8> = (0..a.size()).map(|i| (i % 251) as u8 + 1).collect();
+        let old: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 256) as u8).collect();
+        let mut results = Vec::new();
+        for (name, sieve) in [
+            ("pieces", None),
+            ("sieve", Some(64u64)),
+            ("sieve1", Some(1)),
+        ] {
+            let p = tmp(name);
+            std::fs::write(&p, &old).unwrap();
+            let d = DirectData::open(&p, false).unwrap();
+            match sieve {
+                None => d.write_pieces(&a, &data).unwrap(),
+                Some(b) => d.write_sieved(&a, &data, b).unwrap(),
+            }
+            let mut back = vec![0u8; data.len()];
+            match sieve {
+                None => d.read_pieces(&a, &mut back, false).unwrap(),
+                Some(b) => d.read_sieved(&a, &mut back, b, false).unwrap(),
+            }
+            assert_eq!(back, data, "{name}");
+            results.push(std::fs::read(&p).unwrap());
+            std::fs::remove_file(&p).unwrap();
+        }
+        let mut expect = old.clone();
+        let mut at = 0;
+        for r in a.ranges() {
+            for o in r.start..r.end {
+                expect[o as usize] = data[at];
+                at += 1;
+            }
+        }
+        for r in &results {
+            assert_eq!(r, &expect);
+        }
+    }
+
+    #[test]
+    fn reads_past_the_end_fail_unless_holes_are_allowed() {
+        let p = tmp("eof");
+        let d = DirectData::open(&p, true).unwrap();
+        let a = Access::from_list(&atomio_layout::RangeList::from_ranges(vec![
+            ByteRange::new(0, 4).unwrap(),
+            ByteRange::new(10, 20).unwrap(),
+        ]))
+        .unwrap();
+        d.write_pieces(
+            &Access::from_list(&atomio_layout::RangeList::from_ranges(vec![
+                ByteRange::new(0, 4).unwrap(),
+            ]))
+            .unwrap(),
+            b"abcd",
+        )
+        .unwrap();
+        let mut out = vec![9u8; 14];
+        assert!(d.read_pieces(&a, &mut out, false).is_err());
+        d.read_pieces(&a, &mut out, true).unwrap();
+        assert_eq!(&out[..4], b"abcd");
+        assert!(out[4..].iter().all(|&b| b == 0));
+        assert!(d.write_pieces(&a, b"short").is_err());
+        std::fs::remove_file(&p).unwrap();
+    }
+}

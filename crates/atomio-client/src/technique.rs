@@ -1,0 +1,146 @@
+//! The shape every atomicity technique has: the steps of one call.
+//!
+//! ```text
+//!   lock ──► I/O ──► release ──► publish
+//! ```
+//!
+//! A technique says, for one call, *which locks* it takes (`locks`: none, byte ranges on
+//! the atomio lock service, or one `fcntl` range on the user's file), *how the bytes move*
+//! under them (`io`: exactly the call's pieces, or ROMIO's data sieving over the locked
+//! extent), and *what it publishes* after release (`publish`: nothing for lock techniques;
+//! a snapshot commit for versioning). The call driver (`File` in Rust; the MPI library's
+//! backend table in C) runs the steps in that order; it is the only place lock-then-write
+//! lives. A technique is crossed with a data **placement** (`Placement`): the user's own
+//! file (`Direct`) or atomio's data servers (`Servers`); `placements()` says which it
+//! supports.
+//!
+//! Where the coming techniques plug in: the sequencer DLM is a technique whose `locks` are
+//! cached stripe locks (a new `Locks` arm served by its lock client) on `Servers`
+//! placement; versioning is a technique with no locks whose `publish` commits a version,
+//! on a `Versioned` placement; interval I/O's `auto` is a technique that picks one of the
+//! others per file from the interval analysis.
+//!
+//! **Invariants:** a technique's locks cover every byte the call touches (coarse ones cover
+//! more); `io() == Sieve` only when the locks cover the call's whole bounding extent (data
+//! sieving rewrites the holes, which is safe only under a lock on them); techniques are
+//! pure (no I/O): the same call gives the same plan.
+
+use atomio_layout::{Access, ByteRange, Layout, ServerId};
+use atomio_lock::{Protocol, SubRequest};
+use atomio_proto::{LockMode, WireError};
+use std::fmt;
+
+/// Where a file's bytes live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlacementKind {
+    /// The user's ordinary file on the user's file system; atomio holds only locks.
+    Direct,
+    /// atomio's own data servers (striped objects).
+    Servers,
+}
+
+impl PlacementKind {
+    pub const ALL: [PlacementKind; 2] = [PlacementKind::Direct, PlacementKind::Servers];
+    pub fn name(self) -> &'static str {
+        match self {
+            PlacementKind::Direct => "direct",
+            PlacementKind::Servers => "servers",
+        }
+    }
+}
+
+impl fmt::Display for PlacementKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for PlacementKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        PlacementKind::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown data placement '{s}' (expected direct or servers)"))
+    }
+}
+
+/// What a call's locks are computed against: how the lock space of the file is striped
+/// over the lock servers, and which server is its central one (metadata server).
+#[derive(Clone, Debug)]
+pub struct LockGeometry {
+    pub layout: Layout,
+    pub central: ServerId,
+}
+
+/// Step 1: the locks of one call.
+#[derive(Clone, Debug)]
+pub enum Locks {
+    /// Byte-range locks on the atomio lock service, acquired with `protocol`.
+    Service {
+        protocol: Protocol,
+        subs: Vec<SubRequest>,
+    },
+    /// One `fcntl(F_SETLKW)` lock on a range of the user's file (the kernel's, or the file
+    /// system's, lock manager): what ROMIO and OMPIO use.
+    Fcntl(ByteRange),
+}
+
+impl Locks {
+    /// Lock requests this plan makes (for statistics).
+    pub fn requests(&self) -> u64 {
+        match self {
+            Locks::Service { subs, .. } => subs.len() as u64,
+            Locks::Fcntl(_) => 1,
+        }
+    }
+}
+
+/// Step 2: how the call's bytes move under its locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoMethod {
+    /// Exactly the call's pieces: on the user's file one `pwrite`/`pread` per contiguous
+    /// run (vectored where memory is scattered), on servers one message per server.
+    Pieces,
+    /// ROMIO's data sieving: the call's bounding extent in windows of `buffer` bytes, each
+    /// read whole, patched with the call's pieces, and (writes) written back whole.
+    Sieve { buffer: u64 },
+}
+
+/// Step 4: what the call publishes after its locks are released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Publish {
+    /// Lock techniques: the bytes are in place when the I/O step returns.
+    Nothing,
+}
+
+/// One atomicity technique. Implementations live in `techniques`; users pick one by name
+/// through `Strategy`.
+pub trait Technique: fmt::Debug + Send + Sync {
+    /// The name users type; `Strategy::from_str(name)` gives this technique back.
+    fn name(&self) -> String;
+    /// False only for `none`.
+    fn atomic(&self) -> bool {
+        true
+    }
+    /// The placements this technique can run on.
+    fn placements(&self) -> &'static [PlacementKind];
+    /// True when its locks are taken on the atomio lock service (a client is needed).
+    fn uses_lock_service(&self) -> bool;
+    /// Step 1: the locks of a call of `mode` on `access` (`None`: no locks).
+    fn locks(
+        &self,
+        mode: LockMode,
+        access: &Access,
+        geometry: &LockGeometry,
+    ) -> Result<Option<Locks>, WireError>;
+    /// Step 2: how bytes move under the locks.
+    fn io(&self) -> IoMethod {
+        IoMethod::Pieces
+    }
+    /// Step 4: what is published after release.
+    fn publish(&self) -> Publish {
+        Publish::Nothing
+    }
+}
