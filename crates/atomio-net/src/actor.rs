@@ -1,17 +1,24 @@
-//! The server actor: one task owns the service state machine and is the only thing that
-//! touches it, so the state machine needs no locks. Connections (TCP or in-process) feed it
-//! events through one bounded inbox (back-pressure reaches TCP readers, hence the clients)
-//! and it hands replies to per-client sinks.
+//! The server actors: one task owns the lock state machine and is the only thing that
+//! touches it, so the state machine needs no locks; data and metadata requests go to a
+//! second actor on a thread of its own (`spawn_split`), so a `pwrite` or an `fsync` never
+//! delays a lock grant. Connections (TCP or in-process) feed the `ServerHandle`, which
+//! routes each frame by its class (`Request::class`) into that actor's bounded inbox
+//! (back-pressure reaches TCP readers, hence the clients); each actor hands replies to the
+//! per-client sinks.
 //!
-//! **Invariants:** every event for a client is processed in arrival order; a client that is
-//! disconnected (or cut off for not reading its replies) is told to the service exactly once;
-//! replies to unknown clients are dropped.
+//! Why two actors need no coordination: a client waits for every data reply of a call
+//! before it releases the call's locks (and for a create/open reply before any I/O), so no
+//! ordering between the two inboxes is ever relied upon.
+//!
+//! **Invariants:** every event for a client is processed in arrival order by each actor;
+//! a client that is disconnected (or cut off for not reading its replies) is told to each
+//! service exactly once; replies to unknown clients are dropped.
 
 use crate::service::Service;
 use atomio_layout::ServerId;
 use atomio_lock::Outgoing;
 use atomio_proto::limits::MAX_CLIENTS_PER_SERVER;
-use atomio_proto::{ClientId, ErrorCode, Reply, Request, ServerFrame, WireError};
+use atomio_proto::{ClientId, ErrorCode, Reply, Request, RequestClass, ServerFrame, WireError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -60,10 +67,11 @@ struct Peer {
     queued: Arc<AtomicUsize>,
 }
 
-/// A handle for feeding a running server actor.
+/// A handle for feeding a running server: its lock actor, and its data actor if split.
 #[derive(Clone, Debug)]
 pub struct ServerHandle {
     inbox: mpsc::Sender<Event>,
+    data: Option<mpsc::Sender<Event>>,
     next_client: Arc<AtomicUsize>,
 }
 
@@ -72,37 +80,124 @@ impl ServerHandle {
         ClientId(self.next_client.fetch_add(1, Ordering::Relaxed) as u64)
     }
 
+    /// Routes `event` to the actor that serves it (connection events to both).
     pub async fn send(&self, event: Event) -> Result<(), WireError> {
-        self.inbox
-            .send(event)
-            .await
-            .map_err(|_| WireError::new(ErrorCode::Disconnected, "the server has stopped"))
-    }
-
-    pub fn sender(&self) -> mpsc::Sender<Event> {
-        self.inbox.clone()
+        let stopped = |_| WireError::new(ErrorCode::Disconnected, "the server has stopped");
+        let Some(data) = &self.data else {
+            return self.inbox.send(event).await.map_err(stopped);
+        };
+        match event {
+            Event::Frame { ref request, .. } if request.class() != RequestClass::Lock => {
+                data.send(event).await.map_err(stopped)
+            }
+            Event::Frame { .. } => self.inbox.send(event).await.map_err(stopped),
+            Event::Connected {
+                client,
+                sink,
+                queued,
+            } => {
+                let copy = Event::Connected {
+                    client,
+                    sink: sink.clone(),
+                    queued: queued.clone(),
+                };
+                data.send(copy).await.map_err(stopped)?;
+                self.inbox
+                    .send(Event::Connected {
+                        client,
+                        sink,
+                        queued,
+                    })
+                    .await
+                    .map_err(stopped)
+            }
+            Event::Disconnected { client } => {
+                let _ = data.send(Event::Disconnected { client }).await;
+                self.inbox.send(event).await.map_err(stopped)
+            }
+        }
     }
 }
 
-/// Starts the actor on the current tokio runtime.
+/// Starts one actor serving every request on the current tokio runtime.
 pub fn spawn<S: Service>(service: S) -> ServerHandle {
     let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
     tokio::spawn(run(service, rx));
     ServerHandle {
         inbox: tx,
+        data: None,
         next_client: Arc::new(AtomicUsize::new(1)),
     }
 }
 
-async fn run<S: Service>(mut service: S, mut inbox: mpsc::Receiver<Event>) {
-    let mut peers: HashMap<ClientId, Peer> = HashMap::new();
-    let mut out: Vec<Outgoing> = Vec::new();
-    let mut dead: Vec<ClientId> = Vec::new();
+/// Starts the lock actor on the current tokio runtime and the data actor on a thread of
+/// its own (storage I/O blocks; it must not hold up lock grants).
+pub fn spawn_split<L: Service, D: Service>(locks: L, data: D) -> std::io::Result<ServerHandle> {
+    let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
+    let (dtx, mut drx) = mpsc::channel(INBOX_CAPACITY);
+    std::thread::Builder::new()
+        .name("atomio-data".into())
+        .spawn(move || {
+            let mut actor = Actor::new(data);
+            while let Some(event) = drx.blocking_recv() {
+                actor.step(event);
+                // Drain what is queued before blocking again.
+                for _ in 0..256 {
+                    match drx.try_recv() {
+                        Ok(e) => actor.step(e),
+                        Err(_) => break,
+                    }
+                }
+            }
+        })?;
+    tokio::spawn(run(locks, rx));
+    Ok(ServerHandle {
+        inbox: tx,
+        data: Some(dtx),
+        next_client: Arc::new(AtomicUsize::new(1)),
+    })
+}
+
+async fn run<S: Service>(service: S, mut inbox: mpsc::Receiver<Event>) {
+    let mut actor = Actor::new(service);
     while let Some(event) = inbox.recv().await {
-        let mut next = Some(event);
+        actor.step(event);
         // Drain what is already queued before yielding: fewer wake-ups under load.
-        let mut budget = 256;
-        while let Some(event) = next.take() {
+        for _ in 0..256 {
+            match inbox.try_recv() {
+                Ok(e) => actor.step(e),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// One service with its clients' reply sinks.
+struct Actor<S> {
+    service: S,
+    peers: HashMap<ClientId, Peer>,
+    out: Vec<Outgoing>,
+    dead: Vec<ClientId>,
+}
+
+impl<S: Service> Actor<S> {
+    fn new(service: S) -> Self {
+        Self {
+            service,
+            peers: HashMap::new(),
+            out: Vec::new(),
+            dead: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, event: Event) {
+        let Actor {
+            service,
+            peers,
+            out,
+            dead,
+        } = self;
+        {
             match event {
                 Event::Connected {
                     client,
@@ -127,12 +222,12 @@ async fn run<S: Service>(mut service: S, mut inbox: mpsc::Receiver<Event>) {
                     request,
                 } => {
                     if peers.contains_key(&client) {
-                        service.handle(client, tag, request, &mut out);
+                        service.handle(client, tag, request, out);
                     }
                 }
                 Event::Disconnected { client } => {
                     if peers.remove(&client).is_some() {
-                        service.disconnect(client, &mut out);
+                        service.disconnect(client, out);
                     }
                 }
             }
@@ -150,7 +245,7 @@ async fn run<S: Service>(mut service: S, mut inbox: mpsc::Receiver<Event>) {
                         ?client,
                         "cutting off a client that does not read its replies"
                     );
-                    service.disconnect(client, &mut out);
+                    service.disconnect(client, out);
                     for o in out.drain(..) {
                         if let Some(peer) = peers.get(&o.to) {
                             if !deliver(peer, o.tag, o.reply) {
@@ -159,10 +254,6 @@ async fn run<S: Service>(mut service: S, mut inbox: mpsc::Receiver<Event>) {
                         }
                     }
                 }
-            }
-            budget -= 1;
-            if budget > 0 {
-                next = inbox.try_recv().ok();
             }
         }
     }

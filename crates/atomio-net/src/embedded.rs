@@ -1,9 +1,9 @@
 //! An embedded cluster: lock servers as actors in this process, reached through in-process
 //! links (no sockets, no encoding). The default for the CLI's main job and for tests.
 
-use crate::actor::{self, ClientEvent, Event, ReplySink, ServerHandle};
+use crate::actor::{ClientEvent, Event, ReplySink, ServerHandle};
 use crate::client::{ClusterClient, Link};
-use crate::service::Node;
+use crate::service::spawn_node;
 use atomio_data::{FileStore, MemStore};
 use atomio_layout::ServerId;
 use atomio_lock::LockServer;
@@ -21,7 +21,10 @@ impl EmbeddedCluster {
     /// Starts `n` servers (locks + in-memory data) on the current tokio runtime.
     pub fn start(n: u32) -> Self {
         let servers = (0..n)
-            .map(|i| actor::spawn(Node::new(LockServer::with_id(ServerId(i)), MemStore::new())))
+            .map(|i| {
+                spawn_node(LockServer::with_id(ServerId(i)), MemStore::new())
+                    .expect("starting a data thread")
+            })
             .collect();
         Self { servers }
     }
@@ -36,10 +39,10 @@ impl EmbeddedCluster {
                     format!("opening the data directory under {}: {e}", dir.display()),
                 )
             })?;
-            servers.push(actor::spawn(Node::new(
-                LockServer::with_id(ServerId(i)),
-                store,
-            )));
+            servers.push(
+                spawn_node(LockServer::with_id(ServerId(i)), store)
+                    .map_err(|e| WireError::new(ErrorCode::Io, format!("data thread: {e}")))?,
+            );
         }
         Ok(Self { servers })
     }
@@ -79,7 +82,7 @@ impl EmbeddedCluster {
             .await?;
             links.push(Link::InProcess {
                 client,
-                inbox: s.sender(),
+                server: s.clone(),
             });
         }
         Ok(ClusterClient::new(links, rx))

@@ -13,7 +13,7 @@ pub use client::{ClusterClient, HeldLock, DEFAULT_TIMEOUT};
 pub use cluster::{ClusterConfig, LocalServers, ServerEntry, LISTENING_PREFIX};
 pub use embedded::EmbeddedCluster;
 pub use files::FileInfo;
-pub use service::{Node, Service};
+pub use service::{spawn_node, Service};
 
 use atomio_data::FileStore;
 use atomio_layout::ServerId;
@@ -29,6 +29,5 @@ pub async fn run_tcp_server(
         Some(id) => LockServer::with_id(id),
         None => LockServer::new(),
     };
-    let node = Node::new(locks, FileStore::open(data_dir)?);
-    tcp::serve(listener, actor::spawn(node)).await
+    tcp::serve(listener, spawn_node(locks, FileStore::open(data_dir)?)?).await
 }

@@ -1,8 +1,9 @@
 //! What a server runs: sans-IO state machines fed one client message at a time.
 //!
 //! **Invariant:** a `Service` never blocks on the network and never waits inside `handle`;
-//! everything it wants to say goes into `out`, addressed by client. (The data service does
-//! local storage I/O inline: a server is one thread, and its disk is its own.)
+//! everything it wants to say goes into `out`, addressed by client. The data service does
+//! local storage I/O inline, on its own thread (see `actor::spawn_split`), never on the
+//! lock actor's.
 
 use atomio_data::{DataService, ObjectStore};
 use atomio_lock::{LockServer, Outgoing};
@@ -24,35 +25,24 @@ impl Service for LockServer {
     }
 }
 
-/// A storage server: locks and data for the objects it holds (integrated, as in Ching et
-/// al.: one failure domain, lock capacity grows with I/O capacity).
-pub struct Node<S: ObjectStore> {
-    pub locks: LockServer,
-    pub data: DataService<S>,
-}
-
-impl<S: ObjectStore> Node<S> {
-    pub fn new(locks: LockServer, store: S) -> Self {
-        Self {
-            locks,
-            data: DataService::new(store),
-        }
-    }
-}
-
-impl<S: ObjectStore> Service for Node<S> {
+/// A storage server's data and metadata: what `actor::spawn_split` runs on its data
+/// thread, beside a `LockServer` (integrated, as in Ching et al.: one failure domain, lock
+/// capacity grows with I/O capacity).
+impl<S: ObjectStore + Send + 'static> Service for DataService<S> {
     fn handle(&mut self, client: ClientId, tag: u64, request: Request, out: &mut Vec<Outgoing>) {
-        if DataService::<S>::handles(&request) {
-            out.push(Outgoing {
-                to: client,
-                tag,
-                reply: self.data.handle(request),
-            });
-        } else {
-            self.locks.handle(client, tag, request, out);
-        }
+        out.push(Outgoing {
+            to: client,
+            tag,
+            reply: DataService::handle(self, request),
+        });
     }
-    fn disconnect(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
-        self.locks.disconnect(client, out)
-    }
+    fn disconnect(&mut self, _: ClientId, _: &mut Vec<Outgoing>) {}
+}
+
+/// Starts a storage server (locks on this runtime, data on a thread of its own).
+pub fn spawn_node<S: ObjectStore + Send + 'static>(
+    locks: LockServer,
+    store: S,
+) -> std::io::Result<crate::actor::ServerHandle> {
+    crate::actor::spawn_split(locks, DataService::new(store))
 }

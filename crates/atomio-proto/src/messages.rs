@@ -244,6 +244,35 @@ pub enum Request {
     },
 }
 
+/// Which service a request is for: the lock service, the data path (object bytes), or
+/// file metadata. Servers run each class on its own actor, so data I/O never delays locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RequestClass {
+    Lock,
+    Data,
+    Meta,
+}
+
+impl Request {
+    pub fn class(&self) -> RequestClass {
+        match self {
+            Request::LockNew { .. }
+            | Request::LockMore { .. }
+            | Request::LockRelease { .. }
+            | Request::Ping { .. } => RequestClass::Lock,
+            Request::Write { .. }
+            | Request::Read { .. }
+            | Request::Sync { .. }
+            | Request::ObjectSizes { .. }
+            | Request::SetObjectSize { .. }
+            | Request::DropObjects { .. } => RequestClass::Data,
+            Request::Create { .. } | Request::Open { .. } | Request::Remove { .. } => {
+                RequestClass::Meta
+            }
+        }
+    }
+}
+
 /// A request's progress: every byte of it below `next_abs_offset` is granted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockProgress {
