@@ -54,23 +54,49 @@ const PARTS: [Part; 2] = [
     },
 ];
 
-fn why(overlapping: bool, winner: &WorkloadRow) -> String {
-    if overlapping {
-        format!(
-            "every tile overlaps its neighbours, so every atomic strategy must run overlapping \
-             calls one after another (none can be parallel here); {} wins because its \
-             serialized calls are the cheapest: a lock round trip and plain pwrites of the \
-             call's own bytes, where romio also reads and rewrites the whole extent",
-            winner.strategy
-        )
-    } else {
-        format!(
-            "no two processes write the same byte, so {}'s byte-range locks never conflict \
-             and all processes write at once, while romio's one fcntl lock on each call's \
-             bounding extent (which spans everyone's data) serializes them and rewrites the \
-             holes by data sieving",
-            winner.strategy
-        )
+/// Today's baselines: what MPI users have without atomio.
+fn is_baseline(strategy: &str) -> bool {
+    matches!(strategy, "romio" | "posix-fcntl")
+}
+
+/// Why `winner` won, from the measurements (`rows`) and the workload's shape.
+fn why(overlapping: bool, piece_bytes: f64, winner: &WorkloadRow, rows: &[WorkloadRow]) -> String {
+    let rate = |n: &str| {
+        rows.iter()
+            .find(|r| r.strategy == n)
+            .map_or(0.0, |r| r.mib_per_s)
+    };
+    let (none, romio) = (rate("none"), rate("romio"));
+    match (overlapping, winner.strategy.as_str()) {
+        (true, "posix-fcntl") => format!(
+            "every tile overlaps its neighbours, so every atomic strategy must run overlapping calls \
+             one after another; with the same serialization, a kernel fcntl lock on one host (~2 us) \
+             is cheaper than a round trip to a lock server (~20-40 us here); on a cluster both are \
+             network round trips. romio also re-reads and rewrites each call's whole extent \
+             (data sieving), which is why it trails at {romio:.0} MiB/s"
+        ),
+        (true, w) => format!(
+            "every tile overlaps its neighbours, so every atomic strategy must run overlapping calls \
+             one after another; {w} wins because its serialized calls are the cheapest: one lock \
+             round trip and plain pwrites of the call's own bytes, where romio also reads and \
+             rewrites the whole extent (data sieving)"
+        ),
+        (false, "romio") => format!(
+            "the pieces average {piece_bytes:.0} bytes: even with no locks at all (none) the pieces \
+             cost {none:.0} MiB/s = {:.2}x romio, because every piece is one pwrite system call \
+             (~1.2 us here) and ext4 serializes the writes to one file; romio's data sieving turns \
+             them into 4 MiB reads and writes of the extent under one lock, which beats any \
+             strategy that writes only its own bytes on this file system (on a parallel file \
+             system the pieces go to many servers in parallel)",
+            none / romio.max(1e-9)
+        ),
+        (false, w) => format!(
+            "no two processes write the same byte, so {w}'s locks never make anyone wait and every \
+             process writes at once ({:.0}% of the no-lock rate), while romio's one fcntl lock on \
+             each call's bounding extent (which spans everyone's data) serializes them and rewrites \
+             the holes by data sieving",
+            winner.mib_per_s / none.max(1e-9) * 100.0
+        ),
     }
 }
 
@@ -106,7 +132,16 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     let mut failures = Vec::new();
     for part in &PARTS {
         let workload = Workload::from_name(part.name, part.params).map_err(|e| anyhow!("{e}"))?;
-        let overlapping = workload.plan(4).map_err(|e| anyhow!("{e}"))?.overlapping;
+        let plan = workload.plan(4).map_err(|e| anyhow!("{e}"))?;
+        let overlapping = plan.overlapping;
+        let (pieces, bytes) = plan
+            .clients
+            .iter()
+            .flat_map(|c| c.calls.iter().filter_map(|c| c.access.as_ref()))
+            .fold((0u64, 0u64), |(p, b), a| {
+                (p + a.ranges().count() as u64, b + a.size())
+            });
+        let piece_bytes = bytes as f64 / pieces.max(1) as f64;
         let cfg = crate::bench_workload::config(&common, workload)?;
         let rows = run_config(&cfg)?;
         println!();
@@ -123,19 +158,36 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         for r in atomic.iter().filter(|r| r.verified == Some(false)) {
             failures.push(format!("{}: {}", part.name, r.strategy));
         }
-        let winner = atomic
-            .iter()
-            .filter(|r| r.verified != Some(false) && r.strategy != "romio")
-            .max_by(|x, y| x.mib_per_s.total_cmp(&y.mib_per_s));
-        if let Some(w) = winner {
-            println!(
-                "winner: {} at {:.0} MiB/s = {} romio, {} of the limit",
+        let best = |baseline: bool| {
+            atomic
+                .iter()
+                .filter(|r| r.verified != Some(false) && is_baseline(&r.strategy) == baseline)
+                .max_by(|x, y| x.mib_per_s.total_cmp(&y.mib_per_s))
+        };
+        let show = |w: &WorkloadRow| {
+            format!(
+                "{} at {:.0} MiB/s = {} romio, {} of the limit",
                 w.strategy,
                 w.mib_per_s,
                 w.x_romio.map_or("-".into(), |x| format!("{x:.2}x")),
                 w.pct_of_limit.map_or("-".into(), |p| format!("{p:.0}%")),
-            );
-            println!("why: {}", why(overlapping, w));
+            )
+        };
+        if let Some(w) = [best(false), best(true)]
+            .into_iter()
+            .flatten()
+            .max_by(|x, y| x.mib_per_s.total_cmp(&y.mib_per_s))
+        {
+            let who = if is_baseline(&w.strategy) {
+                "today's baseline"
+            } else {
+                "atomio"
+            };
+            println!("winner ({who}): {}", show(w));
+            if let Some(a) = best(false).filter(|a| a.strategy != w.strategy) {
+                println!("best atomio: {}", show(a));
+            }
+            println!("why: {}", why(overlapping, piece_bytes, w, &rows));
         }
         if let Some(none) = rows.iter().find(|r| r.strategy == "none") {
             println!("none (no atomicity): {}", verdict(none.verified));

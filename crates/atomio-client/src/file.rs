@@ -13,11 +13,13 @@
 //! data was flushed). Locks are released even when the I/O failed. A strategy is accepted
 //! only on a placement it supports.
 
+use crate::call::{CallIo, CallOp};
 use crate::direct::DirectData;
 use crate::strategy::Strategy;
 use crate::technique::{IoMethod, LockGeometry, Locks, PlacementKind, Publish};
 use atomio_layout::{Access, Layout, DEFAULT_STRIPE_SIZE};
-use atomio_net::{ClusterClient, FileInfo, HeldLock};
+use atomio_lock::LockOp;
+use atomio_net::{ClusterClient, DataOp, FileInfo};
 use atomio_proto::{metadata_server, ErrorCode, FileId, LockMode, WireError};
 use nix::libc;
 use serde::Serialize;
@@ -64,12 +66,6 @@ impl Op<'_> {
             Op::Read { .. } => LockMode::Read,
         }
     }
-}
-
-/// Locks a call holds between its lock and release steps.
-enum Held {
-    Service(HeldLock),
-    Fcntl(atomio_layout::ByteRange),
 }
 
 pub struct File {
@@ -190,139 +186,167 @@ impl File {
         Ok(self.geometry.as_ref().expect("set above"))
     }
 
-    /// Step 1: plans and takes the call's locks.
-    async fn lock(
+    /// Step 1's plan: the locks the strategy takes for this call.
+    fn plan_locks(
         &mut self,
-        c: Option<&mut ClusterClient>,
+        servers: usize,
         mode: LockMode,
         access: &Access,
-    ) -> Result<Option<Held>, WireError> {
+    ) -> Result<Option<Locks>, WireError> {
         if !self.atomic.is_atomic() {
             return Ok(None);
         }
-        let servers = c.as_ref().map_or(0, |c| c.servers());
         let technique = self.atomic.clone();
         let geometry = self.geometry(servers)?.clone();
-        let Some(locks) = technique.technique().locks(mode, access, &geometry)? else {
-            return Ok(None);
-        };
-        self.stats.lock_requests += locks.requests();
-        let held = match locks {
-            Locks::Service { protocol, subs } => {
-                let c = c.ok_or_else(|| no_client(&technique.name()))?;
-                Held::Service(c.lock_plan(self.lock_id(), mode, protocol, subs).await?)
-            }
-            Locks::Fcntl(r) => {
-                let Placement::Direct(d) = &self.placement else {
-                    return Err(no_direct(&technique));
-                };
-                let kind = match mode {
-                    LockMode::Write => libc::F_WRLCK,
-                    LockMode::Read => libc::F_RDLCK,
-                };
-                d.fcntl(kind, r)?;
-                Held::Fcntl(r)
-            }
-        };
-        if let (Placement::Direct(d), Some(h)) = (&self.placement, access.hull()) {
-            if let Err(e) = d.after_acquire(h) {
-                let _ = self.release(None, Some(held), mode).await;
-                return Err(e);
-            }
-        }
-        Ok(Some(held))
+        let locks = technique.technique().locks(mode, access, &geometry)?;
+        self.stats.lock_requests += locks.as_ref().map_or(0, Locks::requests);
+        Ok(locks)
     }
 
-    /// Step 2: moves the call's bytes on the placement.
-    async fn io(
+    /// Step 2 on the user's file (direct placement), under whatever the call holds.
+    fn local_io(&self, access: &Access, op: Op<'_>) -> Result<(), WireError> {
+        let Placement::Direct(d) = &self.placement else {
+            return Err(WireError::new(
+                ErrorCode::Internal,
+                "local I/O on a file that lives on servers",
+            ));
+        };
+        match (op, self.atomic.technique().io()) {
+            (Op::Write(data), IoMethod::Pieces) => d.write_pieces(access, data),
+            (Op::Write(data), IoMethod::Sieve { buffer }) => d.write_sieved(access, data, buffer),
+            (Op::Read { out, holes_ok }, IoMethod::Pieces) => d.read_pieces(access, out, holes_ok),
+            (Op::Read { out, holes_ok }, IoMethod::Sieve { buffer }) => {
+                d.read_sieved(access, out, buffer, holes_ok)
+            }
+        }
+    }
+
+    /// A direct-placement call whose lock (if any) is a local `fcntl`: all steps here.
+    fn fcntl_call(
+        &self,
+        lock: Option<atomio_layout::ByteRange>,
+        mode: LockMode,
+        access: &Access,
+        op: Op<'_>,
+    ) -> Result<(), WireError> {
+        let Placement::Direct(d) = &self.placement else {
+            return Err(no_direct(&self.atomic));
+        };
+        let Some(r) = lock else {
+            return self.local_io(access, op);
+        };
+        let kind = match mode {
+            LockMode::Write => libc::F_WRLCK,
+            LockMode::Read => libc::F_RDLCK,
+        };
+        d.fcntl(kind, r)?;
+        let result = d
+            .after_acquire(r)
+            .and_then(|()| self.local_io(access, op))
+            .and_then(|()| match mode {
+                LockMode::Write => d.before_release(),
+                LockMode::Read => Ok(()),
+            });
+        let unlocked = d.fcntl(libc::F_UNLCK, r);
+        result?;
+        unlocked
+    }
+
+    /// Runs one call's steps in order (lock, I/O, release, then publish); locks are
+    /// released even when the I/O failed.
+    async fn call(
         &mut self,
         c: Option<&mut ClusterClient>,
         access: &Access,
         op: Op<'_>,
     ) -> Result<(), WireError> {
-        let method = self.atomic.technique().io();
-        match (&self.placement, op, method) {
-            (Placement::Direct(d), Op::Write(data), IoMethod::Pieces) => {
-                d.write_pieces(access, data)
-            }
-            (Placement::Direct(d), Op::Write(data), IoMethod::Sieve { buffer }) => {
-                d.write_sieved(access, data, buffer)
-            }
-            (Placement::Direct(d), Op::Read { out, holes_ok }, IoMethod::Pieces) => {
-                d.read_pieces(access, out, holes_ok)
-            }
-            (Placement::Direct(d), Op::Read { out, holes_ok }, IoMethod::Sieve { buffer }) => {
-                d.read_sieved(access, out, buffer, holes_ok)
-            }
-            (Placement::Servers(info), op, IoMethod::Pieces) => {
-                let c = c.ok_or_else(|| no_client("a file on atomio servers"))?;
-                match op {
-                    Op::Write(data) => c.write(info, access, data).await,
-                    Op::Read {
-                        out,
-                        holes_ok: false,
-                    } => c.read(info, access, out).await,
-                    Op::Read {
-                        out,
-                        holes_ok: true,
-                    } => {
-                        crate::check_len("read", out.len(), access.size())?;
-                        c.read_ranges(info, access.ranges(), out).await
-                    }
-                }
-            }
-            (Placement::Servers(_), _, IoMethod::Sieve { .. }) => Err(no_direct(&self.atomic)),
+        self.locked_io(c, access, op).await?;
+        match self.atomic.technique().publish() {
+            Publish::Nothing => Ok(()),
         }
     }
 
-    /// Step 3: releases what step 1 took (flushing first where the file system needs it).
-    async fn release(
+    /// Steps 1–3: lock, I/O, release.
+    async fn locked_io(
         &mut self,
         c: Option<&mut ClusterClient>,
-        held: Option<Held>,
-        mode: LockMode,
-    ) -> Result<(), WireError> {
-        let Some(held) = held else {
-            return Ok(());
-        };
-        let flushed = match (&self.placement, mode) {
-            (Placement::Direct(d), LockMode::Write) => d.before_release(),
-            _ => Ok(()),
-        };
-        let released = match held {
-            Held::Service(h) => {
-                let c = c.ok_or_else(|| no_client("releasing locks"))?;
-                c.unlock(h)
-                    .await
-                    .map(|st| self.stats.lock_messages += st.messages)
-            }
-            Held::Fcntl(r) => match &self.placement {
-                Placement::Direct(d) => d.fcntl(libc::F_UNLCK, r),
-                Placement::Servers(_) => Err(no_direct(&self.atomic)),
-            },
-        };
-        flushed?;
-        released
-    }
-
-    /// Runs one call's steps in order; locks are released even when the I/O failed.
-    async fn call(
-        &mut self,
-        mut c: Option<&mut ClusterClient>,
         access: &Access,
         op: Op<'_>,
     ) -> Result<(), WireError> {
         self.stats.calls += 1;
         self.stats.bytes += access.size();
         let mode = op.mode();
-        let held = self.lock(c.as_deref_mut(), mode, access).await?;
-        let result = self.io(c.as_deref_mut(), access, op).await;
-        let released = self.release(c, held, mode).await;
-        result?;
-        released?;
-        match self.atomic.technique().publish() {
-            Publish::Nothing => Ok(()),
+        let servers = c.as_ref().map_or(0, |c| c.servers());
+        let service = match self.plan_locks(servers, mode, access)? {
+            Some(Locks::Fcntl(r)) => return self.fcntl_call(Some(r), mode, access, op),
+            None if matches!(self.placement, Placement::Direct(_)) => {
+                return self.fcntl_call(None, mode, access, op)
+            }
+            Some(Locks::Service { protocol, subs }) => {
+                Some(LockOp::new(self.lock_id(), mode, protocol, subs))
+            }
+            None => None,
+        };
+        let what = self.atomic.name();
+        let c = c.ok_or_else(|| no_client(&what))?;
+        let io = match (&self.placement, &op) {
+            (Placement::Servers(info), Op::Write(data)) => CallIo::Data(DataOp::write(
+                info.id(),
+                &info.layout,
+                access.ranges(),
+                data,
+            )),
+            (Placement::Servers(info), Op::Read { out, .. }) => CallIo::Data(DataOp::read(
+                info.id(),
+                &info.layout,
+                access.ranges(),
+                out.len(),
+            )),
+            (Placement::Direct(_), _) => CallIo::Local,
+        };
+        let mut call = CallOp::new(service, io);
+        let mut sends = Vec::new();
+        call.start(&mut sends);
+        let locked = c.run(&mut call, sends).await;
+        self.stats.lock_messages += call.lock_messages();
+        locked?;
+        if call.needs_local_io() {
+            let Placement::Direct(d) = &self.placement else {
+                return Err(WireError::new(
+                    ErrorCode::Internal,
+                    "a server file asked for local I/O",
+                ));
+            };
+            let result = access
+                .hull()
+                .map_or(Ok(()), |h| d.after_acquire(h))
+                .and_then(|()| self.local_io(access, op))
+                .and_then(|()| match mode {
+                    LockMode::Write => d.before_release(),
+                    LockMode::Read => Ok(()),
+                });
+            let mut sends = Vec::new();
+            call.local_io_done(result, &mut sends);
+            let released = c.run(&mut call, sends).await;
+            self.stats.lock_messages += call.lock_messages();
+            return released;
         }
+        if let (Placement::Servers(info), Op::Read { out, holes_ok }) = (&self.placement, op) {
+            out.copy_from_slice(&call.take_data());
+            if let (false, Some(h)) = (holes_ok, access.hull()) {
+                let size = c.size(info).await?;
+                if h.end > size {
+                    return Err(WireError::new(
+                        ErrorCode::InvalidArgument,
+                        format!(
+                            "read of {h} reaches past the end of '{}' ({size} bytes)",
+                            info.meta.path
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Writes `data` (offset order) to the bytes of `access`, atomically in atomic mode.

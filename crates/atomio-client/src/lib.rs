@@ -2,6 +2,7 @@
 //! (`Strategy`), on the user's own file (`DirectData`, direct placement) or on atomio's
 //! data servers. See `technique` for the steps every technique is made of.
 
+pub mod call;
 pub mod direct;
 pub mod file;
 pub mod strategy;

@@ -10,8 +10,9 @@
 //! `Disconnected`, and silence fails it after `timeout` with `Timeout` — never a hang.
 
 use crate::actor::{ClientEvent, Event, ServerHandle};
+use crate::machine::{Machine, Progress};
 use atomio_layout::{Access, Layout, ServerId};
-use atomio_lock::{plan, LockOp, Method, OpStats, Protocol, Send, Status, SubRequest};
+use atomio_lock::{plan, LockOp, Method, OpStats, Protocol, Send, SubRequest};
 use atomio_proto::{ClientFrame, ClientId, ErrorCode, FileId, LockMode, Reply, Request, WireError};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -308,10 +309,18 @@ impl ClusterClient {
         }
     }
 
-    /// Runs `op` until its status is final for the current step (held, released, failed).
-    async fn drive(
+    /// Runs a machine (a `LockOp`, a `DataOp`, a whole call) from its first messages
+    /// `sends` until its current step is final.
+    pub async fn run<M: Machine>(&mut self, op: &mut M, sends: Vec<Send>) -> Result<(), WireError> {
+        self.seq += 1;
+        let seq = self.seq;
+        self.drive(op, seq, sends).await
+    }
+
+    /// Runs `op` until its current step is final (done or failed).
+    async fn drive<M: Machine>(
         &mut self,
-        op: &mut LockOp,
+        op: &mut M,
         seq: u64,
         mut sends: Vec<Send>,
     ) -> Result<(), WireError> {
@@ -323,10 +332,10 @@ impl ClusterClient {
                     return Err(e);
                 }
             }
-            match op.status() {
-                Status::Held | Status::Released => return Ok(()),
-                Status::Failed(e) => return Err(e),
-                Status::Acquiring | Status::Releasing => {}
+            match op.progress() {
+                Progress::Done => return Ok(()),
+                Progress::Failed(e) => return Err(e),
+                Progress::Waiting => {}
             }
             let event = match self.next_event(&mut last_heard).await {
                 Ok(Some(ev)) => ev,

@@ -1,24 +1,15 @@
 //! File operations on a `ClusterClient`: create/open/remove by path, and list I/O of byte
-//! ranges. A call's ranges are cut at strip boundaries into object pieces (the layout maps
-//! each to its server and object offset), grouped per object into messages of at most
-//! `MAX_MESSAGE_DATA` bytes, and all messages are sent at once; the call returns when every
-//! server has answered. No locking here: atomicity is the caller's (see `atomio-client`).
+//! ranges, run as a `DataOp` (the sans-IO data plane: pieces per object, one message per
+//! object chunk, all sent at once); the call returns when every server has answered. No
+//! locking here: atomicity is the caller's (see `atomio-client`).
 //!
 //! **Invariants:** data order is the ranges' order (increasing file offset); a call either
 //! succeeds for every byte or returns an error; ranges are validated before anything is sent.
 
 use crate::client::ClusterClient;
-use atomio_layout::{Access, ByteRange, Layout, RangeList, ServerId};
-use atomio_proto::data::Bytes;
-use atomio_proto::{
-    metadata_server, ErrorCode, FileId, FileMeta, ObjPiece, Reply, Request, WireError,
-};
-use std::collections::HashMap;
-
-/// Bytes of payload per data message.
-pub const MAX_MESSAGE_DATA: usize = 1 << 20;
-/// Pieces per data message.
-const MAX_MESSAGE_PIECES: usize = 8192;
+use crate::data_op::DataOp;
+use atomio_layout::{Access, ByteRange, Layout, RangeList};
+use atomio_proto::{metadata_server, ErrorCode, FileId, FileMeta, Reply, Request, WireError};
 
 /// An open file: its metadata and layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,50 +29,6 @@ impl FileInfo {
     pub fn id(&self) -> FileId {
         self.meta.file
     }
-}
-
-/// One message's worth of pieces of one object.
-struct Chunk {
-    server: ServerId,
-    object: u32,
-    pieces: Vec<ObjPiece>,
-    /// (offset in the caller's buffer, length) of each piece.
-    spans: Vec<(usize, usize)>,
-    bytes: usize,
-}
-
-/// Cuts `ranges` (increasing, disjoint) into per-object chunks.
-fn chunks(layout: &Layout, ranges: impl Iterator<Item = ByteRange>) -> Vec<Chunk> {
-    let mut open: HashMap<u32, Chunk> = HashMap::new();
-    let mut done = Vec::new();
-    let mut at = 0usize;
-    for r in ranges {
-        for p in layout.pieces(r) {
-            let (object, offset) = layout.object_offset(p.range.start);
-            let len = p.range.len() as usize;
-            let c = open.entry(object).or_insert_with(|| Chunk {
-                server: p.server,
-                object,
-                pieces: Vec::new(),
-                spans: Vec::new(),
-                bytes: 0,
-            });
-            c.pieces.push(ObjPiece {
-                offset,
-                len: len as u64,
-            });
-            c.spans.push((at, len));
-            c.bytes += len;
-            at += len;
-            if c.bytes >= MAX_MESSAGE_DATA || c.pieces.len() >= MAX_MESSAGE_PIECES {
-                done.push(open.remove(&object).expect("just used"));
-            }
-        }
-    }
-    let mut rest: Vec<Chunk> = open.into_values().collect();
-    rest.sort_by_key(|c| c.object);
-    done.extend(rest);
-    done
 }
 
 fn need(what: &str, have: usize, want: u64) -> Result<(), WireError> {
@@ -196,30 +143,10 @@ impl ClusterClient {
         ranges: impl Iterator<Item = ByteRange>,
         data: &[u8],
     ) -> Result<(), WireError> {
-        let calls = chunks(&f.layout, ranges)
-            .into_iter()
-            .map(|c| {
-                let mut buf = Vec::with_capacity(c.bytes);
-                for &(at, len) in &c.spans {
-                    buf.extend_from_slice(&data[at..at + len]);
-                }
-                (
-                    c.server,
-                    Request::Write {
-                        file: f.id(),
-                        object: c.object,
-                        pieces: c.pieces,
-                        data: Bytes::from(buf),
-                    },
-                )
-            })
-            .collect();
-        for r in self.rpc_all(calls).await? {
-            if !matches!(r, Reply::Written { .. }) {
-                return Err(unexpected("write", &r));
-            }
-        }
-        Ok(())
+        let mut op = DataOp::write(f.id(), &f.layout, ranges, data);
+        let mut sends = Vec::new();
+        op.start(&mut sends);
+        self.run(&mut op, sends).await
     }
 
     /// Reads the bytes of `access` into `out` (offset order). Reading past the end of the
@@ -273,42 +200,11 @@ impl ClusterClient {
         ranges: impl Iterator<Item = ByteRange>,
         out: &mut [u8],
     ) -> Result<(), WireError> {
-        let chunks = chunks(&f.layout, ranges);
-        let calls = chunks
-            .iter()
-            .map(|c| {
-                (
-                    c.server,
-                    Request::Read {
-                        file: f.id(),
-                        object: c.object,
-                        pieces: c.pieces.clone(),
-                    },
-                )
-            })
-            .collect();
-        let replies = self.rpc_all(calls).await?;
-        for (c, r) in chunks.iter().zip(replies) {
-            let Reply::Data(data) = r else {
-                return Err(unexpected("read", &r));
-            };
-            if data.len() != c.bytes {
-                return Err(WireError::new(
-                    ErrorCode::Internal,
-                    format!(
-                        "{} returned {} bytes for a {}-byte read",
-                        c.server,
-                        data.len(),
-                        c.bytes
-                    ),
-                ));
-            }
-            let mut from = 0;
-            for &(at, len) in &c.spans {
-                out[at..at + len].copy_from_slice(&data[from..from + len]);
-                from += len;
-            }
-        }
+        let mut op = DataOp::read(f.id(), &f.layout, ranges, out.len());
+        let mut sends = Vec::new();
+        op.start(&mut sends);
+        self.run(&mut op, sends).await?;
+        out.copy_from_slice(&op.take_data());
         Ok(())
     }
 

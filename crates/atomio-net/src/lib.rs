@@ -4,15 +4,19 @@
 pub mod actor;
 pub mod client;
 pub mod cluster;
+pub mod data_op;
 pub mod embedded;
 pub mod files;
+pub mod machine;
 pub mod service;
 pub mod tcp;
 
 pub use client::{ClusterClient, HeldLock, DEFAULT_TIMEOUT};
 pub use cluster::{ClusterConfig, LocalServers, ServerEntry, LISTENING_PREFIX};
+pub use data_op::DataOp;
 pub use embedded::EmbeddedCluster;
 pub use files::FileInfo;
+pub use machine::{Machine, Progress};
 pub use service::{spawn_node, Service};
 
 use atomio_data::FileStore;
