@@ -19,9 +19,16 @@ pub struct SimArgs {
     /// Lock operations per client.
     #[arg(long, default_value_t = 4)]
     ops: usize,
+    /// Simulate whole atomic calls (locks and data, checked by the verifier) instead of
+    /// lock operations alone.
+    #[arg(long)]
+    stack: bool,
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<()> {
+    if a.stack {
+        return run_stack(&a);
+    }
     let mut ops = 0;
     for seed in a.seed..a.seed + a.seeds {
         let mut cfg = SimConfig::new(seed);
@@ -35,6 +42,26 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     }
     println!(
         "{} seeds from {}: {ops} lock operations, no conflict, no deadlock",
+        a.seeds, a.seed
+    );
+    Ok(())
+}
+
+fn run_stack(a: &SimArgs) -> anyhow::Result<()> {
+    use atomio_client::sim::{run as run_stack_sim, StackSimConfig};
+    let mut calls = 0;
+    for seed in a.seed..a.seed + a.seeds {
+        let mut cfg = StackSimConfig::new(seed);
+        cfg.clients = a.clients.min(64);
+        cfg.servers = a.servers;
+        cfg.calls_per_client = a.ops;
+        match run_stack_sim(&cfg) {
+            Ok(r) => calls += r.calls,
+            Err(f) => bail!("{f}"),
+        }
+    }
+    println!(
+        "{} seeds from {}: {calls} atomic calls (locks and data), verified atomic, no deadlock",
         a.seeds, a.seed
     );
     Ok(())

@@ -1,0 +1,445 @@
+//! A seeded, deterministic simulation of whole atomic calls: locks *and* data.
+//!
+//! Clients run `CallOp`s — the very machines `File` drives over TCP — with a technique
+//! chosen per call (every Ching method × protocol and block locks, or bounding-extent and
+//! whole-file: one lock space per run, see `strategies`) on
+//! random overlapping noncontiguous accesses of one file striped over the servers; writes
+//! carry verifier tags, reads record what they saw. Servers are real `LockServer`s and
+//! `DataService`s over in-memory stores. Every message is held in flight and the seeded RNG
+//! picks which one is delivered next (no FIFO, not even per link). Same seed, same run.
+//!
+//! At the end the file's bytes are read back from the servers and the verifier decides:
+//! every write must appear whole and the writes and reads must be serializable. Liveness:
+//! nothing in flight while a client has unfinished calls is a deadlock; a step budget
+//! catches livelock. Server invariants are checked as the lock simulator does.
+//!
+//! Negative controls (`StackFault`): clients that take no locks, or that release their
+//! locks as soon as the data messages are sent, must be caught by the verifier on some
+//! seed — proving the check can fail.
+//!
+//! A failure names its seed; `atomio sim --stack --seed N` replays it.
+
+use crate::call::{CallIo, CallOp};
+use crate::strategy::Strategy;
+use crate::technique::{LockGeometry, Locks};
+use atomio_data::{DataService, MemStore};
+use atomio_layout::{Access, ByteRange, Layout, RangeList, ServerId};
+use atomio_lock::{LockOp, LockServer, Method, Outgoing, Protocol, Send};
+use atomio_net::{DataOp, Machine, Progress};
+use atomio_proto::{metadata_server, ClientId, LockMode, Reply, Request, RequestClass};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::fmt;
+
+#[derive(Clone, Debug)]
+pub struct StackSimConfig {
+    pub seed: u64,
+    pub clients: usize,
+    pub servers: u32,
+    pub calls_per_client: usize,
+    /// Bytes of the file the accesses fall in (small = more conflicts).
+    pub file_bytes: u64,
+    pub stripe_size: u64,
+    /// Fraction of calls that read.
+    pub read_fraction: f64,
+    pub fault: StackFault,
+}
+
+/// Deliberate bugs; the verifier must catch each on some seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackFault {
+    None,
+    /// Calls take no locks at all.
+    NoLocks,
+    /// Calls release their locks as soon as the data messages are sent.
+    EarlyRelease,
+}
+
+impl StackSimConfig {
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            clients: 8,
+            servers: 4,
+            calls_per_client: 4,
+            file_bytes: 1536,
+            stripe_size: 64,
+            read_fraction: 0.3,
+            fault: StackFault::None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StackSimReport {
+    pub steps: u64,
+    pub calls: u64,
+    pub messages: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct StackSimFailure {
+    pub seed: u64,
+    pub step: u64,
+    pub what: String,
+}
+
+impl fmt::Display for StackSimFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "stack simulation failed at step {} with seed {}: {}\n  replay: atomio sim --stack --seed {}",
+            self.step, self.seed, self.what, self.seed
+        )
+    }
+}
+
+impl std::error::Error for StackSimFailure {}
+
+enum Envelope {
+    ToServer {
+        client: usize,
+        server: ServerId,
+        tag: u64,
+        request: Request,
+    },
+    ToClient {
+        client: usize,
+        tag: u64,
+        reply: Reply,
+    },
+}
+
+struct Call {
+    access: Access,
+    mode: LockMode,
+    strategy: Strategy,
+}
+
+struct Client {
+    calls: Vec<Call>,
+    next: usize,
+    /// The call in flight and its sequence number (the tag's high half).
+    current: Option<(CallOp, u64)>,
+    seq: u64,
+}
+
+struct Server {
+    locks: LockServer,
+    data: DataService<MemStore>,
+}
+
+/// The techniques calls choose from. Every client of one file must lock in the same lock
+/// space: the striped one (Ching methods and protocols, block locks — freely mixed) or the
+/// central one (bounding-extent, whole-file). A bounding-extent lock at the central server
+/// does not exclude a Ching lock on the striped servers; a run takes one space.
+fn strategies(striped: bool) -> Vec<Strategy> {
+    if striped {
+        let mut v = Strategy::ching_all();
+        v.push(Strategy::ching(
+            Method::List { max_ranges: 3 },
+            Protocol::OneTry,
+        ));
+        v.push("block:48".parse().expect("a valid name"));
+        v
+    } else {
+        vec![Strategy::bounding_extent(), Strategy::whole_file()]
+    }
+}
+
+/// A random monotone access within `[0, file)`: a few ranges or a vector.
+fn random_access(rng: &mut ChaCha8Rng, file: u64) -> Access {
+    if rng.gen_bool(0.5) {
+        let count = rng.gen_range(2..12u64);
+        let block = rng.gen_range(1..24u64);
+        let stride = block + rng.gen_range(1..40u64);
+        let span = (count - 1) * stride + block;
+        let start = rng.gen_range(0..file.saturating_sub(span).max(1));
+        let p = atomio_layout::Pattern::hvector(
+            count,
+            1,
+            stride,
+            &atomio_layout::Pattern::bytes(block).expect("non-empty"),
+        )
+        .expect("a valid vector");
+        Access::new(start, p).expect("within the file")
+    } else {
+        let n = rng.gen_range(1..6);
+        let ranges = (0..n)
+            .map(|_| {
+                let s = rng.gen_range(0..file - 1);
+                let e = (s + rng.gen_range(1..200)).min(file);
+                ByteRange::new(s, e).expect("s < e")
+            })
+            .collect();
+        Access::from_list(&RangeList::from_ranges(ranges)).expect("disjoint after merging")
+    }
+}
+
+fn fail(cfg: &StackSimConfig, step: u64, what: impl Into<String>) -> StackSimFailure {
+    StackSimFailure {
+        seed: cfg.seed,
+        step,
+        what: what.into(),
+    }
+}
+
+/// Runs one seeded simulation; `Err` says what went wrong and how to replay it.
+pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let n = cfg.servers.max(1);
+    let path = "/sim";
+    let central = metadata_server(path, n);
+    let layout = Layout::round_robin(cfg.stripe_size, n, n, central.0)
+        .map_err(|e| fail(cfg, 0, format!("layout: {e}")))?;
+    let geometry = LockGeometry {
+        layout: layout.clone(),
+        central,
+    };
+    let file = atomio_proto::file_id(path);
+    let mut servers: Vec<Server> = (0..n)
+        .map(|i| Server {
+            locks: LockServer::with_id(ServerId(i)),
+            data: DataService::new(MemStore::new()),
+        })
+        .collect();
+    let created = servers[central.0 as usize].data.handle(Request::Create {
+        path: path.into(),
+        stripe_size: cfg.stripe_size,
+        object_servers: layout.object_servers().to_vec(),
+        exclusive: true,
+    });
+    if !matches!(created, Reply::File(_)) {
+        return Err(fail(cfg, 0, format!("create: {created:?}")));
+    }
+    let choices = strategies(rng.gen_bool(0.75));
+    let mut clients: Vec<Client> = (0..cfg.clients)
+        .map(|_| Client {
+            calls: (0..cfg.calls_per_client)
+                .map(|_| Call {
+                    access: random_access(&mut rng, cfg.file_bytes),
+                    mode: if rng.gen_bool(cfg.read_fraction) {
+                        LockMode::Read
+                    } else {
+                        LockMode::Write
+                    },
+                    strategy: match cfg.fault {
+                        StackFault::NoLocks => Strategy::none(),
+                        _ => choices[rng.gen_range(0..choices.len())].clone(),
+                    },
+                })
+                .collect(),
+            next: 0,
+            current: None,
+            seq: 0,
+        })
+        .collect();
+    let mut writes = Vec::new();
+    let mut reads: Vec<(u32, u64, Access, Vec<u8>)> = Vec::new();
+    let mut net: Vec<Envelope> = Vec::new();
+    let mut report = StackSimReport::default();
+    let budget = 200_000 + 20_000 * (cfg.clients * cfg.calls_per_client) as u64;
+    let mut out: Vec<Send> = Vec::new();
+    let mut outgoing: Vec<Outgoing> = Vec::new();
+    let mut step = 0u64;
+    loop {
+        step += 1;
+        if step > budget {
+            return Err(fail(cfg, step, "step budget exhausted (livelock?)"));
+        }
+        // Idle clients start their next call.
+        for (ci, c) in clients.iter_mut().enumerate() {
+            if c.current.is_some() || c.next >= c.calls.len() {
+                continue;
+            }
+            let call = &c.calls[c.next];
+            let op_no = c.next as u64;
+            c.next += 1;
+            c.seq += 1;
+            let locks = call
+                .strategy
+                .technique()
+                .locks(call.mode, &call.access, &geometry)
+                .map_err(|e| fail(cfg, step, format!("planning: {e}")))?;
+            let lock = match locks {
+                Some(Locks::Service { protocol, subs }) => {
+                    Some(LockOp::new(file, call.mode, protocol, subs))
+                }
+                Some(Locks::Fcntl(_)) => {
+                    return Err(fail(cfg, step, "fcntl locks cannot be simulated"))
+                }
+                None => None,
+            };
+            let io = match call.mode {
+                LockMode::Write => {
+                    let mut data = vec![0u8; call.access.size() as usize];
+                    atomio_verify::fill(ci as u32, op_no, call.access.ranges(), &mut data)
+                        .map_err(|e| fail(cfg, step, format!("tags: {e}")))?;
+                    writes.push(atomio_verify::Write::new(
+                        ci as u32,
+                        op_no,
+                        call.access.clone(),
+                    ));
+                    DataOp::write(file, &layout, call.access.ranges(), &data)
+                }
+                LockMode::Read => DataOp::read(
+                    file,
+                    &layout,
+                    call.access.ranges(),
+                    call.access.size() as usize,
+                ),
+            };
+            let mut op = CallOp::new(lock, CallIo::Data(io));
+            if cfg.fault == StackFault::EarlyRelease {
+                op = op.with_early_release();
+            }
+            op.start(&mut out);
+            for s in out.drain(..) {
+                net.push(Envelope::ToServer {
+                    client: ci,
+                    server: s.server,
+                    tag: (c.seq << 32) | u64::from(s.sub),
+                    request: s.request,
+                });
+            }
+            c.current = Some((op, c.seq));
+        }
+        // Finished calls are recorded; the client goes idle.
+        for (ci, c) in clients.iter_mut().enumerate() {
+            let done = match &c.current {
+                Some((op, _)) => op.progress(),
+                None => continue,
+            };
+            match done {
+                Progress::Waiting => {}
+                Progress::Failed(e) => return Err(fail(cfg, step, format!("client {ci}: {e}"))),
+                Progress::Done => {
+                    let (mut op, _) = c.current.take().expect("checked above");
+                    report.calls += 1;
+                    let call = &c.calls[c.next - 1];
+                    if call.mode == LockMode::Read {
+                        reads.push((
+                            ci as u32,
+                            (c.next - 1) as u64,
+                            call.access.clone(),
+                            op.take_data(),
+                        ));
+                    }
+                }
+            }
+        }
+        if net.is_empty() {
+            if clients
+                .iter()
+                .all(|c| c.current.is_none() && c.next >= c.calls.len())
+            {
+                break;
+            }
+            if clients
+                .iter()
+                .all(|c| c.current.is_some() || c.next >= c.calls.len())
+            {
+                return Err(fail(
+                    cfg,
+                    step,
+                    "deadlock: nothing in flight, calls unfinished",
+                ));
+            }
+            continue;
+        }
+        // Deliver one message, chosen at random.
+        let i = rng.gen_range(0..net.len());
+        report.messages += 1;
+        match net.swap_remove(i) {
+            Envelope::ToServer {
+                client,
+                server,
+                tag,
+                request,
+            } => {
+                let s = &mut servers[server.0 as usize];
+                let id = ClientId(client as u64 + 1);
+                if request.class() == RequestClass::Lock {
+                    s.locks.handle(id, tag, request, &mut outgoing);
+                } else {
+                    outgoing.push(Outgoing {
+                        to: id,
+                        tag,
+                        reply: s.data.handle(request),
+                    });
+                }
+                for o in outgoing.drain(..) {
+                    net.push(Envelope::ToClient {
+                        client: o.to.0 as usize - 1,
+                        tag: o.tag,
+                        reply: o.reply,
+                    });
+                }
+                if step & 31 == 0 {
+                    s.locks
+                        .check_invariants()
+                        .map_err(|e| fail(cfg, step, format!("{server}: {e}")))?;
+                }
+            }
+            Envelope::ToClient { client, tag, reply } => {
+                let c = &mut clients[client];
+                if let Some((op, seq)) = &mut c.current {
+                    if tag >> 32 == *seq {
+                        op.on_reply(tag as u32, reply, &mut out);
+                        for s in out.drain(..) {
+                            net.push(Envelope::ToServer {
+                                client,
+                                server: s.server,
+                                tag: (*seq << 32) | u64::from(s.sub),
+                                request: s.request,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    report.steps = step;
+    for (i, s) in servers.iter().enumerate() {
+        if s.locks.open_requests() != 0 {
+            return Err(fail(
+                cfg,
+                step,
+                format!(
+                    "server {i} still has {} open lock requests",
+                    s.locks.open_requests()
+                ),
+            ));
+        }
+    }
+    // The file as the servers hold it, read with the same data plane.
+    let mut back = DataOp::read(
+        file,
+        &layout,
+        std::iter::once(ByteRange::new(0, cfg.file_bytes).expect("non-empty")),
+        cfg.file_bytes as usize,
+    );
+    back.start(&mut out);
+    for s in out.drain(..) {
+        let reply = servers[s.server.0 as usize].data.handle(s.request);
+        back.on_reply(s.sub, reply, &mut Vec::new());
+    }
+    if back.progress() != Progress::Done {
+        return Err(fail(
+            cfg,
+            step,
+            format!("reading back: {:?}", back.progress()),
+        ));
+    }
+    let bytes = back.take_data();
+    let reads: Vec<atomio_verify::Read> = reads
+        .iter()
+        .map(|(r, op, a, seen)| atomio_verify::Read::new(*r, *op, a.clone(), &seen[..]))
+        .collect();
+    let verdict = atomio_verify::verify(&bytes[..], &writes, &reads)
+        .map_err(|e| fail(cfg, step, format!("verifier: {e}")))?;
+    if verdict.verdict == atomio_verify::Verdict::Violated {
+        return Err(fail(cfg, step, format!("not atomic: {verdict}")));
+    }
+    Ok(report)
+}
