@@ -35,6 +35,8 @@ pub enum Target {
         path: String,
         stripe_size: u64,
         stripe_count: u32,
+        /// Move bytes through the servers' object files when they are on this host.
+        bypass: bool,
     },
     /// The user's ordinary file (direct placement); `servers` hold only locks (empty when
     /// the strategy takes none on the lock service: `none`, `posix-fcntl`, `romio`).
@@ -79,6 +81,9 @@ pub struct JobResult {
     pub lock_requests: u64,
     pub lock_messages: u64,
     pub reads: Vec<ReadDump>,
+    /// The bytes went through the servers' object files on this host (same-host bypass).
+    #[serde(default)]
+    pub object_files: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -162,9 +167,16 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             path,
             stripe_size,
             stripe_count,
+            bypass,
         } => {
             let mut client = ClusterClient::connect_tcp(servers).await?;
-            let mut file = File::create(&mut client, path, *stripe_size, *stripe_count).await?;
+            let info = client
+                .create(path, *stripe_size, *stripe_count, false)
+                .await?;
+            let mut file = match bypass {
+                true => File::with_local_objects(&mut client, info).await,
+                false => File::from_info(info),
+            };
             file.set_atomic(Some(strategy))?;
             Io::File {
                 client: Some(Box::new(client)),
@@ -254,6 +266,7 @@ async fn execute(p: &mut Prepared) -> Result<JobResult, WireError> {
         }
     }
     let seconds = t0.elapsed().as_secs_f64();
+    let object_files = matches!(&p.io, Io::File { file, .. } if file.bypasses_messages());
     let (lock_requests, lock_messages) = match &p.io {
         Io::File { file, .. } => (file.stats().lock_requests, file.stats().lock_messages),
         Io::Limit { .. } => (0, 0),
@@ -272,6 +285,7 @@ async fn execute(p: &mut Prepared) -> Result<JobResult, WireError> {
         lock_requests,
         lock_messages,
         reads,
+        object_files,
     })
 }
 

@@ -77,6 +77,9 @@ pub struct WorkloadBenchConfig {
     /// Where strategies that can run on either placement keep the bytes (`posix-fcntl` and
     /// `romio` always run on a direct file).
     pub data: PlacementKind,
+    /// On servers placement, let clients on the servers' host move bytes through the
+    /// object files (off: every byte through messages).
+    pub bypass: bool,
     pub servers: u32,
     pub deploy: Deploy,
     pub stripe_size: u64,
@@ -259,8 +262,11 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 std::fs::create_dir_all(&dump_dir)
                     .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
                 let target = target_for(cfg, spec, &addrs, &plan.workload, &tag)?;
-                a.data = target.placement();
                 let results = run_once(&mut workers, cfg, spec, &target, &dump_dir).await?;
+                a.data = match target.placement() {
+                    "servers" if results.1.iter().all(|r| r.object_files) => "servers (files)",
+                    p => p,
+                };
                 a.seconds.push(results.0);
                 a.bytes = results.1.iter().map(|r| r.bytes).sum();
                 a.locks
@@ -374,6 +380,7 @@ fn target_for(
                 path: format!("/bench/{workload}/{tag}"),
                 stripe_size: cfg.stripe_size,
                 stripe_count: cfg.servers,
+                bypass: cfg.bypass,
             }
         }
         RowSpec::Strategy(_) => Target::Direct {

@@ -33,6 +33,10 @@ pub struct CommonArgs {
     /// or `servers` (atomio's data servers). `posix-fcntl` and `romio` always run direct.
     #[arg(long, default_value = "direct")]
     pub data: PlacementKind,
+    /// With `--data servers`: every byte through messages, even for clients on the
+    /// servers' host (by default they use the object files directly).
+    #[arg(long)]
+    pub no_bypass: bool,
     /// embedded: servers inside this process (served on loopback TCP); processes: `atomio
     /// server` processes on loopback.
     #[arg(long, default_value = "embedded")]
@@ -120,6 +124,7 @@ pub fn config(common: &CommonArgs, workload: Workload) -> anyhow::Result<Workloa
         clients: common.clients,
         strategies: parse_strategies(&common.strategies)?,
         data: common.data,
+        bypass: !common.no_bypass,
         servers,
         deploy,
         stripe_size: common.stripe_size,

@@ -106,6 +106,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         servers: 4,
         strategies: DEMO_STRATEGIES.to_string(),
         data: a.data,
+        no_bypass: false,
         deploy: "embedded".into(),
         memory: false,
         cluster: None,

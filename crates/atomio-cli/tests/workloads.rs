@@ -21,6 +21,7 @@ fn config(workload: Workload, strategies: Vec<Strategy>, name: &str) -> Workload
         clients: 4,
         strategies: strategies.into_iter().map(RowSpec::Strategy).collect(),
         data: PlacementKind::Servers,
+        bypass: false,
         servers: 3,
         deploy: Deploy::Embedded { memory: false },
         stripe_size: 4096,
@@ -93,18 +94,28 @@ async fn every_atomic_strategy_verifies_on_tile_row_and_ior_hard() {
         if name != "ior-strided" {
             assert!(plan.overlapping, "{name} should overlap");
         }
-        for data in PlacementKind::ALL {
+        // The user's file; the servers through messages; the servers' object files.
+        for (data, bypass) in [
+            (PlacementKind::Direct, false),
+            (PlacementKind::Servers, false),
+            (PlacementKind::Servers, true),
+        ] {
             let mut cfg = config(w.clone(), every_atomic_strategy(), name);
             cfg.data = data;
+            cfg.bypass = bypass;
             for r in rows(cfg).await {
                 let expected = if plan.overlapping { Some(true) } else { None };
                 assert_eq!(
                     r.verified, expected,
-                    "{name} under {} on {data}: {:?}",
+                    "{name} under {} on {data} (bypass {bypass}): {:?}",
                     r.strategy, r.violation
                 );
                 let fcntl = r.strategy == "posix-fcntl" || r.strategy == "romio";
-                let want = if fcntl { "direct" } else { data.name() };
+                let want = match (fcntl, data, bypass) {
+                    (true, _, _) | (_, PlacementKind::Direct, _) => "direct",
+                    (_, PlacementKind::Servers, false) => "servers",
+                    (_, PlacementKind::Servers, true) => "servers (files)",
+                };
                 assert_eq!(r.data, want, "{}", r.strategy);
             }
         }

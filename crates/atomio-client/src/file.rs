@@ -15,6 +15,7 @@
 
 use crate::call::{CallIo, CallOp};
 use crate::direct::DirectData;
+use crate::objects::ObjectFiles;
 use crate::strategy::Strategy;
 use crate::technique::{IoMethod, LockGeometry, Locks, PlacementKind, Publish};
 use atomio_layout::{Access, Layout, DEFAULT_STRIPE_SIZE};
@@ -70,6 +71,8 @@ impl Op<'_> {
 
 pub struct File {
     placement: Placement,
+    /// Same-host bypass of a server file's data path (see `objects`).
+    objects: Option<ObjectFiles>,
     atomic: Strategy,
     /// How the file's lock space is striped over the lock servers (direct files: computed
     /// from the lock key once the number of servers is known).
@@ -92,14 +95,28 @@ impl File {
         stripe_size: u64,
         stripe_count: u32,
     ) -> Result<Self, WireError> {
-        Ok(Self::from_info(
-            c.create(path, stripe_size, stripe_count, false).await?,
-        ))
+        let info = c.create(path, stripe_size, stripe_count, false).await?;
+        Ok(Self::with_local_objects(c, info).await)
     }
 
     /// Opens an existing file on atomio's data servers.
     pub async fn open(c: &mut ClusterClient, path: &str) -> Result<Self, WireError> {
-        Ok(Self::from_info(c.open(path).await?))
+        let info = c.open(path).await?;
+        Ok(Self::with_local_objects(c, info).await)
+    }
+
+    /// A server file whose bytes this client moves through the object files when every
+    /// server of the file is on this host (`objects`), else through messages.
+    pub async fn with_local_objects(c: &mut ClusterClient, info: FileInfo) -> Self {
+        let objects = ObjectFiles::locate(c, &info).await;
+        let mut f = Self::from_info(info);
+        f.objects = objects;
+        f
+    }
+
+    /// True when bytes go through the servers' object files on this host.
+    pub fn bypasses_messages(&self) -> bool {
+        self.objects.is_some()
     }
 
     pub fn from_info(info: FileInfo) -> Self {
@@ -114,6 +131,7 @@ impl File {
     fn new(placement: Placement) -> Self {
         Self {
             placement,
+            objects: None,
             atomic: Strategy::none(),
             geometry: None,
             stats: IoStats::default(),
@@ -203,21 +221,20 @@ impl File {
         Ok(locks)
     }
 
-    /// Step 2 on the user's file (direct placement), under whatever the call holds.
-    fn local_io(&self, access: &Access, op: Op<'_>) -> Result<(), WireError> {
-        let Placement::Direct(d) = &self.placement else {
-            return Err(WireError::new(
+    /// Step 2 done here: on the user's file (direct placement), or through the object
+    /// files of servers on this host; under whatever the call holds.
+    fn local_io(&mut self, access: &Access, op: Op<'_>) -> Result<(), WireError> {
+        let method = self.atomic.technique().io();
+        match (&self.placement, &mut self.objects) {
+            (Placement::Direct(d), _) => direct_io(d, method, access, op),
+            (Placement::Servers(info), Some(objects)) => match op {
+                Op::Write(data) => objects.write(info, access.ranges(), data),
+                Op::Read { out, .. } => objects.read(info, access.ranges(), out),
+            },
+            (Placement::Servers(_), None) => Err(WireError::new(
                 ErrorCode::Internal,
-                "local I/O on a file that lives on servers",
-            ));
-        };
-        match (op, self.atomic.technique().io()) {
-            (Op::Write(data), IoMethod::Pieces) => d.write_pieces(access, data),
-            (Op::Write(data), IoMethod::Sieve { buffer }) => d.write_sieved(access, data, buffer),
-            (Op::Read { out, holes_ok }, IoMethod::Pieces) => d.read_pieces(access, out, holes_ok),
-            (Op::Read { out, holes_ok }, IoMethod::Sieve { buffer }) => {
-                d.read_sieved(access, out, buffer, holes_ok)
-            }
+                "local I/O on a file whose servers are not on this host",
+            )),
         }
     }
 
@@ -232,8 +249,9 @@ impl File {
         let Placement::Direct(d) = &self.placement else {
             return Err(no_direct(&self.atomic));
         };
+        let method = self.atomic.technique().io();
         let Some(r) = lock else {
-            return self.local_io(access, op);
+            return direct_io(d, method, access, op);
         };
         let kind = match mode {
             LockMode::Write => libc::F_WRLCK,
@@ -242,7 +260,7 @@ impl File {
         d.fcntl(kind, r)?;
         let result = d
             .after_acquire(r)
-            .and_then(|()| self.local_io(access, op))
+            .and_then(|()| direct_io(d, method, access, op))
             .and_then(|()| match mode {
                 LockMode::Write => d.before_release(),
                 LockMode::Read => Ok(()),
@@ -290,6 +308,7 @@ impl File {
         let what = self.atomic.name();
         let c = c.ok_or_else(|| no_client(&what))?;
         let io = match (&self.placement, &op) {
+            (Placement::Servers(_), _) if self.objects.is_some() => CallIo::Local,
             (Placement::Servers(info), Op::Write(data)) => CallIo::Data(DataOp::write(
                 info.id(),
                 &info.layout,
@@ -311,20 +330,28 @@ impl File {
         self.stats.lock_messages += call.lock_messages();
         locked?;
         if call.needs_local_io() {
-            let Placement::Direct(d) = &self.placement else {
-                return Err(WireError::new(
-                    ErrorCode::Internal,
-                    "a server file asked for local I/O",
-                ));
+            let (holes_ok, is_read) = match &op {
+                Op::Read { holes_ok, .. } => (*holes_ok, true),
+                Op::Write(_) => (true, false),
             };
-            let result = access
-                .hull()
-                .map_or(Ok(()), |h| d.after_acquire(h))
-                .and_then(|()| self.local_io(access, op))
-                .and_then(|()| match mode {
-                    LockMode::Write => d.before_release(),
-                    LockMode::Read => Ok(()),
-                });
+            let coherence = |f: &Self, acquire: bool| match &f.placement {
+                Placement::Direct(d) if acquire => {
+                    access.hull().map_or(Ok(()), |h| d.after_acquire(h))
+                }
+                Placement::Direct(d) if mode == LockMode::Write => d.before_release(),
+                _ => Ok(()),
+            };
+            let mut result = coherence(self, true).and_then(|()| self.local_io(access, op));
+            if result.is_ok() {
+                result = coherence(self, false);
+            }
+            // A read of a server file through its object files must not reach past the end.
+            if let (Ok(()), true, false, Placement::Servers(info)) =
+                (&result, is_read, holes_ok, &self.placement)
+            {
+                let info = info.clone();
+                result = check_size(c, &info, access).await;
+            }
             let mut sends = Vec::new();
             call.local_io_done(result, &mut sends);
             let released = c.run(&mut call, sends).await;
@@ -333,17 +360,8 @@ impl File {
         }
         if let (Placement::Servers(info), Op::Read { out, holes_ok }) = (&self.placement, op) {
             out.copy_from_slice(&call.take_data());
-            if let (false, Some(h)) = (holes_ok, access.hull()) {
-                let size = c.size(info).await?;
-                if h.end > size {
-                    return Err(WireError::new(
-                        ErrorCode::InvalidArgument,
-                        format!(
-                            "read of {h} reaches past the end of '{}' ({size} bytes)",
-                            info.meta.path
-                        ),
-                    ));
-                }
+            if !holes_ok {
+                check_size(c, info, access).await?;
             }
         }
         Ok(())
@@ -435,6 +453,9 @@ impl File {
         match &self.placement {
             Placement::Direct(d) => d.sync(),
             Placement::Servers(info) => {
+                if let Some(o) = &self.objects {
+                    o.sync()?;
+                }
                 let c = c.ok_or_else(|| no_client("sync"))?;
                 c.sync(info).await
             }
@@ -465,6 +486,45 @@ impl File {
             }
         }
     }
+}
+
+/// Step 2 on the user's file with the technique's I/O method.
+fn direct_io(
+    d: &DirectData,
+    method: IoMethod,
+    access: &Access,
+    op: Op<'_>,
+) -> Result<(), WireError> {
+    match (op, method) {
+        (Op::Write(data), IoMethod::Pieces) => d.write_pieces(access, data),
+        (Op::Write(data), IoMethod::Sieve { buffer }) => d.write_sieved(access, data, buffer),
+        (Op::Read { out, holes_ok }, IoMethod::Pieces) => d.read_pieces(access, out, holes_ok),
+        (Op::Read { out, holes_ok }, IoMethod::Sieve { buffer }) => {
+            d.read_sieved(access, out, buffer, holes_ok)
+        }
+    }
+}
+
+/// A read must not reach past the end of a server file.
+async fn check_size(
+    c: &mut ClusterClient,
+    info: &FileInfo,
+    access: &Access,
+) -> Result<(), WireError> {
+    let Some(h) = access.hull() else {
+        return Ok(());
+    };
+    let size = c.size(info).await?;
+    if h.end > size {
+        return Err(WireError::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "read of {h} reaches past the end of '{}' ({size} bytes)",
+                info.meta.path
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn no_direct(s: &Strategy) -> WireError {

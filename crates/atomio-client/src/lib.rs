@@ -5,6 +5,7 @@
 pub mod call;
 pub mod direct;
 pub mod file;
+pub mod objects;
 pub mod sim;
 pub mod strategy;
 pub mod technique;

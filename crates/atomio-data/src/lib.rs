@@ -5,7 +5,7 @@ pub mod service;
 pub mod store;
 
 pub use service::DataService;
-pub use store::{FileStore, MemStore, ObjectStore};
+pub use store::{object_file_name, FileStore, MemStore, ObjectStore, STORE_ID_FILE};
 
 #[cfg(test)]
 mod tests {

@@ -37,6 +37,7 @@ impl<S: ObjectStore> DataService<S> {
                 | Request::Sync { .. }
                 | Request::ObjectSizes { .. }
                 | Request::SetObjectSize { .. }
+                | Request::Locate
         )
     }
 
@@ -181,6 +182,12 @@ impl<S: ObjectStore> DataService<S> {
                     .map_err(|e| io_err(&format!("resizing {file} object {object}"), e))?;
                 Ok(Reply::Done)
             }
+            Request::Locate => Ok(Reply::Located(self.store.local().map(|(dir, id)| {
+                atomio_proto::LocalObjects {
+                    dir: dir.display().to_string(),
+                    id,
+                }
+            }))),
             Request::ObjectSizes { file } => Ok(Reply::Sizes(
                 self.store
                     .sizes(file)

@@ -44,7 +44,20 @@ pub trait ObjectStore: Send + 'static {
     fn drop_objects(&mut self, file: FileId) -> io::Result<()>;
     /// Truncates or zero-extends one object.
     fn set_size(&mut self, file: FileId, object: u32, size: u64) -> io::Result<()>;
+    /// The directory of object files (named by `object_file_name`) and the store's id, for
+    /// clients on the same host; `None` when objects are not files.
+    fn local(&self) -> Option<(PathBuf, String)> {
+        None
+    }
 }
+
+/// The name of an object's file in a `FileStore`'s objects directory.
+pub fn object_file_name(file: FileId, object: u32) -> String {
+    format!("{:016x}.{object}", file.0)
+}
+
+/// The file in a `FileStore`'s objects directory that holds the store's id.
+pub const STORE_ID_FILE: &str = ".atomio-store-id";
 
 /// Objects and metadata in memory.
 #[derive(Default)]
@@ -158,6 +171,9 @@ const MAX_OPEN_OBJECTS: usize = 256;
 pub struct FileStore {
     objects_dir: PathBuf,
     meta_dir: PathBuf,
+    /// Written to `objects/.atomio-store-id`; a client reading the same id there shares
+    /// this store's file system.
+    id: String,
     open: HashMap<(FileId, u32), File>,
     dirty: HashSet<(FileId, u32)>,
 }
@@ -169,16 +185,33 @@ impl FileStore {
         let meta_dir = dir.join("meta");
         fs::create_dir_all(&objects_dir)?;
         fs::create_dir_all(&meta_dir)?;
+        let id_path = objects_dir.join(STORE_ID_FILE);
+        let id = match fs::read_to_string(&id_path) {
+            Ok(id) if !id.trim().is_empty() => id.trim().to_string(),
+            _ => {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                let id = format!(
+                    "{nanos:x}-{:x}-{}",
+                    std::process::id(),
+                    objects_dir.display()
+                );
+                fs::write(&id_path, &id)?;
+                id
+            }
+        };
         Ok(Self {
             objects_dir,
             meta_dir,
+            id,
             open: HashMap::new(),
             dirty: HashSet::new(),
         })
     }
 
     fn object_path(&self, file: FileId, object: u32) -> PathBuf {
-        self.objects_dir.join(format!("{:016x}.{object}", file.0))
+        self.objects_dir.join(object_file_name(file, object))
     }
 
     fn meta_path(&self, file: FileId) -> PathBuf {
@@ -236,6 +269,10 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 impl ObjectStore for FileStore {
+    fn local(&self) -> Option<(PathBuf, String)> {
+        Some((self.objects_dir.clone(), self.id.clone()))
+    }
+
     fn put_meta(&mut self, meta: &FileMeta) -> io::Result<()> {
         let path = self.meta_path(meta.file);
         let tmp = path.with_extension("json.tmp");

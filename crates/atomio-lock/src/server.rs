@@ -191,6 +191,7 @@ fn request_name(r: &Request) -> &'static str {
         Request::Sync { .. } => "Sync",
         Request::ObjectSizes { .. } => "ObjectSizes",
         Request::SetObjectSize { .. } => "SetObjectSize",
+        Request::Locate => "Locate",
     }
 }
 

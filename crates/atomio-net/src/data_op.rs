@@ -30,17 +30,18 @@ pub const MAX_MESSAGE_PIECES: usize = 8192;
 
 /// One message's worth of pieces of one object.
 #[derive(Debug)]
-struct Chunk {
-    server: ServerId,
-    object: u32,
-    pieces: Vec<ObjPiece>,
+pub struct Chunk {
+    pub server: ServerId,
+    pub object: u32,
+    pub pieces: Vec<ObjPiece>,
     /// (offset in the caller's buffer, length) of each piece.
-    spans: Vec<(usize, usize)>,
-    bytes: usize,
+    pub spans: Vec<(usize, usize)>,
+    pub bytes: usize,
 }
 
-/// Cuts `ranges` (increasing, disjoint) into per-object chunks.
-fn chunks(layout: &Layout, ranges: impl Iterator<Item = ByteRange>) -> Vec<Chunk> {
+/// Cuts `ranges` (increasing, disjoint) into per-object chunks (also what clients on a
+/// server's host use to reach the object files directly).
+pub fn chunks(layout: &Layout, ranges: impl Iterator<Item = ByteRange>) -> Vec<Chunk> {
     let mut open: HashMap<u32, Chunk> = HashMap::new();
     let mut done = Vec::new();
     let mut at = 0usize;

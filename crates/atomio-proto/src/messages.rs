@@ -242,6 +242,18 @@ pub enum Request {
         object: u32,
         size: u64,
     },
+    /// Where this server keeps object files, for clients on the same host that move bytes
+    /// through the files themselves instead of messages (answered `Located`).
+    Locate,
+}
+
+/// A server's object files, as a client on the same host can reach them: the directory,
+/// and the id written in its `.atomio-store-id` file (a client that reads the same id there
+/// sees the same file system).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalObjects {
+    pub dir: String,
+    pub id: String,
 }
 
 /// Which service a request is for: the lock service, the data path (object bytes), or
@@ -265,7 +277,8 @@ impl Request {
             | Request::Sync { .. }
             | Request::ObjectSizes { .. }
             | Request::SetObjectSize { .. }
-            | Request::DropObjects { .. } => RequestClass::Data,
+            | Request::DropObjects { .. }
+            | Request::Locate => RequestClass::Data,
             Request::Create { .. } | Request::Open { .. } | Request::Remove { .. } => {
                 RequestClass::Meta
             }
@@ -307,6 +320,8 @@ pub enum Reply {
     Done,
     /// Answer to `ObjectSizes`: (object, size) for each object this server holds.
     Sizes(Vec<(u32, u64)>),
+    /// Answer to `Locate`: the object files, or `None` (objects in memory).
+    Located(Option<LocalObjects>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,136 @@
+//! Same-host bypass of the servers' data path: a client on the host of the servers it uses
+//! moves bytes through their object files (`pwrite`/`pread`) instead of through messages.
+//!
+//! At open the client asks every server of the file where its objects live (`Locate`); the
+//! bypass is used only when every such server keeps them as files and the client reads the
+//! same store id in each directory (proof it sees the same file system, not just a same
+//! named directory). Locks are taken exactly as before, on the servers; only the bytes take
+//! the short way, so clients on other hosts (going through messages) and clients here stay
+//! coherent through the page cache of one file. Sizes, truncation and removal stay with
+//! the servers (they act on the same files). `ATOMIO_LOCAL_BYPASS=0` turns it off.
+//!
+//! **Invariants:** bytes are written only inside the call's pieces; `sync` fsyncs every
+//! object file this client wrote before asking the servers to sync theirs; bytes past an
+//! object's end read as zero, as the servers return them.
+
+use crate::direct::io_err;
+use atomio_data::{object_file_name, STORE_ID_FILE};
+use atomio_layout::{ByteRange, ServerId};
+use atomio_net::data_op::chunks;
+use atomio_net::{ClusterClient, FileInfo};
+use atomio_proto::{Reply, Request, WireError};
+use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+#[derive(Debug)]
+pub struct ObjectFiles {
+    /// Objects directory of each server of the cluster (None: not local).
+    dirs: Vec<Option<PathBuf>>,
+    open: HashMap<u32, std::fs::File>,
+}
+
+impl ObjectFiles {
+    /// Asks the file's servers where their objects are; `Some` when all are reachable here.
+    pub async fn locate(c: &mut ClusterClient, info: &FileInfo) -> Option<Self> {
+        if std::env::var("ATOMIO_LOCAL_BYPASS").is_ok_and(|v| v == "0") {
+            return None;
+        }
+        let servers = info.layout.servers();
+        let calls = servers.iter().map(|&s| (s, Request::Locate)).collect();
+        let replies = c.rpc_all(calls).await.ok()?;
+        let mut dirs = vec![None; c.servers()];
+        for (s, r) in servers.iter().zip(replies) {
+            let Reply::Located(Some(lo)) = r else {
+                return None;
+            };
+            let dir = PathBuf::from(&lo.dir);
+            let id = std::fs::read_to_string(dir.join(STORE_ID_FILE)).ok()?;
+            if id.trim() != lo.id {
+                return None;
+            }
+            *dirs.get_mut(s.0 as usize)? = Some(dir);
+        }
+        Some(Self {
+            dirs,
+            open: HashMap::new(),
+        })
+    }
+
+    fn file(
+        &mut self,
+        info: &FileInfo,
+        server: ServerId,
+        object: u32,
+    ) -> Result<&std::fs::File, WireError> {
+        if !self.open.contains_key(&object) {
+            let dir = self
+                .dirs
+                .get(server.0 as usize)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| io_err("locating object", 0, format!("{server} is not local")))?;
+            let path = dir.join(object_file_name(info.id(), object));
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(|e| io_err(&format!("opening {}", path.display()), 0, e))?;
+            self.open.insert(object, f);
+        }
+        Ok(&self.open[&object])
+    }
+
+    pub fn write(
+        &mut self,
+        info: &FileInfo,
+        ranges: impl Iterator<Item = ByteRange>,
+        data: &[u8],
+    ) -> Result<(), WireError> {
+        for c in chunks(&info.layout, ranges) {
+            let f = self.file(info, c.server, c.object)?;
+            for (p, &(at, len)) in c.pieces.iter().zip(&c.spans) {
+                f.write_all_at(&data[at..at + len], p.offset)
+                    .map_err(|e| io_err("pwrite (object file)", p.offset, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn read(
+        &mut self,
+        info: &FileInfo,
+        ranges: impl Iterator<Item = ByteRange>,
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        for c in chunks(&info.layout, ranges) {
+            let f = self.file(info, c.server, c.object)?;
+            for (p, &(at, len)) in c.pieces.iter().zip(&c.spans) {
+                let dst = &mut out[at..at + len];
+                let mut done = 0;
+                while done < len {
+                    match f.read_at(&mut dst[done..], p.offset + done as u64) {
+                        Ok(0) => {
+                            dst[done..].fill(0);
+                            break;
+                        }
+                        Ok(k) => done += k,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(io_err("pread (object file)", p.offset, e)),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `fdatasync`s every object file this client opened.
+    pub fn sync(&self) -> Result<(), WireError> {
+        for f in self.open.values() {
+            f.sync_data()
+                .map_err(|e| io_err("fdatasync (object file)", 0, e))?;
+        }
+        Ok(())
+    }
+}
