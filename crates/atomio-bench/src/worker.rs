@@ -106,7 +106,7 @@ enum Io {
     File {
         /// The lock service / data servers, when the strategy needs them.
         client: Option<Box<ClusterClient>>,
-        file: File,
+        file: Box<File>,
     },
     /// `pwrite`s at `offset` onwards (the limit row).
     Limit { file: std::fs::File, offset: u64 },
@@ -180,7 +180,7 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             file.set_atomic(Some(strategy))?;
             Io::File {
                 client: Some(Box::new(client)),
-                file,
+                file: Box::new(file),
             }
         }
         Target::Direct { servers, file } => {
@@ -190,7 +190,10 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             };
             let mut file = File::direct(DirectData::open(file, true)?);
             file.set_atomic(Some(strategy))?;
-            Io::File { client, file }
+            Io::File {
+                client,
+                file: Box::new(file),
+            }
         }
         Target::Limit { file } => {
             let offset = plan
