@@ -50,10 +50,14 @@
 // `atomio_open` flag: with `ATOMIO_CREATE`, fail if it exists.
 #define ATOMIO_EXCL 2
 
+// `atomio_open_direct` flag: the file system's clients cache without coherence (NFS):
+// flush before every release, drop cached pages after every acquire.
+#define ATOMIO_NFS 4
+
 // A connection to every server of a cluster.
 typedef struct atomio_client atomio_client;
 
-// An open file on a cluster.
+// An open file: on a cluster's data servers, or the user's own file (direct placement).
 typedef struct atomio_file atomio_file;
 
 // An immutable structured pattern (an MPI-datatype-like description of bytes).
@@ -166,6 +170,12 @@ int atomio_open(atomio_client *client,
                 uint64_t stripe_size,
                 uint32_t stripe_count,
                 atomio_file **out);
+
+// Opens (with `ATOMIO_CREATE`, creates) the user's ordinary file at `path` in direct
+// mode: its bytes stay in that file, written with positioned I/O under atomio's locks;
+// `client` provides the lock service (NULL for strategies that need none: "none",
+// "posix-fcntl", "romio"). Nothing is copied at open or close.
+int atomio_open_direct(atomio_client *client, const char *path, uint32_t flags, atomio_file **out);
 
 // Closes (frees) the file handle.
 int atomio_close(atomio_file *file);

@@ -14,6 +14,8 @@ use crate::machine::{Machine, Progress};
 use atomio_layout::{Access, Layout, ServerId};
 use atomio_lock::{plan, LockOp, Method, OpStats, Protocol, Send, SubRequest};
 use atomio_proto::{ClientFrame, ClientId, ErrorCode, FileId, LockMode, Reply, Request, WireError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -27,7 +29,8 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(5);
 const PING_TAG: u64 = u64::MAX;
 
 pub(crate) enum Link {
-    Tcp(mpsc::UnboundedSender<ClientFrame>),
+    /// Frames to the connection's writer task, and how many it has not written yet.
+    Tcp(mpsc::UnboundedSender<ClientFrame>, Arc<AtomicUsize>),
     InProcess {
         client: ClientId,
         server: ServerHandle,
@@ -72,9 +75,8 @@ impl ClusterClient {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut links = Vec::with_capacity(addrs.len());
         for (i, a) in addrs.iter().enumerate() {
-            links.push(Link::Tcp(
-                crate::tcp::connect(a, ServerId(i as u32), tx.clone()).await?,
-            ));
+            let (frames, unsent) = crate::tcp::connect(a, ServerId(i as u32), tx.clone()).await?;
+            links.push(Link::Tcp(frames, unsent));
         }
         Ok(Self::new(links, rx))
     }
@@ -156,9 +158,34 @@ impl ClusterClient {
                 first_err.get_or_insert(e);
             }
         }
+        // Nobody may depend on this client's runtime running again (a C caller may go on to
+        // wait in MPI_Barrier): the releases must be on the wire before we return.
+        self.flush().await;
         match first_err {
             Some(e) => Err(e),
             None => Ok(held.op.stats()),
+        }
+    }
+
+    /// Waits until every frame sent so far has been written to its socket (not answered):
+    /// the writer tasks run on this client's runtime, which may not run again for a while.
+    pub async fn flush(&mut self) {
+        let mut spins = 0u32;
+        while self.links.iter().enumerate().any(|(i, l)| {
+            matches!(l, Link::Tcp(tx, unsent)
+                if unsent.load(Ordering::Relaxed) > 0 && !tx.is_closed())
+                && self.lost[i].is_none()
+        }) {
+            spins += 1;
+            if spins < 64 {
+                tokio::task::yield_now().await;
+            } else {
+                // A full socket buffer: the writer waits for the kernel; so do we.
+                tokio::time::sleep(Duration::from_micros(200)).await;
+                if spins > 64 + 50_000 {
+                    return; // ~10 s: the connection is stuck; its loss will be noticed
+                }
+            }
         }
     }
 
@@ -183,7 +210,10 @@ impl ClusterClient {
             return Err(e.clone());
         }
         let ok = match link {
-            Link::Tcp(tx) => tx.send(ClientFrame { tag, request }).is_ok(),
+            Link::Tcp(tx, unsent) => {
+                unsent.fetch_add(1, Ordering::Relaxed);
+                tx.send(ClientFrame { tag, request }).is_ok()
+            }
             Link::InProcess { client, server } => server
                 .send(Event::Frame {
                     client: *client,
@@ -311,10 +341,15 @@ impl ClusterClient {
 
     /// Runs a machine (a `LockOp`, a `DataOp`, a whole call) from its first messages
     /// `sends` until its current step is final.
+    /// Returns only when everything the machine sent is on the wire: a machine may end
+    /// with messages nobody answers (detached releases), and this client's runtime may
+    /// not run again for a while (a C caller waiting in MPI).
     pub async fn run<M: Machine>(&mut self, op: &mut M, sends: Vec<Send>) -> Result<(), WireError> {
         self.seq += 1;
         let seq = self.seq;
-        self.drive(op, seq, sends).await
+        let result = self.drive(op, seq, sends).await;
+        self.flush().await;
+        result
     }
 
     /// Runs `op` until its current step is final (done or failed).

@@ -193,13 +193,15 @@ async fn write_loop<T: Serialize>(
     let _ = wr.shutdown().await;
 }
 
-/// A client-side connection to one server: frames go out through the returned sender;
-/// replies (and the loss of the connection) arrive on `events` tagged with `server`.
+/// A client-side connection to one server: frames go out through the returned sender
+/// (count each in the returned counter: the writer subtracts what it has written, so a
+/// client can wait until its frames are on the wire); replies (and the loss of the
+/// connection) arrive on `events` tagged with `server`.
 pub async fn connect(
     addr: &str,
     server: ServerId,
     events: mpsc::UnboundedSender<ClientEvent>,
-) -> Result<mpsc::UnboundedSender<ClientFrame>, WireError> {
+) -> Result<(mpsc::UnboundedSender<ClientFrame>, Arc<AtomicUsize>), WireError> {
     let stream = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(addr))
         .await
         .map_err(|_| {
@@ -217,10 +219,12 @@ pub async fn connect(
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel::<ClientFrame>();
+    let unsent = Arc::new(AtomicUsize::new(0));
+    let counter = unsent.clone();
     let addr = addr.to_string();
     tokio::spawn(async move {
         let reader = read_server_frames(rd, server, &events);
-        let writer = write_loop(wr, rx, None);
+        let writer = write_loop(wr, rx, Some(counter));
         let why = tokio::select! {
             why = reader => why,
             () = writer => format!("connection to {addr} closed while sending"),
@@ -230,7 +234,7 @@ pub async fn connect(
             WireError::new(ErrorCode::Disconnected, why),
         ));
     });
-    Ok(tx)
+    Ok((tx, unsent))
 }
 
 async fn read_server_frames(
