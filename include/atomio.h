@@ -54,6 +54,9 @@
 // flush before every release, drop cached pages after every acquire.
 #define ATOMIO_NFS 4
 
+// `atomio_open_direct` flag: open the file read-only.
+#define ATOMIO_RDONLY 8
+
 // A connection to every server of a cluster.
 typedef struct atomio_client atomio_client;
 

@@ -123,27 +123,34 @@ async fn every_atomic_strategy_verifies_on_tile_row_and_ior_hard() {
 }
 
 /// The negative control: without atomicity, overlapping tiles end up torn, and the
-/// verifier says so. Small strips spread every tile over all servers so the servers apply
-/// the clients' pieces in different orders.
+/// verifier says so. On servers, small strips spread every tile over all servers so the
+/// servers apply the clients' pieces in different orders; on the user's file, tiles of 256
+/// rows make the processes' row writes overlap in time.
 #[tokio::test(flavor = "multi_thread")]
 async fn none_is_reported_violated_on_overlapping_tiles() {
-    let w = workload(
-        "tile",
-        &[
-            "--tile-x",
-            "64",
-            "--tile-y",
-            "64",
-            "--element-bytes",
-            "64",
-            "--overlap-x",
-            "16",
-            "--overlap-y",
-            "16",
-        ],
-    );
+    let tile = |edge: &str, overlap: &str| {
+        workload(
+            "tile",
+            &[
+                "--tile-x",
+                edge,
+                "--tile-y",
+                edge,
+                "--element-bytes",
+                "64",
+                "--overlap-x",
+                overlap,
+                "--overlap-y",
+                overlap,
+            ],
+        )
+    };
     'placements: for data in PlacementKind::ALL {
-        let mut cfg = config(w.clone(), vec![Strategy::none()], "none");
+        let w = match data {
+            PlacementKind::Servers => tile("64", "16"),
+            PlacementKind::Direct => tile("256", "64"),
+        };
+        let mut cfg = config(w, vec![Strategy::none()], "none");
         cfg.data = data;
         cfg.stripe_size = 512;
         cfg.servers = 4;

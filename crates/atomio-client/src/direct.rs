@@ -68,10 +68,15 @@ impl DirectData {
     /// Opens (with `create`, creates) the file at `path`. The lock key is `direct:` + the
     /// canonical path, so every client naming the same file locks the same bytes.
     pub fn open(path: &Path, create: bool) -> Result<Self, WireError> {
+        Self::open_mode(path, create, true)
+    }
+
+    /// Like `open`; `writable: false` opens read-only (writes then fail with the OS's error).
+    pub fn open_mode(path: &Path, create: bool, writable: bool) -> Result<Self, WireError> {
         let file = OpenOptions::new()
             .read(true)
-            .write(true)
-            .create(create)
+            .write(writable)
+            .create(create && writable)
             .truncate(false)
             .open(path)
             .map_err(|e| {

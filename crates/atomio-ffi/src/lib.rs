@@ -669,6 +669,8 @@ pub extern "C" fn atomio_open(
 /// `atomio_open_direct` flag: the file system's clients cache without coherence (NFS):
 /// flush before every release, drop cached pages after every acquire.
 pub const ATOMIO_NFS: u32 = 4;
+/// `atomio_open_direct` flag: open the file read-only.
+pub const ATOMIO_RDONLY: u32 = 8;
 
 /// Opens (with `ATOMIO_CREATE`, creates) the user's ordinary file at `path` in direct
 /// mode: its bytes stay in that file, written with positioned I/O under atomio's locks;
@@ -696,7 +698,11 @@ pub extern "C" fn atomio_open_direct(
                     .map_err(|e| err(ErrorCode::Io, e.to_string()))?,
             ),
         };
-        let mut data = DirectData::open(std::path::Path::new(path), flags & ATOMIO_CREATE != 0)?;
+        let mut data = DirectData::open_mode(
+            std::path::Path::new(path),
+            flags & ATOMIO_CREATE != 0,
+            flags & ATOMIO_RDONLY == 0,
+        )?;
         if flags & ATOMIO_NFS != 0 {
             data.coherence = Coherence::nfs();
         }

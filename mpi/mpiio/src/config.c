@@ -60,6 +60,10 @@ void amio_config_load(void)
     amio_cfg.stripe_size = (uint64_t)env_num("ATOMIO_STRIPE_SIZE", 0, 0, 1LL << 40);
     amio_cfg.stripe_count = (uint32_t)env_num("ATOMIO_STRIPE_COUNT", 0, 0, 1 << 20);
     amio_cfg.export_on_sync = (int)env_num("ATOMIO_EXPORT_ON_SYNC", 1, 0, 1);
+    const char *d = env_str("ATOMIO_DATA");
+    amio_cfg.data_servers = d && strcmp(d, "servers") == 0;
+    if (d && !amio_cfg.data_servers && strcmp(d, "direct") != 0)
+        fprintf(stderr, "atomio-mpiio: ignoring ATOMIO_DATA=%s (direct|servers)\n", d);
     amio_cfg.rma_mode = RMALOCK_DIRECT_GRANT;
     const char *m = env_str("ATOMIO_RMA_MODE");
     if (m && strcmp(m, "paper") == 0)
@@ -67,7 +71,9 @@ void amio_config_load(void)
     else if (m && strcmp(m, "direct-grant") != 0)
         fprintf(stderr, "atomio-mpiio: ignoring ATOMIO_RMA_MODE=%s (paper|direct-grant)\n", m);
     const char *s = env_str("ATOMIO_RMA_SCOPE");
-    amio_cfg.rma_world = s && strcmp(s, "world") == 0;
+    /* Forced atomic mode promises atomicity across independent opens (each rank on
+     * MPI_COMM_SELF): only the job-wide lock gives that with rma, so it is the default then. */
+    amio_cfg.rma_world = s ? strcmp(s, "world") == 0 : amio_cfg.force_atomic;
     if (s && !amio_cfg.rma_world && strcmp(s, "file") != 0)
         fprintf(stderr, "atomio-mpiio: ignoring ATOMIO_RMA_SCOPE=%s (file|world)\n", s);
 }

@@ -8,9 +8,10 @@
  * across every handle on the same servers (or, for rma with ATOMIO_RMA_SCOPE=world, the
  * same job), including independent opens on MPI_COMM_SELF, which MPI does not promise.
  *
- * sync: rank 0 makes the server copy durable (atomio_sync) and, if anyone wrote since the
- * last export and ATOMIO_EXPORT_ON_SYNC is not 0, writes it over the ordinary file, so the
- * bytes survive the job (in-job servers keep their data in a temporary directory).
+ * sync: direct placement: every rank fdatasyncs the ordinary file (atomio_sync). Servers
+ * placement: rank 0 makes the server copy durable (atomio_sync) and, if anyone wrote since
+ * the last export and ATOMIO_EXPORT_ON_SYNC is not 0, writes it over the ordinary file, so
+ * the bytes survive the job (in-job servers keep their data in a temporary directory).
  * set_size / preallocate: rank 0 changes the size once, after every rank arrived.
  *
  * Invariants: the collective calls agree on the outcome on every rank before returning;
@@ -69,6 +70,13 @@ int MPI_File_sync(MPI_File fh)
     if (f->is_rma) {
         if (!(f->amode & MPI_MODE_RDONLY) && fsync(f->data_fd) < 0)
             code = amio_error(MPI_ERR_IO, "fsync %s: %s", f->path, strerror(errno));
+        return amio_raise(fh, amio_agree(code, f->comm, "MPI_File_sync"));
+    }
+    if (f->direct) {
+        /* each rank flushes what its own descriptor wrote (other hosts' caches too) */
+        int rc = (f->amode & MPI_MODE_RDONLY) ? ATOMIO_OK : atomio_sync(f->af);
+        if (rc != ATOMIO_OK)
+            code = amio_error_atomio(rc, "MPI_File_sync");
         return amio_raise(fh, amio_agree(code, f->comm, "MPI_File_sync"));
     }
     int dirty = f->dirty;

@@ -41,7 +41,10 @@ typedef struct {
     const char *data_dir;      /* ATOMIO_DATA_DIR, or NULL ($TMPDIR or /tmp) */
     uint64_t stripe_size;      /* ATOMIO_STRIPE_SIZE, 0 = atomio's default (64 KiB) */
     uint32_t stripe_count;     /* ATOMIO_STRIPE_COUNT, 0 = every server */
-    int export_on_sync;        /* ATOMIO_EXPORT_ON_SYNC, default 1 */
+    int export_on_sync;        /* ATOMIO_EXPORT_ON_SYNC, default 1 (servers placement) */
+    int data_servers;          /* ATOMIO_DATA=servers: bytes in atomio's servers, copied in
+                                  at open and out at close/sync; default direct: the
+                                  ordinary file holds the bytes, servers hold only locks */
     rmalock_mode_t rma_mode;   /* ATOMIO_RMA_MODE=direct-grant (default) | paper */
     int rma_world;             /* ATOMIO_RMA_SCOPE=world: one job-wide lock for rma files */
 } amio_config;
@@ -130,6 +133,7 @@ typedef struct amio_file {
 
     /* server strategies */
     atomio_file *af;
+    int direct;                /* af is the ordinary file itself (direct placement) */
     int lock_fd;               /* rank 0 only: session locks (session.c), else -1 */
     int lock_rw;               /* lock_fd is writable (MUTEX can be exclusive) */
     int dirty;                 /* written since the last export */

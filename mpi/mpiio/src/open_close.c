@@ -8,18 +8,22 @@
  *      RDONLY on a missing file, permissions: same error classes as without atomio) and
  *      the genuine MPI_File handle the program gets back;
  *   3. rank 0's canonical path (realpath) names the file on the servers for every rank;
- *   4. strategy rma: the data descriptor and the lock (rma.c). Otherwise rank 0 enters the
- *      file's session (session.c: the first open imports the ordinary file), then every
- *      rank opens the server copy and checks the strategy name;
+ *   4. strategy rma: the data descriptor and the lock (rma.c). Direct placement (the
+ *      default, ATOMIO_DATA=direct): every rank opens the ordinary file itself through
+ *      atomio_open_direct — the servers hold only its locks, nothing is copied. Servers
+ *      placement (ATOMIO_DATA=servers): rank 0 enters the file's session (session.c: the
+ *      first open imports the ordinary file), then every rank opens the server copy;
  *   5. MPI_MODE_APPEND puts the file pointers at the end; the shared file pointer's
  *      window (shared_fp.c); the table gets the handle.
  * Every step that can fail on some ranks only is followed by an agreement (allreduce), so
  * all ranks succeed or all undo what they did and fail.
  *
- * Close (collective): agree that every rank is done ("dirty" = any rank wrote), rank 0
- * exports the server copy over the ordinary file if it was written (not with
- * MPI_MODE_DELETE_ON_CLOSE) and leaves the session (the last one removes the copy), then
- * PMPI_File_close closes the genuine handle (and deletes the file for DELETE_ON_CLOSE).
+ * Close (collective): direct placement has nothing to copy (a write that returned is in the
+ * file; a rank killed later loses nothing it was told was written). Servers placement:
+ * agree that every rank is done ("dirty" = any rank wrote), rank 0 exports the server copy
+ * over the ordinary file if it was written (not with MPI_MODE_DELETE_ON_CLOSE) and leaves
+ * the session (the last one removes the copy). Then PMPI_File_close closes the genuine
+ * handle (and deletes the file for DELETE_ON_CLOSE).
  *
  * Invariants: the handle is in the table exactly while it is open; a failed open leaves
  * nothing behind (no table entry, no lock, no descriptor, no window, no genuine handle); a failed
@@ -85,6 +89,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->amode = amode;
     snprintf(f->strategy, sizeof f->strategy, "%s", strategy);
     f->is_rma = strcmp(strategy, "rma") == 0;
+    f->direct = !f->is_rma && !amio_cfg.data_servers;
     amio_view_default(f);
     int rc = amio_comm_dup(comm, &f->comm);
     if (rc != MPI_SUCCESS) {
@@ -131,6 +136,26 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     int entered = 0;
     if (code == MPI_SUCCESS && f->is_rma) {
         code = amio_agree(amio_rma_open(f), f->comm, "MPI_File_open (rma)");
+    } else if (code == MPI_SUCCESS && f->direct) {
+        /* Direct placement: the ordinary file (opened or created by PMPI above) holds the
+         * bytes; the servers hold only its locks, named by the canonical path. */
+        code = amio_client(&c);
+        if (code == MPI_SUCCESS) {
+            uint32_t flags = (amode & MPI_MODE_RDONLY) ? ATOMIO_RDONLY : 0;
+            rc = atomio_open_direct(c, f->path, flags, &f->af);
+            if (rc != ATOMIO_OK) {
+                f->af = NULL;
+                code = amio_error_atomio(rc, "opening the file");
+            }
+        }
+        if (code == MPI_SUCCESS) {
+            char what[160];
+            snprintf(what, sizeof what, "atomio strategy \"%s\"", strategy);
+            rc = atomio_set_atomic(f->af, strategy);
+            if (rc != ATOMIO_OK)
+                code = amio_error_atomio(rc, what);
+        }
+        code = amio_agree(code, f->comm, "MPI_File_open");
     } else if (code == MPI_SUCCESS) {
         code = amio_client(&c);
         if (code == MPI_SUCCESS && f->rank == 0) {
@@ -198,6 +223,11 @@ int MPI_File_close(MPI_File *fh)
     int code = MPI_SUCCESS;
     if (f->is_rma) {
         code = amio_rma_close(f);
+    } else if (f->direct) {
+        /* nothing to copy: every acknowledged write is already in the file */
+        atomio_close(f->af);
+        f->af = NULL;
+        code = amio_agree(code, f->comm, "MPI_File_close");
     } else {
         int dirty = f->dirty;
         code = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* everyone is done */

@@ -88,15 +88,19 @@ t2a() { T_DIR=$(fresh t2a) mpirun_n 4 --preload "$BUILD/t_overlap_writers" $SERV
 t2b() { T_DIR=$(fresh t2b) mpirun_n 4 --preload "$BUILD/t_overlap_writers" $SERVER_STRATEGIES_B; }
 t2c() { T_DIR=$(fresh t2c) mpirun_n 4 --preload "$BUILD/t_overlap_writers" rma; }
 t2d() { T_DIR=$(fresh t2d) ATOMIO_RMA_MODE=paper mpirun_n 4 --preload "$BUILD/t_overlap_writers" rma; }
-t2e() { T_DIR=$(fresh t2e) ATOMIO_FORCE_ATOMIC=1 ATOMIO_RMA_SCOPE=world \
+# 2e: no ATOMIO_RMA_SCOPE: under ATOMIO_FORCE_ATOMIC the rma window spans the world by default.
+t2e() { T_DIR=$(fresh t2e) ATOMIO_FORCE_ATOMIC=1 \
           mpirun_n 4 --preload "$BUILD/t_overlap_writers" --self ching:datatype:one-try ching:list:two-phase rma; }
-t2f() { T_DIR=$(fresh t2f) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --expect-violation none; }
+t2f() {
+  T_DIR=$(fresh t2f) ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_overlap_writers" --expect-violation none &&
+  T_DIR=$(fresh t2f-direct) T_BLOCKS=2048 T_MIN_OPS=4 mpirun_n 4 --preload "$BUILD/t_overlap_writers" --expect-violation none
+}
 step "2a. overlapping writers atomic: whole-file, bounding-extent, block, ching:posix:*" t2a
 step "2b. overlapping writers atomic: ching:list:*, ching:datatype:*" t2b
 step "2c. overlapping writers atomic: rma (direct-grant)" t2c
 step "2d. overlapping writers atomic: rma (paper mode)" t2d
 step "2e. independent MPI_COMM_SELF opens, ATOMIO_FORCE_ATOMIC=1 (servers and rma world scope)" t2e
-step "2f. negative control: strategy none is caught violating" t2f
+step "2f. negative control: strategy none is caught violating (servers, then direct)" t2f
 
 # ----- test 3: noncontiguous views and memory types against ROMIO; API semantics ------------
 t3a() { T_DIR=$(fresh t3a) mpirun_n 4 --preload "$BUILD/t_noncontig"; }

@@ -18,27 +18,29 @@
  *   MPI_File_set_atomicity: atomicity must come from ATOMIO_FORCE_ATOMIC=1 and hold across
  *   the independent opens (which MPI itself does not promise).
  * --expect-violation: the negative control (strategy none): repeat fresh rounds until the
- *   verifier reports a violation (bounded); never catching one fails the test.
+ *   verifier reports a violation (bounded); never catching one fails the test. T_MIN_OPS
+ *   (default 2) is the number of racing writes per rank and round, T_BLOCKS (default C)
+ *   the number of blocks in each view.
  */
 #include "common.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define C 24
+#define C 24 /* blocks per view; T_BLOCKS overrides (the negative control's knob) */
 #define S 2048
 #define B 1536
 #define SHIFT 1024
 #define MIN_OPS 3
 #define MAX_OPS 400
 
-static int self_mode, expect_violation;
+static int self_mode, expect_violation, blocks = C;
 
 static atomio_pattern *view_pattern(void)
 {
     atomio_pattern *byte = NULL, *v = NULL;
     T_ATOMIO(atomio_pattern_bytes(1, &byte));
-    T_ATOMIO(atomio_pattern_hvector(C, B, S, byte, &v));
+    T_ATOMIO(atomio_pattern_hvector(blocks, B, S, byte, &v));
     atomio_pattern_free(byte);
     return v;
 }
@@ -66,18 +68,22 @@ static int round_once(const char *strategy, int round, double seconds)
     T_ASSERT(atomic == 1, "atomic mode is off (self mode needs ATOMIO_FORCE_ATOMIC=1)");
 
     MPI_Datatype ft;
-    MPI_Type_vector(C, B, S, MPI_BYTE, &ft);
+    MPI_Type_vector(blocks, B, S, MPI_BYTE, &ft);
     MPI_Type_commit(&ft);
     MPI_Offset disp = (MPI_Offset)t_rank * SHIFT;
     T_MPI(MPI_File_set_view(fh, disp, MPI_BYTE, ft, "native", MPI_INFO_NULL));
 
     atomio_pattern *pat = view_pattern();
-    size_t len = (size_t)C * B;
+    size_t len = (size_t)blocks * B;
     unsigned char *buf = malloc(len);
     t_barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     int ops = 0;
-    int min_ops = expect_violation ? 2 : MIN_OPS;
+    /* The negative control races a few barrier-aligned writes per round. Where one write
+     * is a few fast pwrites (direct mode) writers run in lockstep and rarely tear: T_BLOCKS
+     * makes writes long enough to be preempted midway, T_MIN_OPS races more of them. */
+    int min_ops = expect_violation ? (getenv("T_MIN_OPS") ? atoi(getenv("T_MIN_OPS")) : 2)
+                                   : MIN_OPS;
     while (ops < MAX_OPS && (ops < min_ops || (!expect_violation && MPI_Wtime() - t0 < seconds))) {
         T_ATOMIO(atomio_tag_view((uint32_t)t_rank, (uint64_t)ops, (uint64_t)disp, pat, 0, buf,
                                  len));
@@ -129,6 +135,9 @@ int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     double seconds = getenv("T_SECONDS") ? atof(getenv("T_SECONDS")) : 0.6;
+    if (getenv("T_BLOCKS"))
+        blocks = atoi(getenv("T_BLOCKS"));
+    T_ASSERT(blocks > 0 && blocks <= 1 << 20, "T_BLOCKS out of range: %d", blocks);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--self") == 0) {
             self_mode = 1;
