@@ -263,6 +263,18 @@ int atomio_view_hull(uint64_t disp,
                      uint64_t *start,
                      uint64_t *end);
 
+// The file ranges of one MPI-IO call (data bytes `[skip, skip + len)` of the view), in
+// increasing order, adjacent ranges merged: the first `cap` go to `offsets`/`lengths` and
+// `*n` is how many there are (call again with `cap >= *n` if it is larger).
+int atomio_view_runs(uint64_t disp,
+                     const atomio_pattern *filetype,
+                     uint64_t skip,
+                     size_t len,
+                     uint64_t *offsets,
+                     uint64_t *lengths,
+                     size_t cap,
+                     size_t *n);
+
 // How many data bytes of the view (`disp`, `filetype` tiled) lie at file offsets below
 // `limit` (MPI-IO's end-of-file position in a view: `MPI_SEEK_END`, `MPI_MODE_APPEND`,
 // the count of a read that reaches the end of the file). Arithmetic, not iteration.

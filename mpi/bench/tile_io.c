@@ -50,7 +50,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <mpi.h>
+#include "bench_util.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -79,62 +79,6 @@ typedef struct {
 static int g_rank, g_size;
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static void die(const char *what, int rc)
-{
-    char msg[MPI_MAX_ERROR_STRING] = "";
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    fprintf(stderr, "tile_io rank %d: %s: %s\n", g_rank, what, msg);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-}
-
-#define CHECK(call)                                                           \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        if (rc_ != MPI_SUCCESS)                                               \
-            die(#call, rc_);                                                  \
-    } while (0)
-
-static void nap(long ns)
-{
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, NULL);
-}
-
-/* A barrier that does not spin: MPICH ch4 busy-polls inside blocking calls,
- * which on an oversubscribed node steals the writers' time slices. */
-static void relaxed_barrier(MPI_Comm comm)
-{
-    MPI_Request r;
-    int done = 0;
-    MPI_Ibarrier(comm, &r);
-    for (;;) {
-        MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-        if (done)
-            return;
-        nap(50000);
-    }
-}
-
-static void relaxed_wait(MPI_Request *r)
-{
-    int done = 0;
-    for (;;) {
-        MPI_Test(r, &done, MPI_STATUS_IGNORE);
-        if (done)
-            return;
-        nap(50000);
-    }
-}
-
-static uint64_t splitmix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-}
 
 static uint64_t elem_key(uint32_t nonce, uint32_t rank, uint32_t iter, uint64_t idx)
 {
@@ -460,7 +404,7 @@ static void verify(const opts_t *o, MPI_File fh, uint32_t nonce, verdict_t *v)
         unsigned char *buf = malloc((size_t)(rows * row)), *scratch = malloc((size_t)o->elem);
         v->edge = calloc((size_t)g_size * (size_t)g_size, 1);
         if (!buf || !scratch || !v->edge)
-            die("verify: out of memory", MPI_ERR_NO_MEM);
+            bu_die("verify: out of memory", MPI_ERR_NO_MEM);
         for (int64_t y0 = 0; y0 < g.dim_y; y0 += rows) {
             int64_t n = g.dim_y - y0 < rows ? g.dim_y - y0 : rows;
             MPI_Status st;
@@ -482,27 +426,13 @@ static void verify(const opts_t *o, MPI_File fh, uint32_t nonce, verdict_t *v)
 
 /* ---- main ---------------------------------------------------------------- */
 
-static void json_str(const char *s, char *out, size_t cap)
-{
-    size_t j = 0;
-    for (; *s && j + 2 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            out[j++] = '\\';
-            out[j++] = (char)c;
-        } else if (c >= 0x20 && c < 0x7f)
-            out[j++] = (char)c;
-        else if (c == '\n' || c == '\t')
-            out[j++] = ' ';
-    }
-    out[j] = 0;
-}
-
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    bu_prog = "tile_io";
+    bu_rank = g_rank;
     opts_t o;
     parse(argc, argv, &o);
     geom_t g = geometry(&o, g_rank);
@@ -527,15 +457,13 @@ int main(int argc, char **argv)
     uint32_t nonce = 0;
     if (g_rank == 0) {
         MPI_File_delete(o.path, MPI_INFO_NULL); /* absent is fine */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        nonce = (uint32_t)splitmix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30));
+        nonce = bu_nonce();
     }
     MPI_Bcast(&nonce, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
     MPI_File fh;
     int rc = MPI_File_open(MPI_COMM_WORLD, o.path, MPI_MODE_CREATE | MPI_MODE_RDWR, info, &fh);
     if (rc != MPI_SUCCESS)
-        die("MPI_File_open", rc);
+        bu_die("MPI_File_open", rc);
     int set_rc = MPI_SUCCESS, atom_get = -1;
     if (o.atomic)
         set_rc = MPI_File_set_atomicity(fh, 1);
@@ -552,7 +480,7 @@ int main(int argc, char **argv)
     double *iter_t = calloc((size_t)o.iters, sizeof *iter_t);
     double *iter_max = calloc((size_t)o.iters, sizeof *iter_max);
     if (!buf || !iter_t || !iter_max)
-        die("out of memory", MPI_ERR_NO_MEM);
+        bu_die("out of memory", MPI_ERR_NO_MEM);
     for (int it = 0; it < o.iters; it++) {
         for (int64_t ty = 0; ty < o.tile_y; ty++)
             for (int64_t tx = 0; tx < o.tile_x; tx++) {
@@ -569,14 +497,14 @@ int main(int argc, char **argv)
         else
             rc = MPI_File_write_at(fh, 0, buf, (int)g.tile_elems, etype, &st);
         if (rc != MPI_SUCCESS)
-            die(o.collective ? "MPI_File_write_at_all" : "MPI_File_write_at", rc);
+            bu_die(o.collective ? "MPI_File_write_at_all" : "MPI_File_write_at", rc);
         if (o.sync)
             CHECK(MPI_File_sync(fh));
         iter_t[it] = MPI_Wtime() - t0;
         int done = 0;
         CHECK(MPI_Get_count(&st, etype, &done));
         if (done != (int)g.tile_elems)
-            die("short write", MPI_ERR_IO);
+            bu_die("short write", MPI_ERR_IO);
     }
     MPI_Request rq;
     MPI_Ireduce(iter_t, iter_max, o.iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD, &rq);
@@ -595,14 +523,9 @@ int main(int argc, char **argv)
         for (int it = 0; it < o.iters; it++)
             total += iter_max[it];
         double bytes = (double)g.tile_bytes * g_size * o.iters;
-        char lib[MPI_MAX_LIBRARY_VERSION_STRING], libj[256], pathj[1024], labelj[256],
-            whyj[600], hints[2048];
+        char libj[256], pathj[1024], labelj[256], whyj[600], hints[2048];
         int len = 0;
-        MPI_Get_library_version(lib, &len);
-        char *nl = strchr(lib, '\n');
-        if (nl)
-            *nl = 0;
-        json_str(lib, libj, sizeof libj);
+        bu_library(libj, sizeof libj);
         json_str(o.path, pathj, sizeof pathj);
         json_str(o.label, labelj, sizeof labelj);
         json_str(v.why, whyj, sizeof whyj);

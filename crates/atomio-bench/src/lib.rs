@@ -1,11 +1,11 @@
 //! atomio's benchmarks. Each is a library function returning rows (the CLI prints them as
 //! a table, writes JSON and draws charts), so they can also run from tests at small scale.
-//! `rma` and `mpi_tile` drive the C MPI programs under `mpi/` through `mpi_run`.
+//! `rma` and `mpi_bench` drive the C MPI programs under `mpi/` through `mpi_run`.
 
 pub mod chart;
 pub mod locks;
+pub mod mpi_bench;
 pub mod mpi_run;
-pub mod mpi_tile;
 pub mod progress;
 pub mod rma;
 pub mod stats;

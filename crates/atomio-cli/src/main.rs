@@ -1,7 +1,7 @@
 //! `atomio`: run servers, benchmarks and simulations.
 
 mod bench_locks;
-mod bench_mpi_tile;
+mod bench_mpi;
 mod bench_rma;
 mod bench_workload;
 mod demo;
@@ -61,7 +61,11 @@ enum Bench {
     Rma(bench_rma::RmaArgs),
     /// mpi-tile-io style MPI program (mpi/bench/tile_io): MPICH non-atomic and atomic vs
     /// atomio strategies through a preloaded libatomio_mpiio.so.
-    MpiTile(Box<bench_mpi_tile::MpiTileArgs>),
+    MpiTile(Box<bench_mpi::MpiTileArgs>),
+    /// Interleaved strided MPI writes without overlap (mpi/bench/strided_io: rank r owns
+    /// every P-th block of B bytes) for each B: limit, MPICH non-atomic and atomic, atomio
+    /// strategies through the preloaded library; one table per B.
+    MpiStrided(Box<bench_mpi::MpiStridedArgs>),
     /// List the workloads.
     List,
     /// A workload: `atomio bench <workload> [options] [-- workload options]`.
@@ -99,7 +103,10 @@ fn main() -> std::process::ExitCode {
         } => bench_rma::run(a),
         Command::Bench {
             which: Bench::MpiTile(a),
-        } => bench_mpi_tile::run(*a),
+        } => bench_mpi::run_tile(*a),
+        Command::Bench {
+            which: Bench::MpiStrided(a),
+        } => bench_mpi::run_strided(*a),
         Command::Bench { which: Bench::List } => {
             bench_workload::list();
             Ok(())

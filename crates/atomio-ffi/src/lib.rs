@@ -1030,6 +1030,54 @@ pub extern "C" fn atomio_view_hull(
     })
 }
 
+/// The file ranges of one MPI-IO call (data bytes `[skip, skip + len)` of the view), in
+/// increasing order, adjacent ranges merged: the first `cap` go to `offsets`/`lengths` and
+/// `*n` is how many there are (call again with `cap >= *n` if it is larger).
+#[no_mangle]
+pub extern "C" fn atomio_view_runs(
+    disp: u64,
+    filetype: *const AtomioPattern,
+    skip: u64,
+    len: usize,
+    offsets: *mut u64,
+    lengths: *mut u64,
+    cap: usize,
+    n: *mut usize,
+) -> c_int {
+    call(|| {
+        let a = view(disp, filetype, skip, len)?;
+        let bytes = cap
+            .checked_mul(8)
+            .ok_or_else(|| err(ErrorCode::InvalidArgument, "cap overflows"))?;
+        let offs = slice_mut(offsets.cast(), bytes, "offsets")?;
+        let lens = slice_mut(lengths.cast(), bytes, "lengths")?;
+        let mut count = 0usize;
+        let mut last: Option<(u64, u64)> = None;
+        let mut emit = |(s, e): (u64, u64), count: &mut usize| {
+            if *count < cap {
+                offs[*count * 8..*count * 8 + 8].copy_from_slice(&s.to_ne_bytes());
+                lens[*count * 8..*count * 8 + 8].copy_from_slice(&(e - s).to_ne_bytes());
+            }
+            *count += 1;
+        };
+        for r in a.ranges() {
+            last = match last {
+                Some((s, e)) if e == r.start => Some((s, r.end)),
+                Some(run) => {
+                    emit(run, &mut count);
+                    Some((r.start, r.end))
+                }
+                None => Some((r.start, r.end)),
+            };
+        }
+        if let Some(run) = last {
+            emit(run, &mut count);
+        }
+        *mut_or(n, "n")? = count;
+        Ok(())
+    })
+}
+
 /// How many data bytes of the view (`disp`, `filetype` tiled) lie at file offsets below
 /// `limit` (MPI-IO's end-of-file position in a view: `MPI_SEEK_END`, `MPI_MODE_APPEND`,
 /// the count of a read that reaches the end of the file). Arithmetic, not iteration.

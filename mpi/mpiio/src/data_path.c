@@ -118,6 +118,31 @@ static int unpack(memside *m, const void *in, size_t n, void *buf, MPI_Count cou
     return MPI_SUCCESS;
 }
 
+int amio_write_source(void *buf, MPI_Count count, MPI_Datatype dt, size_t n, const void **src,
+                      void **owned)
+{
+    *src = NULL;
+    *owned = NULL;
+    memside m;
+    int code = mem_open(&m, buf, count, dt);
+    if (code != MPI_SUCCESS)
+        return code;
+    if (m.contiguous) {
+        *src = m.base;
+    } else if (!(*owned = malloc(n ? n : 1))) {
+        code = amio_error(MPI_ERR_NO_MEM, "out of memory packing %zu bytes", n);
+    } else {
+        code = pack(&m, buf, count, dt, *owned, n);
+        *src = *owned;
+    }
+    mem_close(&m);
+    if (code != MPI_SUCCESS) {
+        free(*owned);
+        *owned = NULL;
+    }
+    return code;
+}
+
 /* ----- file side ------------------------------------------------------------------------ */
 
 static int hull(const amio_file *f, uint64_t skip, size_t n, uint64_t *s, uint64_t *e)
@@ -199,7 +224,7 @@ static int available(amio_file *f, uint64_t skip, size_t n, size_t *avail)
 
 /* ----- one call ------------------------------------------------------------------------- */
 
-static int check_call(amio_file *f, int is_write, int explicit_offset, MPI_Offset offset,
+int amio_check_call(amio_file *f, int is_write, int explicit_offset, MPI_Offset offset,
                       MPI_Count count, MPI_Datatype dt, size_t *n)
 {
     *n = 0;
@@ -235,7 +260,7 @@ int amio_io(amio_file *f, int is_write, int explicit_offset, MPI_Offset offset, 
 {
     *bytes = 0;
     size_t n;
-    int code = check_call(f, is_write, explicit_offset, offset, count, dt, &n);
+    int code = amio_check_call(f, is_write, explicit_offset, offset, count, dt, &n);
     if (code != MPI_SUCCESS || n == 0)
         return code;
     MPI_Offset pos = explicit_offset ? offset : f->pos;

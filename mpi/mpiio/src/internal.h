@@ -47,6 +47,8 @@ typedef struct {
                                   ordinary file holds the bytes, servers hold only locks */
     rmalock_mode_t rma_mode;   /* ATOMIO_RMA_MODE=direct-grant (default) | paper */
     int rma_world;             /* ATOMIO_RMA_SCOPE=world: one job-wide lock for rma files */
+    uint64_t cb_max;           /* ATOMIO_CB_MAX: largest collective write aggregated on one
+                                  rank (bytes, all ranks together); 0 = never aggregate */
 } amio_config;
 
 extern amio_config amio_cfg;
@@ -93,6 +95,8 @@ int amio_allreduce_int(int *vals, int n, MPI_Op op, MPI_Comm comm);
 int amio_agree(int code, MPI_Comm comm, const char *what);
 int amio_bcast(void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm);
 int amio_barrier(MPI_Comm comm);
+/* Waits for a request without spinning the CPU away from the writers. */
+int amio_wait(MPI_Request *req);
 int amio_comm_dup(MPI_Comm comm, MPI_Comm *out);
 
 /* ----- datatypes (datatype.c) -------------------------------------------------------- */
@@ -208,6 +212,19 @@ int amio_eof_etypes(amio_file *f, MPI_Offset *out);
 int amio_io(amio_file *f, int is_write, int explicit_offset, MPI_Offset offset, void *buf,
             MPI_Count count, MPI_Datatype dt, MPI_Count *bytes);
 void amio_status_set(MPI_Status *st, MPI_Count bytes);
+/* The checks every data call makes (access mode, offset, count, type); *n = its bytes. */
+int amio_check_call(amio_file *f, int is_write, int explicit_offset, MPI_Offset offset,
+                    MPI_Count count, MPI_Datatype dt, size_t *n);
+/* The n bytes a write call sends, contiguous: in place (*owned NULL) or packed into *owned
+ * (free it). */
+int amio_write_source(void *buf, MPI_Count count, MPI_Datatype dt, size_t n, const void **src,
+                      void **owned);
+
+/* ----- collective writes (collective.c) ---------------------------------------------- */
+
+/* MPI_File_write_all / write_at_all: aggregated on one rank when it applies, else amio_io. */
+int amio_write_all(amio_file *f, int explicit_offset, MPI_Offset offset, const void *buf,
+                   MPI_Count count, MPI_Datatype dt, MPI_Count *bytes);
 
 /* ----- rma strategy (rma.c) ---------------------------------------------------------- */
 

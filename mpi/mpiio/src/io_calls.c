@@ -5,10 +5,10 @@
  *
  * Every one of them: a handle atomio does not take goes to the PMPI function with the same
  * arguments; otherwise the call is one amio_io (data_path.c) under the handle's mutex.
- *   - Collective calls take the independent path: each rank's call is atomic on its own
- *     (that is what MPI atomic mode asks), and no rank waits for another. The collective
- *     optimizations left (two-phase aggregation, one lock request per aggregator) are listed
- *     in ARCHITECTURE.md (mpi/mpiio).
+ *   - Collective writes (write_all, write_at_all) on a direct-placement file are gathered
+ *     on one rank and written as one atomic call (collective.c); other collective calls take
+ *     the independent path: each rank's call is atomic on its own (what MPI atomic mode
+ *     asks), and no rank waits for another.
  *   - Nonblocking calls complete at initiation and return a completed generalized request
  *     (nonblocking.c); atomic semantics are those of the blocking call.
  *   - Split collectives do the access in _begin and report its status in _end.
@@ -28,6 +28,18 @@ static int blocking(amio_file *f, int is_write, int explicit_offset, MPI_Offset 
     MPI_Count bytes = 0;
     pthread_mutex_lock(&f->mu);
     int code = amio_io(f, is_write, explicit_offset, off, buf, count, dt, &bytes);
+    pthread_mutex_unlock(&f->mu);
+    if (code == MPI_SUCCESS)
+        amio_status_set(st, bytes);
+    return amio_raise(f->fh, code);
+}
+
+static int collective_write(amio_file *f, int explicit_offset, MPI_Offset off, const void *buf,
+                            MPI_Count count, MPI_Datatype dt, MPI_Status *st)
+{
+    MPI_Count bytes = 0;
+    pthread_mutex_lock(&f->mu);
+    int code = amio_write_all(f, explicit_offset, off, buf, count, dt, &bytes);
     pthread_mutex_unlock(&f->mu);
     if (code == MPI_SUCCESS)
         amio_status_set(st, bytes);
@@ -141,6 +153,25 @@ static int shared_begin(amio_file *f, int is_write, void *buf, MPI_Count count,
         return blocking(f, W, 1, off, (void *)buf, count, dt, st);                        \
     }
 
+#define W_ALL(NAME, CT)                                                                   \
+    int NAME(MPI_File fh, const void *buf, CT count, MPI_Datatype dt, MPI_Status *st)     \
+    {                                                                                     \
+        amio_file *f = amio_lookup(fh);                                                   \
+        if (!f)                                                                           \
+            return P##NAME(fh, buf, count, dt, st);                                       \
+        return collective_write(f, 0, 0, buf, count, dt, st);                             \
+    }
+
+#define W_AT_ALL(NAME, CT)                                                                \
+    int NAME(MPI_File fh, MPI_Offset off, const void *buf, CT count, MPI_Datatype dt,     \
+             MPI_Status *st)                                                              \
+    {                                                                                     \
+        amio_file *f = amio_lookup(fh);                                                   \
+        if (!f)                                                                           \
+            return P##NAME(fh, off, buf, count, dt, st);                                  \
+        return collective_write(f, 1, off, buf, count, dt, st);                           \
+    }
+
 #define RW_I(NAME, CT, Q, W)                                                              \
     int NAME(MPI_File fh, Q void *buf, CT count, MPI_Datatype dt, MPI_Request *req)       \
     {                                                                                     \
@@ -218,11 +249,11 @@ static int shared_begin(amio_file *f, int is_write, void *buf, MPI_Count count,
     RW_IND(MPI_File_read##SUFFIX, CT, , 0)                                                \
     RW_IND(MPI_File_read_all##SUFFIX, CT, , 0)                                            \
     RW_IND(MPI_File_write##SUFFIX, CT, const, 1)                                          \
-    RW_IND(MPI_File_write_all##SUFFIX, CT, const, 1)                                      \
+    W_ALL(MPI_File_write_all##SUFFIX, CT)                                                 \
     RW_AT(MPI_File_read_at##SUFFIX, CT, , 0)                                              \
     RW_AT(MPI_File_read_at_all##SUFFIX, CT, , 0)                                          \
     RW_AT(MPI_File_write_at##SUFFIX, CT, const, 1)                                        \
-    RW_AT(MPI_File_write_at_all##SUFFIX, CT, const, 1)                                    \
+    W_AT_ALL(MPI_File_write_at_all##SUFFIX, CT)                                           \
     RW_I(MPI_File_iread##SUFFIX, CT, , 0)                                                 \
     RW_I(MPI_File_iread_all##SUFFIX, CT, , 0)                                             \
     RW_I(MPI_File_iwrite##SUFFIX, CT, const, 1)                                           \

@@ -40,7 +40,7 @@ static pthread_mutex_t client_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ----- relaxed collectives ------------------------------------------------------------ */
 
-static int wait_relaxed(MPI_Request *req)
+int amio_wait(MPI_Request *req)
 {
     for (int spins = 0;; spins++) {
         int done = 0;
@@ -60,7 +60,7 @@ int amio_allreduce_int(int *vals, int n, MPI_Op op, MPI_Comm comm)
 {
     MPI_Request r;
     int rc = PMPI_Iallreduce(MPI_IN_PLACE, vals, n, MPI_INT, op, comm, &r);
-    return rc == MPI_SUCCESS ? wait_relaxed(&r) : rc;
+    return rc == MPI_SUCCESS ? amio_wait(&r) : rc;
 }
 
 int amio_agree(int code, MPI_Comm comm, const char *what)
@@ -78,21 +78,21 @@ int amio_bcast(void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm)
 {
     MPI_Request r;
     int rc = PMPI_Ibcast(buf, n, t, root, comm, &r);
-    return rc == MPI_SUCCESS ? wait_relaxed(&r) : rc;
+    return rc == MPI_SUCCESS ? amio_wait(&r) : rc;
 }
 
 int amio_comm_dup(MPI_Comm comm, MPI_Comm *out)
 {
     MPI_Request r;
     int rc = PMPI_Comm_idup(comm, out, &r);
-    return rc == MPI_SUCCESS ? wait_relaxed(&r) : rc;
+    return rc == MPI_SUCCESS ? amio_wait(&r) : rc;
 }
 
 int amio_barrier(MPI_Comm comm)
 {
     MPI_Request r;
     int rc = PMPI_Ibarrier(comm, &r);
-    return rc == MPI_SUCCESS ? wait_relaxed(&r) : rc;
+    return rc == MPI_SUCCESS ? amio_wait(&r) : rc;
 }
 
 /* ----- servers ------------------------------------------------------------------------ */
@@ -209,7 +209,7 @@ static void in_job_servers(void)
     MPI_Request r;
     int mine = hosting;
     PMPI_Iexscan(&mine, &index, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &r);
-    wait_relaxed(&r);
+    amio_wait(&r);
     if (amio_rt.world_rank == 0)
         index = 0;
 
@@ -239,7 +239,7 @@ static void in_job_servers(void)
         return;
     }
     PMPI_Iallgather(my, ADDR_LEN, MPI_CHAR, all, ADDR_LEN, MPI_CHAR, MPI_COMM_WORLD, &r);
-    wait_relaxed(&r);
+    amio_wait(&r);
     for (int i = 0; i < amio_rt.world_size; i++) {
         char *a = all + (size_t)i * ADDR_LEN;
         a[ADDR_LEN - 1] = 0;

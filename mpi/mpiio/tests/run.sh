@@ -99,7 +99,11 @@ step "2a. overlapping writers atomic: whole-file, bounding-extent, block, ching:
 step "2b. overlapping writers atomic: ching:list:*, ching:datatype:*" t2b
 step "2c. overlapping writers atomic: rma (direct-grant)" t2c
 step "2d. overlapping writers atomic: rma (paper mode)" t2d
-step "2e. independent MPI_COMM_SELF opens, ATOMIO_FORCE_ATOMIC=1 (servers and rma world scope)" t2e
+step "2e. independent MPI_COMM_SELF opens, ATOMIO_FORCE_ATOMIC=1 (direct placement; rma job-wide by default)" t2e
+t2g() { T_DIR=$(fresh t2g) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --collective \
+          ching:datatype:one-try bounding-extent none &&
+        T_DIR=$(fresh t2g-servers) ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_overlap_writers" --collective ching:list:two-phase; }
+step "2g. collective overlapping writers atomic (aggregated in direct mode; also servers)" t2g
 step "2f. negative control: strategy none is caught violating (servers, then direct)" t2f
 
 # ----- test 3: noncontiguous views and memory types against ROMIO; API semantics ------------

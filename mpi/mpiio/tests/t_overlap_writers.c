@@ -3,7 +3,7 @@
  * atomic mode, checked by atomio's atomicity verifier, for every strategy named on the
  * command line (each opens its own file with the hint atomio_strategy=<name>).
  *
- *   t_overlap_writers [--self] [--expect-violation] STRATEGY...
+ *   t_overlap_writers [--self] [--collective] [--expect-violation] STRATEGY...
  *
  * Rank r's view: displacement r*SHIFT, filetype MPI_Type_vector(C, B, S, MPI_BYTE): block i
  * covers [r*SHIFT + i*S, +B). With SHIFT = S/2 and B = 3S/4 every block of rank r overlaps
@@ -17,6 +17,9 @@
  * --self: every rank opens the file independently on MPI_COMM_SELF and never calls
  *   MPI_File_set_atomicity: atomicity must come from ATOMIO_FORCE_ATOMIC=1 and hold across
  *   the independent opens (which MPI itself does not promise).
+ * --collective: MPI_File_write_at_all (2 x MIN_OPS calls, the same on every rank): in direct
+ *   placement the library gathers each call on one rank and writes it as one atomic call;
+ *   the verifier must still see every rank's write whole.
  * --expect-violation: the negative control (strategy none): repeat fresh rounds until the
  *   verifier reports a violation (bounded); never catching one fails the test. T_MIN_OPS
  *   (default 2) is the number of racing writes per rank and round, T_BLOCKS (default C)
@@ -34,7 +37,7 @@
 #define MIN_OPS 3
 #define MAX_OPS 400
 
-static int self_mode, expect_violation, blocks = C;
+static int self_mode, expect_violation, collective, blocks = C;
 
 static atomio_pattern *view_pattern(void)
 {
@@ -84,13 +87,19 @@ static int round_once(const char *strategy, int round, double seconds)
      * makes writes long enough to be preempted midway, T_MIN_OPS races more of them. */
     int min_ops = expect_violation ? (getenv("T_MIN_OPS") ? atoi(getenv("T_MIN_OPS")) : 2)
                                    : MIN_OPS;
-    while (ops < MAX_OPS && (ops < min_ops || (!expect_violation && MPI_Wtime() - t0 < seconds))) {
+    /* collective calls: every rank makes the same number (no clock in the condition) */
+    int max_ops = collective ? 2 * MIN_OPS : MAX_OPS;
+    while (ops < max_ops &&
+           (ops < min_ops || collective || (!expect_violation && MPI_Wtime() - t0 < seconds))) {
         T_ATOMIO(atomio_tag_view((uint32_t)t_rank, (uint64_t)ops, (uint64_t)disp, pat, 0, buf,
                                  len));
         if (expect_violation)
             t_barrier(MPI_COMM_WORLD); /* start together: the writes race */
         MPI_Status st;
-        T_MPI(MPI_File_write_at(fh, 0, buf, (int)len, MPI_BYTE, &st));
+        if (collective)
+            T_MPI(MPI_File_write_at_all(fh, 0, buf, (int)len, MPI_BYTE, &st));
+        else
+            T_MPI(MPI_File_write_at(fh, 0, buf, (int)len, MPI_BYTE, &st));
         int count = -1;
         MPI_Get_count(&st, MPI_BYTE, &count);
         T_ASSERT(count == (int)len, "write count %d, expected %zu", count, len);
@@ -141,6 +150,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--self") == 0) {
             self_mode = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--collective") == 0) {
+            collective = 1;
             continue;
         }
         if (strcmp(argv[i], "--expect-violation") == 0) {

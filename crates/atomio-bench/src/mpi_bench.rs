@@ -1,17 +1,21 @@
-//! The MPI tile benchmark: `mpi/bench/tile_io` (an unmodified MPI-IO program in the style of
-//! mpi-tile-io) run under several configurations in ONE invocation, interleaved:
+//! The MPI-IO benchmarks: an unmodified MPI program of `mpi/bench` run under several
+//! configurations in ONE invocation, interleaved. The program is either `tile_io`
+//! (mpi-tile-io style overlapping tiles, one subarray write per rank) or `strided_io`
+//! (rank r owns every P-th block of B bytes; one `write_at_all` or 16 `write_at` calls).
 //!
 //! * MPI baselines on a plain path: non-atomic (the upper bound an ordinary user gets) and
 //!   the library's own atomic mode (`MPI_File_set_atomicity`), each also with ROMIO's data
 //!   sieving for writes disabled (`romio_ds_write=disable`), which changes what ROMIO locks;
 //! * for each atomio strategy, the same program with `LD_PRELOAD=<libatomio_mpiio.so>`,
 //!   `ATOMIO_STRATEGY=<strategy>` and the path `atomio:<dir>/…` — skipped, with the reason in
-//!   the row, when no library is given.
+//!   the row, when no library is given;
+//! * `strided_io` only: the *limit* row, the same bytes `pwrite`n contiguously by each rank
+//!   into a fresh file (no MPI-IO): what the machine does with those bytes.
 //!
 //! **Invariants:** repetition `k` runs every runnable configuration once before repetition
 //! `k+1` starts, the order rotated by one each repetition (so slow drift and position
 //! effects hit every configuration alike); a configuration's MiB/s is the median over its
-//! repetitions of the C program's own figure (every rank's tile bytes × iterations / the sum
+//! repetitions of the C program's own figure (every rank's bytes × iterations / the sum
 //! over iterations of the slowest rank's write time); every run's figure and verifier
 //! verdict are kept; a row's ratio is its median over the median of the `mpich-atomic` (or
 //! `ompi-atomic`) row of the same invocation, and absent when either is missing. A failing
@@ -40,12 +44,6 @@ impl Flavor {
         match self {
             Flavor::Mpich => "mpich",
             Flavor::Openmpi => "ompi",
-        }
-    }
-    fn program(self) -> &'static str {
-        match self {
-            Flavor::Mpich => "tile_io",
-            Flavor::Openmpi => "tile_io.ompi",
         }
     }
     /// The compiler wrapper of this MPI (what `libatomio_mpiio.so` must be built with).
@@ -156,21 +154,80 @@ impl Default for TileGeometry {
     }
 }
 
+/// `strided_io`'s parameters: rank r of P owns block j·P + r of `block` bytes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StridedGeometry {
+    pub block: u64,
+    /// Bytes each rank writes (rounded down to whole blocks).
+    pub per_rank: u64,
+    /// `write_at` calls per rank (independent mode; collective mode makes one call).
+    pub calls: u32,
+}
+
+impl Default for StridedGeometry {
+    /// Issue 8's: 64 MiB per rank in 16 `write_at` calls.
+    fn default() -> Self {
+        Self {
+            block: 4096,
+            per_rank: 64 << 20,
+            calls: 16,
+        }
+    }
+}
+
+/// Which program of `mpi/bench` runs, with its parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Program {
+    Tile(TileGeometry),
+    Strided(StridedGeometry),
+}
+
+impl Program {
+    /// The C program's file name (and the `bench` field of its JSON line).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Program::Tile(_) => "tile_io",
+            Program::Strided(_) => "strided_io",
+        }
+    }
+
+    fn binary(&self, f: Flavor) -> String {
+        match f {
+            Flavor::Mpich => self.name().to_string(),
+            Flavor::Openmpi => format!("{}.ompi", self.name()),
+        }
+    }
+
+    /// The target of the key figure: best atomio / MPI atomic. mpi-tile: 3× (the earlier
+    /// issue's); strided (issue 8): 1.5× independent, 3× collective.
+    pub fn target(&self, collective: bool) -> f64 {
+        match (self, collective) {
+            (Program::Tile(_), _) => TARGET_SPEEDUP,
+            (Program::Strided(_), false) => 1.5,
+            (Program::Strided(_), true) => 3.0,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
-pub struct MpiTileConfig {
+pub struct MpiBenchConfig {
     pub flavor: Flavor,
     /// Launcher (default: the flavor's).
     pub mpiexec: Option<String>,
     /// `mpi/bench` (found automatically when `None`).
     pub src: Option<PathBuf>,
     pub ranks: u32,
-    pub geometry: TileGeometry,
+    pub program: Program,
+    /// `tile_io` only: write calls per rank per run.
     pub iterations: u32,
     pub collective: bool,
     /// Repetitions of every configuration (≥ 1; ≥ 3 for a meaningful median).
     pub reps: u32,
     /// Directory of the plain files (and of the `atomio:` paths).
     pub dir: PathBuf,
+    /// The limit row (`strided_io` only).
+    pub limit: bool,
     pub baselines: Vec<Baseline>,
     /// atomio strategies, each run with the preloaded library.
     pub strategies: Vec<String>,
@@ -186,18 +243,19 @@ pub struct MpiTileConfig {
     pub timeout: Duration,
 }
 
-impl Default for MpiTileConfig {
+impl Default for MpiBenchConfig {
     fn default() -> Self {
         Self {
             flavor: Flavor::Mpich,
             mpiexec: None,
             src: None,
             ranks: 4,
-            geometry: TileGeometry::default(),
+            program: Program::Tile(TileGeometry::default()),
             iterations: 3,
             collective: false,
             reps: 5,
             dir: std::env::temp_dir(),
+            limit: false,
             baselines: Baseline::ALL.to_vec(),
             strategies: Vec::new(),
             mpiio_lib: None,
@@ -213,13 +271,15 @@ impl Default for MpiTileConfig {
 /// One configuration of the benchmark.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Variant {
+    /// The same bytes, `pwrite`n contiguously per rank (no MPI-IO).
+    Limit,
     Baseline(Baseline),
     Atomio(String),
 }
 
-/// One `tile_io` run's result (its JSON line, the fields we use).
+/// One run's result (the program's JSON line, the fields we use).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct TileRun {
+pub struct ProgramRun {
     pub mib_per_s: f64,
     pub seconds: f64,
     pub iter_seconds: Vec<f64>,
@@ -233,16 +293,19 @@ pub struct TileRun {
     pub atomicity_get: i64,
     pub atomicity_set_rc: i64,
     pub mpi_library: String,
+    /// `tile_io`: the dataset in elements.
+    #[serde(default)]
     pub dataset_x: u64,
+    #[serde(default)]
     pub dataset_y: u64,
 }
 
 /// One configuration's results.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct MpiTileRow {
-    /// `mpich`, `mpich-atomic`, …, or `atomio:<strategy>`.
+pub struct MpiBenchRow {
+    /// `limit`, `mpich`, `mpich-atomic`, …, or `atomio:<strategy>`.
     pub config: String,
-    /// `baseline` or `atomio`.
+    /// `limit`, `baseline` or `atomio`.
     pub kind: String,
     /// Atomic mode was requested (`--atomic`); `verified` says whether the file shows it.
     pub atomic: bool,
@@ -259,17 +322,17 @@ pub struct MpiTileRow {
     pub ratio_to_mpi_atomic: Option<f64>,
     /// `atomic` if every run verified, `VIOLATED k/n` if any did not, `n/a`/`skipped`.
     pub verified: String,
-    pub runs: Vec<TileRun>,
+    pub runs: Vec<ProgramRun>,
 }
 
 /// Everything one invocation measured.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct MpiTileReport {
+pub struct MpiBenchReport {
     pub bench: String,
     pub flavor: Flavor,
     pub mpi_library: Option<String>,
     pub ranks: u32,
-    pub geometry: TileGeometry,
+    pub program: Program,
     pub dataset: Option<(u64, u64)>,
     pub iterations: u32,
     pub collective: bool,
@@ -277,13 +340,14 @@ pub struct MpiTileReport {
     pub bytes_per_run: Option<f64>,
     /// One example command per configuration.
     pub commands: Vec<Vec<String>>,
-    pub rows: Vec<MpiTileRow>,
-    pub key: Option<TileKey>,
+    pub rows: Vec<MpiBenchRow>,
+    pub key: Option<KeyFigure>,
 }
 
-/// The project's target: atomio's best strategy ≥ 3× the MPI library's own atomic mode.
+/// The project's target: atomio's best strategy ≥ `target` × the MPI library's own atomic
+/// mode; where the limit row is below that, the limit is the target (physically out of reach).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TileKey {
+pub struct KeyFigure {
     pub best: String,
     pub best_mib_per_s: f64,
     pub mpi_atomic_mib_per_s: f64,
@@ -291,9 +355,16 @@ pub struct TileKey {
     /// Against the faster of `-atomic` and `-atomic-nods` (ROMIO tuned by hand).
     pub ratio_to_best_mpi_atomic: Option<f64>,
     pub target: f64,
+    /// The limit row's MiB/s, when measured.
+    #[serde(default)]
+    pub limit_mib_per_s: Option<f64>,
+    /// MiB/s that meets the target: target × MPI atomic, or the limit if that is lower.
+    #[serde(default)]
+    pub needed_mib_per_s: f64,
     pub met: bool,
 }
 
+/// mpi-tile's target (the issue that introduced it): best atomio ≥ 3× MPI atomic.
 pub const TARGET_SPEEDUP: f64 = 3.0;
 
 #[derive(Clone, Debug)]
@@ -303,7 +374,7 @@ pub struct Progress {
     pub what: String,
 }
 
-impl MpiTileConfig {
+impl MpiBenchConfig {
     fn launcher(&self) -> String {
         self.mpiexec
             .clone()
@@ -311,17 +382,18 @@ impl MpiTileConfig {
     }
 
     pub fn variants(&self) -> Vec<Variant> {
-        let mut v: Vec<Variant> = self
-            .baselines
-            .iter()
-            .map(|&b| Variant::Baseline(b))
-            .collect();
+        let mut v: Vec<Variant> = Vec::new();
+        if self.limit {
+            v.push(Variant::Limit);
+        }
+        v.extend(self.baselines.iter().map(|&b| Variant::Baseline(b)));
         v.extend(self.strategies.iter().cloned().map(Variant::Atomio));
         v
     }
 
     pub fn name(&self, v: &Variant) -> String {
         match v {
+            Variant::Limit => "limit".into(),
             Variant::Baseline(b) => b.name(self.flavor),
             Variant::Atomio(s) => format!("atomio:{s}"),
         }
@@ -355,26 +427,44 @@ impl MpiTileConfig {
             }
         }
         c.extend(["-n".into(), self.ranks.to_string()]);
-        c.push(format!("./{}", self.flavor.program()));
-        let g = &self.geometry;
-        if let Some(x) = g.tiles_x {
-            c.extend(["--tiles-x".into(), x.to_string()]);
+        c.push(format!("./{}", self.program.binary(self.flavor)));
+        match &self.program {
+            Program::Tile(g) => {
+                if let Some(x) = g.tiles_x {
+                    c.extend(["--tiles-x".into(), x.to_string()]);
+                }
+                if let Some(y) = g.tiles_y {
+                    c.extend(["--tiles-y".into(), y.to_string()]);
+                }
+                for (k, val) in [
+                    ("--tile-x", g.tile_x),
+                    ("--tile-y", g.tile_y),
+                    ("--element-bytes", g.element_bytes),
+                    ("--overlap-x", g.overlap_x),
+                    ("--overlap-y", g.overlap_y),
+                    ("--iterations", u64::from(self.iterations)),
+                ] {
+                    c.extend([k.to_string(), val.to_string()]);
+                }
+            }
+            Program::Strided(g) => {
+                for (k, val) in [
+                    ("--block", g.block),
+                    ("--per-rank", g.per_rank),
+                    ("--calls", u64::from(g.calls)),
+                ] {
+                    c.extend([k.to_string(), val.to_string()]);
+                }
+            }
         }
-        if let Some(y) = g.tiles_y {
-            c.extend(["--tiles-y".into(), y.to_string()]);
-        }
-        for (k, val) in [
-            ("--tile-x", g.tile_x),
-            ("--tile-y", g.tile_y),
-            ("--element-bytes", g.element_bytes),
-            ("--overlap-x", g.overlap_x),
-            ("--overlap-y", g.overlap_y),
-            ("--iterations", u64::from(self.iterations)),
-        ] {
-            c.extend([k.to_string(), val.to_string()]);
-        }
-        let file = self.dir.join(format!("atomio_mpi_tile_{tag}.dat"));
+        let file = self
+            .dir
+            .join(format!("atomio_mpi_{}_{tag}.dat", self.program.name()));
         let (path, atomic) = match v {
+            Variant::Limit => {
+                c.push("--limit".into());
+                (file.display().to_string(), false)
+            }
             Variant::Baseline(b) => {
                 if b.no_sieving {
                     c.extend(["--hint".into(), "romio_ds_write=disable".into()]);
@@ -403,16 +493,33 @@ impl MpiTileConfig {
         if self.ranks == 0 || self.reps == 0 || self.iterations == 0 {
             return bad("ranks, reps and iterations must be positive");
         }
-        let g = &self.geometry;
-        if g.tile_x == 0 || g.tile_y == 0 || g.element_bytes == 0 {
-            return bad("tile sizes and element size must be positive");
-        }
-        if g.overlap_x >= g.tile_x || g.overlap_y >= g.tile_y {
-            return bad("overlap must be smaller than the tile");
-        }
-        if let (Some(x), Some(y)) = (g.tiles_x, g.tiles_y) {
-            if u64::from(x) * u64::from(y) != u64::from(self.ranks) {
-                return bad("tiles-x × tiles-y must equal the ranks");
+        match &self.program {
+            Program::Tile(g) => {
+                if g.tile_x == 0 || g.tile_y == 0 || g.element_bytes == 0 {
+                    return bad("tile sizes and element size must be positive");
+                }
+                if g.overlap_x >= g.tile_x || g.overlap_y >= g.tile_y {
+                    return bad("overlap must be smaller than the tile");
+                }
+                if let (Some(x), Some(y)) = (g.tiles_x, g.tiles_y) {
+                    if u64::from(x) * u64::from(y) != u64::from(self.ranks) {
+                        return bad("tiles-x × tiles-y must equal the ranks");
+                    }
+                }
+                if self.limit {
+                    return bad("the limit row is strided_io's (tile_io has none)");
+                }
+            }
+            Program::Strided(g) => {
+                if g.block == 0 || g.block % 8 != 0 || g.block > 1 << 30 {
+                    return bad("--block must be a positive multiple of 8 bytes (at most 1 GiB)");
+                }
+                if g.per_rank < g.block || g.calls == 0 {
+                    return bad("--per-rank must hold at least one block; --calls ≥ 1");
+                }
+                if self.collective && g.per_rank > i32::MAX as u64 {
+                    return bad("--per-rank must fit one MPI count (< 2 GiB) with --collective");
+                }
             }
         }
         if self.flavor == Flavor::Openmpi && self.baselines.iter().any(|b| b.no_sieving) {
@@ -435,19 +542,19 @@ fn is_root() -> bool {
         })
 }
 
-fn parse_run(stdout: &str) -> Result<TileRun> {
+fn parse_run(program: &str, stdout: &str) -> Result<ProgramRun> {
     let lines = mpi_run::json_lines(stdout)?;
     let v = lines
         .into_iter()
         .rev()
-        .find(|v| v["bench"] == "tile_io")
-        .ok_or_else(|| MpiError(format!("tile_io printed no result line:\n{stdout}")))?;
+        .find(|v| v["bench"] == program)
+        .ok_or_else(|| MpiError(format!("{program} printed no result line:\n{stdout}")))?;
     serde_json::from_value(v.clone())
-        .map_err(|e| MpiError(format!("unexpected tile_io line ({e}): {v}")))
+        .map_err(|e| MpiError(format!("unexpected {program} line ({e}): {v}")))
 }
 
 /// Summarizes verdicts: every run atomic → `atomic`; any violated → `VIOLATED k/n`.
-pub fn verdict(runs: &[TileRun]) -> String {
+pub fn verdict(runs: &[ProgramRun]) -> String {
     if runs.is_empty() {
         return "-".into();
     }
@@ -462,7 +569,7 @@ pub fn verdict(runs: &[TileRun]) -> String {
 }
 
 /// Runs the benchmark; `progress` sees every finished run.
-pub fn run(cfg: &MpiTileConfig, mut progress: impl FnMut(&Progress)) -> Result<MpiTileReport> {
+pub fn run(cfg: &MpiBenchConfig, mut progress: impl FnMut(&Progress)) -> Result<MpiBenchReport> {
     cfg.check()?;
     let launcher = cfg.launcher();
     if !mpi_run::have(&launcher) {
@@ -475,7 +582,7 @@ pub fn run(cfg: &MpiTileConfig, mut progress: impl FnMut(&Progress)) -> Result<M
         )));
     }
     let dir = mpi_run::find_dir("bench", cfg.src.as_deref())?;
-    mpi_run::make(&dir, &[cfg.flavor.program()], &[])?;
+    mpi_run::make(&dir, &[&cfg.program.binary(cfg.flavor)], &[])?;
     std::fs::create_dir_all(&cfg.dir)
         .map_err(|e| MpiError(format!("{}: {e}", cfg.dir.display())))?;
 
@@ -489,13 +596,13 @@ pub fn run(cfg: &MpiTileConfig, mut progress: impl FnMut(&Progress)) -> Result<M
             .as_ref()
             .filter(|l| !l.is_file())
             .map(|l| format!("skipped: {} does not exist", l.display())),
-        Variant::Baseline(_) => None,
+        Variant::Baseline(_) | Variant::Limit => None,
     };
     let skipped: Vec<Option<String>> = variants.iter().map(skip_reason).collect();
     let runnable: Vec<usize> = (0..variants.len())
         .filter(|&i| skipped[i].is_none())
         .collect();
-    let mut runs: Vec<Vec<TileRun>> = vec![Vec::new(); variants.len()];
+    let mut runs: Vec<Vec<ProgramRun>> = vec![Vec::new(); variants.len()];
     let mut errors: Vec<Option<String>> = vec![None; variants.len()];
     let total = u64::from(cfg.reps) * runnable.len() as u64;
     let mut done = 0;
@@ -516,8 +623,8 @@ pub fn run(cfg: &MpiTileConfig, mut progress: impl FnMut(&Progress)) -> Result<M
             }
             let mut cmd = Command::new(&argv[0]);
             cmd.args(&argv[1..]).current_dir(&dir);
-            let result =
-                mpi_run::run(cmd, cfg.timeout, |_| {}).and_then(|out| parse_run(&out.stdout));
+            let result = mpi_run::run(cmd, cfg.timeout, |_| {})
+                .and_then(|out| parse_run(cfg.program.name(), &out.stdout));
             done += 1;
             match result {
                 Ok(r) => {
@@ -562,11 +669,12 @@ pub fn run(cfg: &MpiTileConfig, mut progress: impl FnMut(&Progress)) -> Result<M
     for (i, v) in variants.iter().enumerate() {
         let m = med(i);
         let (atomic, no_sieving, strategy, kind) = match v {
+            Variant::Limit => (false, false, None, "limit"),
             Variant::Baseline(b) => (b.atomic, b.no_sieving, None, "baseline"),
             Variant::Atomio(s) => (true, false, Some(s.clone()), "atomio"),
         };
         let secs: Vec<f64> = runs[i].iter().map(|r| r.seconds).collect();
-        rows.push(MpiTileRow {
+        rows.push(MpiBenchRow {
             config: cfg.name(v),
             kind: kind.into(),
             atomic,
@@ -589,14 +697,20 @@ pub fn run(cfg: &MpiTileConfig, mut progress: impl FnMut(&Progress)) -> Result<M
         });
     }
     let first = runs.iter().flatten().next();
-    let key = key_figure(&rows, cfg.flavor);
-    Ok(MpiTileReport {
-        bench: "mpi-tile".into(),
+    let key = key_figure(&rows, cfg.flavor, cfg.program.target(cfg.collective));
+    Ok(MpiBenchReport {
+        bench: match cfg.program {
+            Program::Tile(_) => "mpi-tile",
+            Program::Strided(_) => "mpi-strided",
+        }
+        .into(),
         flavor: cfg.flavor,
         mpi_library: first.map(|r| r.mpi_library.clone()),
         ranks: cfg.ranks,
-        geometry: cfg.geometry.clone(),
-        dataset: first.map(|r| (r.dataset_x, r.dataset_y)),
+        program: cfg.program.clone(),
+        dataset: first
+            .filter(|_| matches!(cfg.program, Program::Tile(_)))
+            .map(|r| (r.dataset_x, r.dataset_y)),
         iterations: cfg.iterations,
         collective: cfg.collective,
         reps: cfg.reps,
@@ -607,8 +721,9 @@ pub fn run(cfg: &MpiTileConfig, mut progress: impl FnMut(&Progress)) -> Result<M
     })
 }
 
-/// Best atomio row (verified atomic, not failed) over the `<flavor>-atomic` row.
-pub fn key_figure(rows: &[MpiTileRow], flavor: Flavor) -> Option<TileKey> {
+/// Best atomio row (verified atomic, not failed) over the `<flavor>-atomic` row; met when it
+/// reaches `target` × that, or the limit row where the limit is lower.
+pub fn key_figure(rows: &[MpiBenchRow], flavor: Flavor, target: f64) -> Option<KeyFigure> {
     let atomic_name = Baseline {
         atomic: true,
         no_sieving: false,
@@ -631,15 +746,18 @@ pub fn key_figure(rows: &[MpiTileRow], flavor: Flavor) -> Option<TileKey> {
         .filter_map(|r| Some((r, r.mib_per_s?)))
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let best_mpi = get(&nods_name).map_or(base, |n| n.max(base));
-    let ratio = best.1 / base;
-    Some(TileKey {
+    let limit = get("limit");
+    let needed = limit.map_or(target * base, |l| l.min(target * base));
+    Some(KeyFigure {
         best: best.0.config.clone(),
         best_mib_per_s: best.1,
         mpi_atomic_mib_per_s: base,
-        ratio,
+        ratio: best.1 / base,
         ratio_to_best_mpi_atomic: Some(best.1 / best_mpi),
-        target: TARGET_SPEEDUP,
-        met: ratio >= TARGET_SPEEDUP,
+        target,
+        limit_mib_per_s: limit,
+        needed_mib_per_s: needed,
+        met: best.1 >= needed,
     })
 }
 
@@ -659,18 +777,18 @@ mod tests {
 
     #[test]
     fn atomio_runs_get_the_library_strategy_and_prefix_and_baselines_do_not() {
-        let cfg = MpiTileConfig {
+        let cfg = MpiBenchConfig {
             strategies: vec!["rma".into()],
             mpiio_lib: Some("/x/libatomio_mpiio.so".into()),
             dir: "/scratch".into(),
-            ..MpiTileConfig::default()
+            ..MpiBenchConfig::default()
         };
         let a = cfg
             .command_line(&Variant::Atomio("rma".into()), "t")
             .join(" ");
         assert!(a.starts_with("mpiexec -genv LD_PRELOAD /x/libatomio_mpiio.so -genv ATOMIO_STRATEGY rma -n 4 ./tile_io"), "{a}");
         assert!(
-            a.contains("--path atomio:/scratch/atomio_mpi_tile_t.dat --atomic"),
+            a.contains("--path atomio:/scratch/atomio_mpi_tile_io_t.dat --atomic"),
             "{a}"
         );
         let b = cfg
@@ -685,7 +803,7 @@ mod tests {
         assert!(!b.contains("LD_PRELOAD") && !b.contains("atomio:"), "{b}");
         assert!(
             b.contains(
-                "--hint romio_ds_write=disable --path /scratch/atomio_mpi_tile_t.dat --atomic"
+                "--hint romio_ds_write=disable --path /scratch/atomio_mpi_tile_io_t.dat --atomic"
             ),
             "{b}"
         );
@@ -699,12 +817,60 @@ mod tests {
     }
 
     #[test]
+    fn strided_runs_pass_the_geometry_and_the_limit_row_runs_without_mpi_io() {
+        let cfg = MpiBenchConfig {
+            program: Program::Strided(StridedGeometry {
+                block: 384,
+                per_rank: 1 << 20,
+                calls: 16,
+            }),
+            limit: true,
+            baselines: vec![Baseline::ALL[2]],
+            strategies: vec!["ching:list:one-try".into()],
+            mpiio_lib: Some("/x/libatomio_mpiio.so".into()),
+            dir: "/s".into(),
+            ..MpiBenchConfig::default()
+        };
+        assert!(cfg.check().is_ok());
+        let names: Vec<String> = cfg.variants().iter().map(|v| cfg.name(v)).collect();
+        assert_eq!(
+            names,
+            ["limit", "mpich-atomic", "atomio:ching:list:one-try"]
+        );
+        let l = cfg.command_line(&Variant::Limit, "t").join(" ");
+        assert!(
+            l.ends_with("./strided_io --block 384 --per-rank 1048576 --calls 16 --limit --path /s/atomio_mpi_strided_io_t.dat --label limit"),
+            "{l}"
+        );
+        let a = cfg
+            .command_line(&Variant::Atomio("ching:list:one-try".into()), "t")
+            .join(" ");
+        assert!(
+            a.contains("--path atomio:/s/atomio_mpi_strided_io_t.dat --atomic"),
+            "{a}"
+        );
+        let bad = MpiBenchConfig {
+            program: Program::Strided(StridedGeometry {
+                block: 100,
+                ..StridedGeometry::default()
+            }),
+            ..cfg.clone()
+        };
+        assert!(bad.check().is_err());
+        let tile_limit = MpiBenchConfig {
+            program: Program::Tile(TileGeometry::default()),
+            ..cfg
+        };
+        assert!(tile_limit.check().is_err());
+    }
+
+    #[test]
     fn openmpi_flavor_uses_x_and_oversubscribe() {
-        let cfg = MpiTileConfig {
+        let cfg = MpiBenchConfig {
             flavor: Flavor::Openmpi,
             baselines: vec![Baseline::ALL[2]],
             env: vec![("A".into(), "1".into())],
-            ..MpiTileConfig::default()
+            ..MpiBenchConfig::default()
         };
         let c = cfg
             .command_line(&Variant::Baseline(Baseline::ALL[2]), "t")
@@ -712,15 +878,15 @@ mod tests {
         assert!(c.starts_with("mpirun.openmpi --oversubscribe"), "{c}");
         assert!(c.contains("-x A=1 -n 4 ./tile_io.ompi"), "{c}");
         assert!(cfg.check().is_ok());
-        let bad = MpiTileConfig {
+        let bad = MpiBenchConfig {
             baselines: Baseline::ALL.to_vec(),
             ..cfg
         };
         assert!(bad.check().is_err());
     }
 
-    fn run_of(mib: f64, verify: &str) -> TileRun {
-        TileRun {
+    fn run_of(mib: f64, verify: &str) -> ProgramRun {
+        ProgramRun {
             mib_per_s: mib,
             seconds: 1.0,
             iter_seconds: vec![1.0],
@@ -736,8 +902,8 @@ mod tests {
         }
     }
 
-    fn row(config: &str, kind: &str, mib: Option<f64>, verified: &str) -> MpiTileRow {
-        MpiTileRow {
+    fn row(config: &str, kind: &str, mib: Option<f64>, verified: &str) -> MpiBenchRow {
+        MpiBenchRow {
             config: config.into(),
             kind: kind.into(),
             atomic: true,
@@ -781,10 +947,17 @@ mod tests {
             row("atomio:b", "atomio", Some(250.0), "atomic"),
             row("atomio:skipped", "atomio", None, "skipped"),
         ];
-        let k = key_figure(&rows, Flavor::Mpich).unwrap();
+        let k = key_figure(&rows, Flavor::Mpich, TARGET_SPEEDUP).unwrap();
         assert_eq!(k.best, "atomio:a");
         assert!((k.ratio - 3.2).abs() < 1e-12 && k.met);
         assert!((k.ratio_to_best_mpi_atomic.unwrap() - 320.0 / 150.0).abs() < 1e-12);
-        assert!(key_figure(&rows[..2], Flavor::Mpich).is_none());
+        assert!(key_figure(&rows[..2], Flavor::Mpich, TARGET_SPEEDUP).is_none());
+        // A limit below target × base becomes the target: 320 ≥ 300 meets it; 250 does not.
+        let mut with_limit = rows.clone();
+        with_limit.push(row("limit", "limit", Some(300.0), "atomic"));
+        let k = key_figure(&with_limit, Flavor::Mpich, 5.0).unwrap();
+        assert_eq!((k.needed_mib_per_s, k.met), (300.0, true));
+        with_limit.retain(|r| r.config != "atomio:a");
+        assert!(!key_figure(&with_limit, Flavor::Mpich, 5.0).unwrap().met);
     }
 }

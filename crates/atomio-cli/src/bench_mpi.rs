@@ -1,0 +1,473 @@
+//! `atomio bench mpi-tile` and `atomio bench mpi-strided`: the unmodified MPI programs
+//! `mpi/bench/tile_io` (mpi-tile-io style, overlapping tiles, one subarray write per rank)
+//! and `mpi/bench/strided_io` (rank r owns every P-th block of B bytes; 16 `write_at` or one
+//! `write_at_all`) under MPICH non-atomic, MPICH's own atomic mode, and each atomio strategy
+//! through the preloaded `libatomio_mpiio.so` (strided: also the limit row, the same bytes
+//! `pwrite`n contiguously); interleaved repetitions, a table (MiB/s, ratio to MPICH atomic,
+//! verdict), the key figure against the issue's target, JSON and an SVG bar chart.
+
+use anyhow::{anyhow, Context};
+use atomio_bench::chart::{bar_panels, Bar};
+use atomio_bench::mpi_bench::{
+    self, Baseline, Flavor, MpiBenchConfig, MpiBenchReport, Program, StridedGeometry, TileGeometry,
+};
+use atomio_bench::table::render;
+use clap::{Args, ValueEnum};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FlavorArg {
+    Mpich,
+    Openmpi,
+}
+
+/// What every MPI benchmark takes.
+#[derive(Args)]
+pub struct MpiCommon {
+    /// MPI ranks.
+    #[arg(long, default_value_t = 4)]
+    ranks: u32,
+    /// MPI_File_write_at_all instead of MPI_File_write_at.
+    #[arg(long)]
+    collective: bool,
+    /// Repetitions of every configuration, interleaved; medians are reported.
+    #[arg(long, default_value_t = 5)]
+    reps: u32,
+    /// MPI baselines: mpich (non-atomic), mpich-atomic, and the same with ROMIO's write
+    /// data sieving disabled (mpich-nods, mpich-atomic-nods).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "mpich,mpich-nods,mpich-atomic,mpich-atomic-nods"
+    )]
+    baselines: Vec<String>,
+    /// atomio strategies, each run through the preloaded libatomio_mpiio.so.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ching:datatype:one-try,ching:list:one-try,bounding-extent,rma"
+    )]
+    strategies: Vec<String>,
+    /// libatomio_mpiio.so: `auto` builds it (make -C mpi/mpiio) against the libatomio.so next
+    /// to this program; `none` lists the strategies as skipped; anything else is its path.
+    #[arg(long, default_value = "auto")]
+    mpiio_lib: String,
+    /// Where atomio runs keep the bytes: `direct` (the user's file; the library's default)
+    /// or `servers` (atomio's data servers, copied in at open and out at close).
+    #[arg(long, value_enum, default_value = "direct")]
+    data: DataArg,
+    /// Extra environment for every rank, NAME=VALUE (repeatable).
+    #[arg(long = "env")]
+    env: Vec<String>,
+    /// Extra environment only for the atomio runs, NAME=VALUE (repeatable).
+    #[arg(long = "atomio-env")]
+    atomio_env: Vec<String>,
+    /// Directory of the benchmark files (plain and atomio: paths).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Which MPI builds and launches the program.
+    #[arg(long, value_enum, default_value = "mpich")]
+    mpi: FlavorArg,
+    /// MPI launcher (default: mpiexec, or mpirun.openmpi with --mpi openmpi).
+    #[arg(long)]
+    mpiexec: Option<String>,
+    /// The mpi/bench folder (default: found from the current directory or the build tree).
+    #[arg(long)]
+    src: Option<PathBuf>,
+    /// Skip the program's check of the final file.
+    #[arg(long)]
+    no_verify: bool,
+    /// Kill a run after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// SVG bar chart (default out/bench-<bench>.svg).
+    #[arg(long)]
+    chart: Option<PathBuf>,
+    #[arg(long)]
+    no_progress: bool,
+    /// Further program options for every run, after `--`.
+    #[arg(last = true)]
+    extra: Vec<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DataArg {
+    Direct,
+    Servers,
+}
+
+#[derive(Args)]
+pub struct MpiTileArgs {
+    /// Tiles along X (default: near-square, tiles_x ≥ tiles_y).
+    #[arg(long)]
+    tiles_x: Option<u32>,
+    #[arg(long)]
+    tiles_y: Option<u32>,
+    /// Elements per tile along X, ghost cells included (mpi-tile-io sz_tile_x).
+    #[arg(long, default_value_t = 128)]
+    tile_x: u64,
+    #[arg(long, default_value_t = 128)]
+    tile_y: u64,
+    /// Bytes per element (sz_element).
+    #[arg(long, default_value_t = 1024)]
+    element_bytes: u64,
+    /// Elements shared by X neighbours (overlap_x).
+    #[arg(long, default_value_t = 16)]
+    overlap_x: u64,
+    #[arg(long, default_value_t = 16)]
+    overlap_y: u64,
+    /// Write calls per rank per run (each timed; the run's time is their sum).
+    #[arg(long, default_value_t = 3)]
+    iterations: u32,
+    #[command(flatten)]
+    common: MpiCommon,
+}
+
+#[derive(Args)]
+pub struct MpiStridedArgs {
+    /// Block sizes B to measure, one table each (rank r owns every P-th block of B bytes).
+    #[arg(long, value_delimiter = ',', default_value = "384,4096,47008")]
+    block: Vec<u64>,
+    /// Bytes per rank (whole blocks).
+    #[arg(long, default_value_t = 64 << 20)]
+    per_rank: u64,
+    /// write_at calls per rank (independent mode; --collective makes one write_at_all).
+    #[arg(long, default_value_t = 16)]
+    calls: u32,
+    /// Leave out the limit row (each rank pwrite()s its bytes contiguously, no MPI-IO).
+    #[arg(long)]
+    no_limit: bool,
+    #[command(flatten)]
+    common: MpiCommon,
+}
+
+fn pairs(v: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    v.iter()
+        .map(|s| {
+            s.split_once('=')
+                .filter(|(k, _)| !k.is_empty())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| anyhow!("expected NAME=VALUE, got {s}"))
+        })
+        .collect()
+}
+
+/// `--mpiio-lib`: `none`, `auto` (built next to this executable) or a path (made absolute:
+/// the runs start in `mpi/bench`).
+fn resolve_lib(arg: &str, flavor: Flavor) -> anyhow::Result<Option<PathBuf>> {
+    match arg {
+        "none" => Ok(None),
+        "auto" => {
+            let exe = std::env::current_exe().context("locating the atomio executable")?;
+            let dir = exe.parent().context("atomio executable has no folder")?;
+            let lib = atomio_bench::mpi_run::build_mpiio_lib(flavor.mpicc(), dir)?;
+            println!("MPI-IO library: {}", lib.display());
+            Ok(Some(lib))
+        }
+        path => Ok(Some(
+            std::fs::canonicalize(path).with_context(|| format!("--mpiio-lib {path}"))?,
+        )),
+    }
+}
+
+/// The configuration common to both programs, from the shared arguments.
+fn config(a: &MpiCommon, program: Program) -> anyhow::Result<MpiBenchConfig> {
+    let flavor = match a.mpi {
+        FlavorArg::Mpich => Flavor::Mpich,
+        FlavorArg::Openmpi => Flavor::Openmpi,
+    };
+    let baselines = a
+        .baselines
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| Baseline::parse(s).ok_or_else(|| anyhow!("unknown baseline {s}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut atomio_env = pairs(&a.atomio_env)?;
+    atomio_env.push((
+        "ATOMIO_DATA".into(),
+        match a.data {
+            DataArg::Direct => "direct",
+            DataArg::Servers => "servers",
+        }
+        .into(),
+    ));
+    let cfg = MpiBenchConfig {
+        flavor,
+        mpiexec: a.mpiexec.clone(),
+        src: a.src.clone(),
+        ranks: a.ranks,
+        program,
+        iterations: 1,
+        collective: a.collective,
+        reps: a.reps,
+        dir: a.dir.clone().unwrap_or_else(std::env::temp_dir),
+        limit: false,
+        baselines,
+        strategies: a
+            .strategies
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect(),
+        mpiio_lib: resolve_lib(&a.mpiio_lib, flavor)?,
+        env: pairs(&a.env)?,
+        atomio_env,
+        extra: a.extra.clone(),
+        verify: !a.no_verify,
+        timeout: Duration::from_secs(a.timeout),
+    };
+    if !cfg.strategies.is_empty() && cfg.mpiio_lib.is_none() {
+        println!(
+            "note: --mpiio-lib none: the atomio strategies ({}) are skipped; \
+             only the MPI baselines run",
+            cfg.strategies.join(", ")
+        );
+    }
+    Ok(cfg)
+}
+
+/// Runs one configuration with a progress bar.
+fn measure(cfg: &MpiBenchConfig, progress: bool) -> anyhow::Result<MpiBenchReport> {
+    let bar = atomio_bench::progress::bar(1, progress);
+    let result = mpi_bench::run(cfg, |p| {
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+        bar.println(&p.what);
+        bar.set_message(p.what.clone());
+    });
+    bar.finish_and_clear();
+    Ok(result?)
+}
+
+pub fn run_tile(a: MpiTileArgs) -> anyhow::Result<()> {
+    let program = Program::Tile(TileGeometry {
+        tiles_x: a.tiles_x,
+        tiles_y: a.tiles_y,
+        tile_x: a.tile_x,
+        tile_y: a.tile_y,
+        element_bytes: a.element_bytes,
+        overlap_x: a.overlap_x,
+        overlap_y: a.overlap_y,
+    });
+    let mut cfg = config(&a.common, program)?;
+    cfg.iterations = a.iterations;
+    let rep = measure(&cfg, !a.common.no_progress)?;
+    print!("{}", report(&rep));
+    if let Some(path) = &a.common.json {
+        crate::output::write_json(path, &rep)?;
+    }
+    let path = a
+        .common
+        .chart
+        .clone()
+        .unwrap_or_else(|| "out/bench-mpi-tile.svg".into());
+    chart(&path, &[&rep])?;
+    println!("chart: {}", path.display());
+    Ok(())
+}
+
+/// One table per block size, all in one JSON array and one chart.
+pub fn run_strided(a: MpiStridedArgs) -> anyhow::Result<()> {
+    if a.block.is_empty() {
+        return Err(anyhow!("--block: give at least one block size"));
+    }
+    let mut reports = Vec::new();
+    for &block in &a.block {
+        let program = Program::Strided(StridedGeometry {
+            block,
+            per_rank: a.per_rank,
+            calls: a.calls,
+        });
+        let mut cfg = config(&a.common, program)?;
+        cfg.limit = !a.no_limit;
+        let rep = measure(&cfg, !a.common.no_progress)?;
+        print!("{}", report(&rep));
+        reports.push(rep);
+    }
+    if let Some(path) = &a.common.json {
+        crate::output::write_json(path, &reports)?;
+    }
+    let path = a
+        .common
+        .chart
+        .clone()
+        .unwrap_or_else(|| "out/bench-mpi-strided.svg".into());
+    let refs: Vec<&MpiBenchReport> = reports.iter().collect();
+    chart(&path, &refs)?;
+    println!("chart: {}", path.display());
+    Ok(())
+}
+
+/// The header, table, skipped/failed notes and key figure, as printed.
+pub fn report(r: &MpiBenchReport) -> String {
+    let calls = if r.collective {
+        "collective"
+    } else {
+        "independent"
+    };
+    let what = match &r.program {
+        Program::Tile(g) => format!(
+            "tile_io: {} ranks, {}×{} tiles of {} B elements, overlap {}×{}{}, {} iteration(s) per run, {calls} writes",
+            r.ranks,
+            g.tile_x,
+            g.tile_y,
+            g.element_bytes,
+            g.overlap_x,
+            g.overlap_y,
+            r.dataset
+                .map(|(x, y)| format!(" (dataset {x}×{y} elements)"))
+                .unwrap_or_default(),
+            r.iterations,
+        ),
+        Program::Strided(g) => format!(
+            "strided_io: {} ranks, rank r owns every {}th block of B = {} bytes, {} MiB per rank in {}",
+            r.ranks,
+            r.ranks,
+            g.block,
+            g.per_rank >> 20,
+            if r.collective {
+                "one write_at_all".to_string()
+            } else {
+                format!("{} write_at calls", g.calls)
+            },
+        ),
+    };
+    let mut out = format!(
+        "{what}, median of {} interleaved repetitions; {}\n",
+        r.reps,
+        r.mpi_library.as_deref().unwrap_or("MPI library unknown"),
+    );
+    let atomic_name = Baseline {
+        atomic: true,
+        no_sieving: false,
+    }
+    .name(r.flavor);
+    let body: Vec<Vec<String>> = r
+        .rows
+        .iter()
+        .map(|row| {
+            let runs: Vec<String> = row
+                .runs
+                .iter()
+                .map(|x| format!("{:.0}", x.mib_per_s))
+                .collect();
+            vec![
+                row.config.clone(),
+                if row.atomic { "yes" } else { "no" }.into(),
+                row.mib_per_s.map_or("-".into(), |v| format!("{v:.1}")),
+                row.ratio_to_mpi_atomic
+                    .map_or("-".into(), |v| format!("{v:.2}x")),
+                row.seconds.map_or("-".into(), |v| format!("{v:.3}")),
+                row.verified.clone(),
+                if row.error.is_some() {
+                    "FAILED".into()
+                } else {
+                    runs.join(" ")
+                },
+            ]
+        })
+        .collect();
+    let ratio_header = format!("vs {atomic_name}");
+    out += &render(
+        &[
+            "config",
+            "atomic mode",
+            "MiB/s",
+            &ratio_header,
+            "seconds",
+            "verified",
+            "MiB/s per run",
+        ],
+        &body,
+    );
+    for row in &r.rows {
+        if let Some(s) = &row.skipped {
+            out += &format!("{}: {s}\n", row.config);
+        }
+        if let Some(e) = &row.error {
+            out += &format!("{}: FAILED: {e}\n", row.config);
+        }
+        if let Some(v) = row.runs.iter().find(|x| x.verify == "violated") {
+            out += &format!("{}: {}\n", row.config, v.violation);
+        }
+    }
+    out += "key figure (target in brackets):\n";
+    match &r.key {
+        Some(k) => {
+            out += &format!(
+                "  best atomio ({}) / {atomic_name} = {:.1} / {:.1} MiB/s = {:.2}x [>= {}x",
+                k.best, k.best_mib_per_s, k.mpi_atomic_mib_per_s, k.ratio, k.target,
+            );
+            if let Some(l) = k.limit_mib_per_s.filter(|&l| l < k.target * k.mpi_atomic_mib_per_s) {
+                out += &format!(
+                    ", out of reach: the limit row is {l:.1} MiB/s = {:.2}x, so the target is the limit",
+                    l / k.mpi_atomic_mib_per_s
+                );
+            }
+            out += &format!("]: {}", if k.met { "met" } else { "MISSED" });
+            if let Some(l) = k.limit_mib_per_s {
+                out += &format!("; {:.0}% of the limit", 100.0 * k.best_mib_per_s / l);
+            }
+            if let Some(b) = k.ratio_to_best_mpi_atomic {
+                out += &format!("; vs the best MPI atomic configuration: {b:.2}x");
+            }
+            out += "\n";
+        }
+        None => {
+            out += &format!(
+                "  best atomio / {atomic_name}: not measured (needs --mpiio-lib, --strategies and the {atomic_name} baseline)\n"
+            )
+        }
+    }
+    out
+}
+
+/// One panel per report (per block size for mpi-strided).
+fn chart(path: &Path, reports: &[&MpiBenchReport]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let panels: Vec<(String, Vec<Bar>)> = reports
+        .iter()
+        .map(|r| {
+            let b = r
+                .rows
+                .iter()
+                .filter_map(|row| {
+                    Some(Bar {
+                        label: format!("{} ({})", row.config, row.verified),
+                        value: row.mib_per_s?,
+                        bad: row.verified.starts_with("VIOLATED"),
+                        muted: !row.atomic,
+                    })
+                })
+                .collect();
+            let name = match &r.program {
+                Program::Tile(g) => format!(
+                    "{}×{}×{} B tiles, overlap {}",
+                    g.tile_x, g.tile_y, g.element_bytes, g.overlap_x
+                ),
+                Program::Strided(g) => format!("B = {} bytes", g.block),
+            };
+            (name, b)
+        })
+        .collect();
+    let title = match reports.first().map(|r| (&r.program, r.collective)) {
+        Some((p, collective)) => format!(
+            "{}, {} ranks, {} writes — MiB/s",
+            p.name(),
+            reports[0].ranks,
+            if collective {
+                "collective"
+            } else {
+                "independent"
+            }
+        ),
+        None => return Ok(()),
+    };
+    bar_panels(path, &title, "MiB/s (median of repetitions)", &panels)
+        .with_context(|| format!("writing {}", path.display()))
+}
