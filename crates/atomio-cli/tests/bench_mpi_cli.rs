@@ -1,4 +1,4 @@
-//! `atomio bench rma` and `atomio bench mpi-tile` end to end at a tiny scale: they build the
+//! `atomio bench rma`, `atomio bench mpi-tile` and `atomio bench mpi-strided` end to end at a tiny scale: they build the
 //! C programs under `mpi/`, run them under `mpiexec`, print tables and write JSON with the
 //! documented fields and SVG charts. Both need MPICH (`mpicc`, `mpiexec`; `scripts/setup`
 //! installs it); without it they fail unless `ATOMIO_SKIP_MPI=1` is set.
@@ -254,5 +254,61 @@ fn bench_mpi_tile_tiny_verifies_baselines_and_isolates_atomio_rows() {
         assert!(r["mib_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert!(v["key"]["ratio"].as_f64().unwrap() > 0.0, "{}", v["key"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_mpi_strided_tiny_has_a_limit_row_per_block_size_and_verifies_the_bytes() {
+    if !mpi_available() {
+        return;
+    }
+    let dir = scratch("bench-mpi-strided");
+    let (json, chart) = (dir.join("strided.json"), dir.join("strided.svg"));
+    let d = dir.display().to_string();
+    let stdout = atomio(
+        &[
+            "bench",
+            "mpi-strided",
+            "--block",
+            "64,4096",
+            "--per-rank",
+            "65536",
+            "--reps",
+            "2",
+            "--baselines",
+            "mpich,mpich-atomic",
+            "--strategies",
+            "rma",
+            "--mpiio-lib",
+            "none",
+            "--dir",
+            &d,
+        ],
+        &json,
+        &chart,
+    );
+    assert!(
+        stdout.contains("B = 64 bytes") && stdout.contains("B = 4096 bytes"),
+        "{stdout}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let reports = v.as_array().expect("one report per block size");
+    assert_eq!(reports.len(), 2);
+    for (rep, block) in reports.iter().zip([64, 4096]) {
+        assert_eq!(rep["bench"], "mpi-strided");
+        assert_eq!(rep["program"]["strided"]["block"], block);
+        let rows = rep["rows"].as_array().unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
+        assert_eq!(names, ["limit", "mpich", "mpich-atomic", "atomio:rma"]);
+        // Disjoint writes: every row that ran must leave exactly the expected bytes.
+        for r in &rows[..3] {
+            assert_eq!(r["verified"], "atomic", "{r}");
+            assert!(r["mib_per_s"].as_f64().unwrap() > 0.0, "{r}");
+            assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+        }
+        assert_eq!(rows[0]["kind"], "limit");
+        assert_eq!(rows[3]["verified"], "skipped");
+    }
+    assert!(std::fs::read_to_string(&chart).unwrap().starts_with("<svg"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,8 +6,10 @@
  *      or the servers, like ROMIO's own "ufs:" prefixes);
  *   2. the open's info has the hint "atomio_strategy" (its value is the strategy);
  *   3. ATOMIO_FILES lists a glob that matches it: ':'-separated fnmatch(3) patterns with
- *      FNM_PATHNAME ('*' does not cross '/'), and "DIR/ **" (no space) for everything below DIR. The
- *      name is matched as given (without a ROMIO "fs:" prefix) and as an absolute path.
+ *      FNM_PATHNAME ('*' does not cross '/'), and "DIR/ **" (no space) for everything below DIR. An
+ *      entry without glob characters that names a directory ("/scratch/run1" or
+ *      "/scratch/run1/") takes the tree below it, as "DIR/ **" would (logged at ATOMIO_VERBOSE=1).
+ *      The name is matched as given (without a ROMIO "fs:" prefix) and as an absolute path.
  * The strategy is the hint's value, else ATOMIO_STRATEGY, else ching:datatype:one-try.
  *
  * Invariants: a file that is not taken keeps its name byte for byte; the decision depends
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PREFIX "atomio:"
@@ -45,6 +48,17 @@ static int glob_match(const char *pat, size_t plen, const char *name)
         return 0;
     memcpy(p, pat, plen);
     p[plen] = 0;
+    struct stat st;
+    if (!strpbrk(p, "*?[") && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* a plain directory: its tree (never silently nothing) */
+        while (plen > 1 && p[plen - 1] == '/')
+            p[--plen] = 0;
+        if (plen + 3 >= sizeof p)
+            return 0;
+        amio_log(1, "ATOMIO_FILES: %s is a directory: taking every file below it", p);
+        memcpy(p + plen, "/**", 4);
+        plen += 3;
+    }
     if (plen >= 3 && strcmp(p + plen - 3, "/**") == 0) {
         p[plen - 3] = 0; /* "DIR/ **": DIR matches as a pattern, then anything below it */
         const char *slash = strrchr(name, '/');

@@ -153,6 +153,17 @@ t5() {
 step "5a. every file taken by ATOMIO_FILES glob (default strategy): t_semantics = ROMIO" t5 t_semantics ching:datatype:one-try ""
 step "5b. every file taken by glob, ATOMIO_STRATEGY=rma, ATOMIO_SERVERS=none: t_semantics = ROMIO" t5 t_semantics rma none
 step "5c. every file taken by glob, ATOMIO_STRATEGY=rma: t_noncontig bytes = ROMIO" t5 t_noncontig rma none
+# ATOMIO_FILES naming a plain directory takes the tree (it was silently ignored once).
+t5d() {
+  local a b
+  a=$(fresh sel-dir-romio); b=$(fresh sel-dir-atomio)
+  T_DIR=$a mpirun_n 3 "$BUILD/t_noncontig" --plain-only > "$WORK/out.a"
+  T_DIR=$b ATOMIO_FILES="$b" ATOMIO_VERBOSE=1 \
+    mpirun_n 3 --preload "$BUILD/t_noncontig" --plain-only > "$WORK/out.b" 2> "$WORK/err.b"
+  grep -q "is a directory: taking every file below it" "$WORK/err.b" || { cat "$WORK/err.b"; return 1; }
+  diff "$WORK/out.a" "$WORK/out.b" && same_dirs "$a" "$b"
+}
+step "5d. ATOMIO_FILES=<directory> takes the tree: t_noncontig bytes = ROMIO" t5d
 
 # ----- external servers (ATOMIO_SERVERS=host:port,... and a cluster file) ---------------------
 if [ -n "${ATOMIO_BIN:-}" ]; then
@@ -177,6 +188,28 @@ if [ -n "${ATOMIO_BIN:-}" ]; then
   step "6a. external servers by address (ATOMIO_SERVERS=$a1,$a2)" t6a
   step "6b. external servers by cluster file" t6b
 fi
+
+# ----- direct placement: crashes lose nothing acknowledged; open/close copy nothing ----------
+t7() {
+  local d; d=$(fresh t7)
+  # the job must die (rank 3 raises SIGKILL); its acknowledged writes must all be in the file
+  if T_DIR=$d mpirun_n 4 --preload "$BUILD/t_killed" ching:datatype:one-try > "$WORK/t7.out" 2>&1; then
+    echo "the job survived a SIGKILL?"; cat "$WORK/t7.out"; return 1
+  fi
+  T_DIR=$d "$BUILD/t_killed" --check 4 || return 1
+  # control: the servers placement keeps the bytes away from the file until close, so the
+  # same check must fail there (the check can fail)
+  d=$(fresh t7-servers)
+  T_DIR=$d ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_killed" ching:datatype:one-try > "$WORK/t7.out" 2>&1 || true
+  if T_DIR=$d "$BUILD/t_killed" --check 4 2> "$WORK/t7.err"; then
+    echo "control: the check passed with ATOMIO_DATA=servers"; return 1
+  fi
+  echo "control (ATOMIO_DATA=servers): $(cat "$WORK/t7.err")"
+}
+t8() { T_DIR=$(fresh t8) T_OPEN_MB=${T_OPEN_MB:-256} T_OPEN_MAX_MS=${T_OPEN_MAX_MS:-250} \
+         mpirun_n 4 --preload "$BUILD/t_open_time" ching:datatype:one-try; }
+step "7. a rank killed by SIGKILL mid-job: every acknowledged write is in the user's file" t7
+step "8. open+close of an existing large file copies nothing (direct placement)" t8
 
 rm -rf "$WORK"
 echo "all MPI-IO tests passed"
