@@ -23,27 +23,11 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <mpi.h>
+#include "bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void json_str(const char *s, char *out, size_t cap)
-{
-    size_t j = 0;
-    for (; *s && j + 2 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            out[j++] = '\\';
-            out[j++] = (char)c;
-        } else if (c >= 0x20 && c < 0x7f)
-            out[j++] = (char)c;
-        else
-            out[j++] = ' ';
-    }
-    out[j] = 0;
-}
 
 static void describe(int rc, int *cls, char *msg, size_t cap)
 {
