@@ -82,12 +82,14 @@ fn why(overlapping: bool, piece_bytes: f64, winner: &WorkloadRow, rows: &[Worklo
              rewrites the whole extent (data sieving)"
         ),
         (false, "romio") => format!(
-            "the pieces average {piece_bytes:.0} bytes: even with no locks at all (none) the pieces \
-             cost {none:.0} MiB/s = {:.2}x romio, because every piece is one pwrite system call \
-             (~1.2 us here) and ext4 serializes the writes to one file; romio's data sieving turns \
-             them into 4 MiB reads and writes of the extent under one lock, which beats any \
-             strategy that writes only its own bytes on this file system (on a parallel file \
-             system the pieces go to many servers in parallel)",
+            "the pieces average {piece_bytes:.0} bytes. atomio copies them into a shared mapping of \
+             the file (no system call per piece), but every process still maps every page its \
+             neighbours write too, and the byte-range strategies' locks name each piece for the \
+             lock servers to index: even with no locks at all (none) the pieces reach \
+             {none:.0} MiB/s = {:.2}x romio. romio's data sieving turns a call into 4 MiB reads \
+             and writes of the extent under one fcntl lock, which one host's page cache absorbs \
+             as fast; on a parallel file system that extent lock serializes every writer of the \
+             file while the pieces go to many servers in parallel",
             none / romio.max(1e-9)
         ),
         (false, w) => format!(

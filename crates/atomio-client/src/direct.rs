@@ -62,6 +62,21 @@ pub struct DirectData {
     path: PathBuf,
     key: String,
     pub coherence: Coherence,
+    /// When pieces go through a shared mapping (`mapped`) instead of a `pwrite` each.
+    /// `Auto` by default; `ATOMIO_MMAP=0` is `Off` (for comparisons). Never used when the
+    /// file system's caches are not coherent (`Coherence::nfs`).
+    pub mapping: Mapping,
+}
+
+/// Whether a call's pieces are copied through a shared mapping of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mapping {
+    /// One `pwrite`/`pread` per piece.
+    Off,
+    /// Through a mapping when the call has many small, dense pieces (`mapped::worth_mapping`).
+    Auto,
+    /// Every call through a mapping (tests).
+    Always,
 }
 
 impl DirectData {
@@ -88,6 +103,10 @@ impl DirectData {
             path: path.to_path_buf(),
             key: format!("direct:{}", canonical.display()),
             coherence: Coherence::default(),
+            mapping: match std::env::var("ATOMIO_MMAP").as_deref() {
+                Ok("0") => Mapping::Off,
+                _ => Mapping::Auto,
+            },
         })
     }
 
@@ -153,9 +172,21 @@ impl DirectData {
         Ok(())
     }
 
+    fn mapping_pays(&self, access: &Access) -> bool {
+        !self.coherence.drop_after_acquire
+            && match self.mapping {
+                Mapping::Off => false,
+                Mapping::Auto => crate::mapped::worth_mapping(access),
+                Mapping::Always => true,
+            }
+    }
+
     /// Writes `data` (offset order) to the runs of `access`.
     pub fn write_pieces(&self, access: &Access, data: &[u8]) -> Result<(), WireError> {
         crate::check_len("write", data.len(), access.size())?;
+        if self.mapping_pays(access) && crate::mapped::write(&self.file, access, data)? {
+            return Ok(());
+        }
         let mut at = 0usize;
         for r in access.ranges() {
             let n = r.len() as usize;
@@ -178,6 +209,13 @@ impl DirectData {
         crate::check_len("read", out.len(), access.size())?;
         if !holes_ok {
             self.check_within(access)?;
+        }
+        if self.mapping_pays(access) {
+            let size = self.size()?;
+            if access.hull().is_some_and(|h| h.end > size) {
+                out.fill(0); // holes past the end read as zero
+            }
+            return crate::mapped::read(&self.file, access, out, size);
         }
         let mut at = 0usize;
         for r in access.ranges() {
@@ -402,6 +440,118 @@ mod tests {
         assert_eq!(&out[..4], b"abcd");
         assert!(out[4..].iter().all(|&b| b == 0));
         assert!(d.write_pieces(&a, b"short").is_err());
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    fn strided(base: u64, count: u64, block: u64, stride: u64) -> Access {
+        Access::new(
+            base,
+            Pattern::hvector(count, block, stride, &Pattern::bytes(1).unwrap()).unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// Writes and reads of many small pieces give the same file and the same bytes through
+    /// the mapping as through one `pwrite`/`pread` per piece, whether the access lies inside
+    /// the old file, straddles its end or starts past it.
+    fn mapped_equals_pieces(base: u64, count: u64, block: u64, gap: u64, old_len: usize) {
+        let a = strided(base, count, block, block + gap);
+        let data: Vec<u8> = (0..a.size()).map(|i| (i % 253) as u8 + 1).collect();
+        let old: Vec<u8> = (0..old_len as u32).map(|i| (i * 7 % 256) as u8).collect();
+        let mut files = Vec::new();
+        for mapped in [false, true] {
+            let p = tmp(&format!(
+                "map{mapped}-{base}-{count}-{block}-{gap}-{old_len}"
+            ));
+            std::fs::write(&p, &old).unwrap();
+            let mut d = DirectData::open(&p, false).unwrap();
+            d.mapping = if mapped {
+                Mapping::Always
+            } else {
+                Mapping::Off
+            };
+            d.write_pieces(&a, &data).unwrap();
+            let mut back = vec![0u8; data.len()];
+            d.read_pieces(&a, &mut back, false).unwrap();
+            assert_eq!(back, data, "mapped={mapped}");
+            // A read that may reach past the end: the file's bytes, zeros past its end when
+            // holes are allowed, an error when not.
+            let file = std::fs::read(&p).unwrap();
+            let longer = strided(base, count + 3, block, block + gap);
+            let expect: Vec<u8> = longer
+                .ranges()
+                .flat_map(|r| r.start..r.end)
+                .map(|o| file.get(o as usize).copied().unwrap_or(0))
+                .collect();
+            let mut out = vec![9u8; longer.size() as usize];
+            d.read_pieces(&longer, &mut out, true).unwrap();
+            assert_eq!(out, expect, "mapped={mapped}");
+            let past_end = longer.hull().unwrap().end > file.len() as u64;
+            assert_eq!(d.read_pieces(&longer, &mut out, false).is_err(), past_end);
+            files.push(std::fs::read(&p).unwrap());
+            std::fs::remove_file(&p).unwrap();
+        }
+        assert_eq!(
+            files[0], files[1],
+            "file bytes differ between pwrite and mapping"
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        #[test]
+        fn mapping_is_equivalent_to_pwrite(
+            base in 0u64..200_000,
+            count in 1u64..400,
+            block in 1u64..3000,
+            gap in 0u64..5000,
+            old_len in 0usize..300_000,
+        ) {
+            mapped_equals_pieces(base, count, block, gap, old_len);
+        }
+    }
+
+    #[test]
+    fn mapping_crosses_windows_and_files_grow() {
+        mapped_equals_pieces(0, 640, 384, 1152, 0);
+        mapped_equals_pieces((64 << 10) - 5, 100, 7, 3, 10);
+    }
+
+    /// Writers growing the same fresh file concurrently through mappings never cut each
+    /// other's bytes (growth is `fallocate`, which never shrinks; an `ftruncate` to each
+    /// writer's own end would lose the bytes of a writer that grew it further first).
+    #[test]
+    fn concurrent_mapped_growers_lose_nothing() {
+        let p = tmp("growers");
+        std::fs::write(&p, b"").unwrap();
+        let writers = 4u64;
+        let block = 384u64;
+        let per_call = 512u64;
+        let calls = 8u64;
+        std::thread::scope(|s| {
+            for w in 0..writers {
+                let p = p.clone();
+                s.spawn(move || {
+                    let d = DirectData::open(&p, false).unwrap();
+                    for c in 0..calls {
+                        let base = (c * per_call * writers + w) * block;
+                        let a = strided(base, per_call, block, writers * block);
+                        assert!(crate::mapped::worth_mapping(&a));
+                        let data = vec![w as u8 + 1; a.size() as usize];
+                        d.write_pieces(&a, &data).unwrap();
+                    }
+                });
+            }
+        });
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(bytes.len() as u64, writers * block * per_call * calls);
+        for (i, chunk) in bytes.chunks(block as usize).enumerate() {
+            let w = i as u64 % writers;
+            assert!(
+                chunk.iter().all(|&b| b == w as u8 + 1),
+                "block {i} is not writer {w}'s"
+            );
+        }
         std::fs::remove_file(&p).unwrap();
     }
 }

@@ -5,13 +5,14 @@
 pub mod call;
 pub mod direct;
 pub mod file;
+mod mapped;
 pub mod objects;
 pub mod sim;
 pub mod strategy;
 pub mod technique;
 pub mod techniques;
 
-pub use direct::{Coherence, DirectData};
+pub use direct::{Coherence, DirectData, Mapping};
 pub use file::{File, IoStats, Placement};
 pub use strategy::{BlockSize, Strategy};
 pub use technique::{IoMethod, LockGeometry, Locks, PlacementKind, Technique};
