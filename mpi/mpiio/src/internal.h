@@ -159,7 +159,11 @@ typedef struct amio_file {
     uint64_t view_base;        /* disp + the filetype's data offset */
     uint64_t tile_size;        /* data bytes per filetype */
     MPI_Offset pos;            /* individual file pointer, in etypes */
-    MPI_Win sfp_win;           /* the shared file pointer (shared_fp.c), on rank 0 */
+    /* the shared file pointer (shared_fp.c): a hidden file beside the file, opened at the
+     * first use; sfp_init is its value while the hidden file is still empty */
+    char *sfp_path;
+    int sfp_fd;
+    int64_t sfp_init;
 
     int split_active;          /* split collective begun, not ended */
     MPI_Status split_status;
@@ -236,8 +240,12 @@ int amio_rma_unlock(amio_file *f);
 /* ----- shared file pointer (shared_fp.c) -------------------------------------------- */
 
 /* Collective (open, close, set_view, seek_shared, ordered); the others are independent. */
-int amio_sfp_open(amio_file *f);
-void amio_sfp_close(amio_file *f);
+int amio_sfp_open(amio_file *f, uint64_t nonce);
+/* The nonce naming an open's hidden shared-pointer file (rank 0 draws it). */
+uint64_t amio_sfp_nonce(void);
+/* Closes this rank's descriptor; with `remove` (rank 0, after every rank closed) deletes
+ * the hidden file. */
+void amio_sfp_close(amio_file *f, int remove);
 int amio_sfp_reset(amio_file *f);
 int amio_sfp_seek(amio_file *f, MPI_Offset offset, int whence);
 int amio_sfp_ordered(amio_file *f, int is_write, void *buf, MPI_Count count, MPI_Datatype dt,

@@ -7,16 +7,19 @@
  *      program's amode and info. That gives MPI's own amode semantics (CREATE, EXCL,
  *      RDONLY on a missing file, permissions: same error classes as without atomio) and
  *      the genuine MPI_File handle the program gets back;
- *   3. rank 0's canonical path (realpath) names the file on the servers for every rank;
+ *   3. rank 0's canonical path (realpath) names the file on the servers for every rank,
+ *      and rank 0's nonce names the shared file pointer's hidden file (shared_fp.c);
  *   4. strategy rma: the data descriptor and the lock (rma.c). Direct placement (the
  *      default, ATOMIO_DATA=direct): every rank opens the ordinary file itself through
  *      atomio_open_direct — the servers hold only its locks, nothing is copied. Servers
  *      placement (ATOMIO_DATA=servers): rank 0 enters the file's session (session.c: the
  *      first open imports the ordinary file), then every rank opens the server copy;
- *   5. MPI_MODE_APPEND puts the file pointers at the end; the shared file pointer's
- *      window (shared_fp.c); the table gets the handle.
- * Every step that can fail on some ranks only is followed by an agreement (allreduce), so
- * all ranks succeed or all undo what they did and fail.
+ *   5. MPI_MODE_APPEND puts the file pointers at the end; the shared file pointer is named
+ *      (nothing is created until a rank uses it); the table gets the handle.
+ * Every step that can fail on some ranks only is followed by an agreement (allreduce)
+ * before the next collective, so all ranks succeed or all undo what they did and fail.
+ * Direct placement has no collective between steps 3 and 5, so it agrees once, at the
+ * end: on this 2-core machine each collective of a 4-rank open costs milliseconds.
  *
  * Close (collective): direct placement has nothing to copy (a write that returned is in the
  * file; a rank killed later loses nothing it was told was written). Servers placement:
@@ -26,7 +29,7 @@
  * handle (and deletes the file for DELETE_ON_CLOSE).
  *
  * Invariants: the handle is in the table exactly while it is open; a failed open leaves
- * nothing behind (no table entry, no lock, no descriptor, no window, no genuine handle); a failed
+ * nothing behind (no table entry, no lock, no descriptor, no genuine handle); a failed
  * close still closes and frees everything, and reports the first error through the file's
  * handler before the handle disappears.
  */
@@ -85,7 +88,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->fh = MPI_FILE_NULL;
     f->comm = MPI_COMM_NULL;
     f->lock_fd = f->data_fd = -1;
-    f->sfp_win = MPI_WIN_NULL;
+    f->sfp_fd = -1;
     f->amode = amode;
     snprintf(f->strategy, sizeof f->strategy, "%s", strategy);
     f->is_rma = strcmp(strategy, "rma") == 0;
@@ -120,26 +123,37 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         return rc; /* PMPI raised it on MPI_FILE_NULL already */
     }
 
-    /* 3. the name on the servers */
-    char canon[PATH_MAX] = "";
-    if (f->rank == 0)
-        canonical(path, canon, sizeof canon);
-    code = amio_bcast(canon, PATH_MAX, MPI_CHAR, 0, f->comm);
-    canon[PATH_MAX - 1] = 0;
-    f->path = strdup(canon);
+    /* 3. the name on the servers, and the nonce naming the shared pointer's hidden file */
+    struct {
+        char canon[PATH_MAX];
+        uint64_t nonce;
+    } named = {"", 0};
+    if (f->rank == 0) {
+        canonical(path, named.canon, sizeof named.canon);
+        named.nonce = amio_sfp_nonce();
+    }
+    code = amio_bcast(&named, (int)sizeof named, MPI_BYTE, 0, f->comm);
+    named.canon[PATH_MAX - 1] = 0;
+    f->path = strdup(named.canon);
     if (code == MPI_SUCCESS && !f->path)
         code = amio_error(MPI_ERR_NO_MEM, "out of memory");
-    code = amio_agree(code, f->comm, "MPI_File_open");
+    /* Direct placement agrees once at the end of step 5 (every collective of an open costs
+     * milliseconds on a busy node); the other placements have collectives of their own in
+     * step 4 and must not start them after a failure here. */
+    if (!f->direct)
+        code = amio_agree(code, f->comm, "MPI_File_open");
 
     /* 4. the data */
     atomio_client *c = NULL;
     int entered = 0;
     if (code == MPI_SUCCESS && f->is_rma) {
         code = amio_agree(amio_rma_open(f), f->comm, "MPI_File_open (rma)");
-    } else if (code == MPI_SUCCESS && f->direct) {
+    } else if (f->direct) {
         /* Direct placement: the ordinary file (opened or created by PMPI above) holds the
-         * bytes; the servers hold only its locks, named by the canonical path. */
-        code = amio_client(&c);
+         * bytes; the servers hold only its locks, named by the canonical path. No
+         * collective here: step 5's agreement covers this step. */
+        if (code == MPI_SUCCESS)
+            code = amio_client(&c);
         if (code == MPI_SUCCESS) {
             uint32_t flags = (amode & MPI_MODE_RDONLY) ? ATOMIO_RDONLY : 0;
             rc = atomio_open_direct(c, f->path, flags, &f->af);
@@ -155,7 +169,6 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             if (rc != ATOMIO_OK)
                 code = amio_error_atomio(rc, what);
         }
-        code = amio_agree(code, f->comm, "MPI_File_open");
     } else if (code == MPI_SUCCESS) {
         code = amio_client(&c);
         if (code == MPI_SUCCESS && f->rank == 0) {
@@ -184,12 +197,11 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         atomio_set_atomic(f->af, NULL) != ATOMIO_OK)
         code = amio_error_atomio(ATOMIO_EINTERNAL, "atomic mode off");
 
-    /* 5. the table */
+    /* 5. the shared pointer and the table */
     if (code == MPI_SUCCESS && (amode & MPI_MODE_APPEND))
         code = amio_eof_etypes(f, &f->pos);
-    code = amio_agree(code, f->comm, "MPI_File_open");
     if (code == MPI_SUCCESS)
-        code = amio_sfp_open(f);
+        code = amio_sfp_open(f, named.nonce);
     if (code == MPI_SUCCESS && amio_table_add(f))
         code = amio_error(MPI_ERR_NO_MEM, "out of memory");
     code = amio_agree(code, f->comm, "MPI_File_open");
@@ -202,7 +214,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
 
     /* undo, on every rank alike */
     amio_table_remove(f);
-    amio_sfp_close(f);
+    amio_sfp_close(f, 0);
     if (f->af)
         atomio_close(f->af);
     f->af = NULL;
@@ -243,7 +255,8 @@ int MPI_File_close(MPI_File *fh)
         f->af = NULL;
         code = amio_agree(code, f->comm, "MPI_File_close");
     }
-    amio_sfp_close(f);
+    /* every rank passed a collective above, so no rank uses the shared pointer any more */
+    amio_sfp_close(f, f->rank == 0);
     if (code != MPI_SUCCESS)
         PMPI_File_call_errhandler(f->fh, code);
     amio_table_remove(f);

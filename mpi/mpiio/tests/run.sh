@@ -210,6 +210,12 @@ t8() { T_DIR=$(fresh t8) T_OPEN_MB=${T_OPEN_MB:-256} T_OPEN_MAX_MS=${T_OPEN_MAX_
          mpirun_n 4 --preload "$BUILD/t_open_time" ching:datatype:one-try; }
 step "7. a rank killed by SIGKILL mid-job: every acknowledged write is in the user's file" t7
 step "8. open+close of an existing large file copies nothing (direct placement)" t8
+t9() {
+  T_DIR=$(fresh t9) mpirun_n 4 --preload "$BUILD/t_shared_fp" ching:datatype:one-try || return 1
+  T_DIR=$(fresh t9-servers) ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_shared_fp" bounding-extent || return 1
+  T_DIR=$(fresh t9-rma) mpirun_n 3 --preload "$BUILD/t_shared_fp" rma
+}
+step "9. the shared file pointer under concurrent write_shared: every record once, no hidden file left" t9
 
 rm -rf "$WORK"
 echo "all MPI-IO tests passed"
