@@ -181,12 +181,19 @@ impl DirectData {
             }
     }
 
-    /// Writes `data` (offset order) to the runs of `access`.
+    /// Writes `data` (offset order) to the runs of `access`: through a mapping when that
+    /// pays (`mapping`), else one `pwrite` per run.
     pub fn write_pieces(&self, access: &Access, data: &[u8]) -> Result<(), WireError> {
         crate::check_len("write", data.len(), access.size())?;
         if self.mapping_pays(access) && crate::mapped::write(&self.file, access, data)? {
             return Ok(());
         }
+        self.write_each(access, data)
+    }
+
+    /// Writes `data` (offset order) to the runs of `access`, one `pwrite` per run.
+    pub fn write_each(&self, access: &Access, data: &[u8]) -> Result<(), WireError> {
+        crate::check_len("write", data.len(), access.size())?;
         let mut at = 0usize;
         for r in access.ranges() {
             let n = r.len() as usize;
@@ -199,8 +206,29 @@ impl DirectData {
     }
 
     /// Reads the runs of `access` into `out`; bytes past the end of the file read as zero
-    /// when `holes_ok`, else the call fails.
+    /// when `holes_ok`, else the call fails. Through a mapping when that pays.
     pub fn read_pieces(
+        &self,
+        access: &Access,
+        out: &mut [u8],
+        holes_ok: bool,
+    ) -> Result<(), WireError> {
+        if !self.mapping_pays(access) {
+            return self.read_each(access, out, holes_ok);
+        }
+        crate::check_len("read", out.len(), access.size())?;
+        if !holes_ok {
+            self.check_within(access)?;
+        }
+        let size = self.size()?;
+        if access.hull().is_some_and(|h| h.end > size) {
+            out.fill(0); // holes past the end read as zero
+        }
+        crate::mapped::read(&self.file, access, out, size)
+    }
+
+    /// Like `read_pieces`, one `pread` per run.
+    pub fn read_each(
         &self,
         access: &Access,
         out: &mut [u8],
@@ -209,13 +237,6 @@ impl DirectData {
         crate::check_len("read", out.len(), access.size())?;
         if !holes_ok {
             self.check_within(access)?;
-        }
-        if self.mapping_pays(access) {
-            let size = self.size()?;
-            if access.hull().is_some_and(|h| h.end > size) {
-                out.fill(0); // holes past the end read as zero
-            }
-            return crate::mapped::read(&self.file, access, out, size);
         }
         let mut at = 0usize;
         for r in access.ranges() {

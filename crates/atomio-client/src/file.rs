@@ -497,8 +497,10 @@ fn direct_io(
 ) -> Result<(), WireError> {
     match (op, method) {
         (Op::Write(data), IoMethod::Pieces) => d.write_pieces(access, data),
+        (Op::Write(data), IoMethod::PieceSyscalls) => d.write_each(access, data),
         (Op::Write(data), IoMethod::Sieve { buffer }) => d.write_sieved(access, data, buffer),
         (Op::Read { out, holes_ok }, IoMethod::Pieces) => d.read_pieces(access, out, holes_ok),
+        (Op::Read { out, holes_ok }, IoMethod::PieceSyscalls) => d.read_each(access, out, holes_ok),
         (Op::Read { out, holes_ok }, IoMethod::Sieve { buffer }) => {
             d.read_sieved(access, out, buffer, holes_ok)
         }

@@ -100,9 +100,14 @@ impl Locks {
 /// Step 2: how the call's bytes move under its locks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoMethod {
-    /// Exactly the call's pieces: on the user's file one `pwrite`/`pread` per contiguous
-    /// run (vectored where memory is scattered), on servers one message per server.
+    /// Exactly the call's pieces, the fastest way atomio has: on the user's file copies
+    /// through a shared mapping when the call has many small pieces (`mapped.rs`), else
+    /// one `pwrite`/`pread` per contiguous run; on servers one message per server.
     Pieces,
+    /// Exactly the call's pieces, one `pwrite`/`pread` per contiguous run and never a
+    /// mapping: what an application that locks with `fcntl` and writes each piece itself
+    /// does (the `posix-fcntl` baseline must stay that). On servers the same as `Pieces`.
+    PieceSyscalls,
     /// ROMIO's data sieving: the call's bounding extent in windows of `buffer` bytes, each
     /// read whole, patched with the call's pieces, and (writes) written back whole.
     Sieve { buffer: u64 },

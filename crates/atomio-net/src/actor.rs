@@ -177,7 +177,7 @@ struct Actor<S> {
     service: S,
     peers: HashMap<ClientId, Peer>,
     out: Vec<Outgoing>,
-    dead: Vec<ClientId>,
+    dead: Vec<(ClientId, Undelivered)>,
 }
 
 impl<S: Service> Actor<S> {
@@ -211,7 +211,8 @@ impl<S: Service> Actor<S> {
                                 "the server serves {MAX_CLIENTS_PER_SERVER} clients, its limit"
                             ),
                         );
-                        deliver(&Peer { sink, queued }, 0, Reply::Error(err));
+                        let _ = deliver(&Peer { sink, queued }, 0, Reply::Error(err));
+                    // best effort
                     } else {
                         peers.insert(client, Peer { sink, queued });
                     }
@@ -233,23 +234,28 @@ impl<S: Service> Actor<S> {
             }
             for o in out.drain(..) {
                 if let Some(peer) = peers.get(&o.to) {
-                    if !deliver(peer, o.tag, o.reply) {
-                        dead.push(o.to);
+                    if let Err(why) = deliver(peer, o.tag, o.reply) {
+                        dead.push((o.to, why));
                     }
                 }
             }
             // Clients that stopped reading (or vanished) are cut off; their locks go.
-            while let Some(client) = dead.pop() {
+            while let Some((client, why)) = dead.pop() {
                 if peers.remove(&client).is_some() {
-                    tracing::warn!(
-                        ?client,
-                        "cutting off a client that does not read its replies"
-                    );
+                    match why {
+                        // A client that exits with replies in flight (e.g. the
+                        // acknowledgements of its detached releases): nothing to report.
+                        Undelivered::Gone => tracing::debug!(?client, "client gone"),
+                        Undelivered::Behind => tracing::warn!(
+                            ?client,
+                            "cutting off a client that does not read its replies"
+                        ),
+                    }
                     service.disconnect(client, out);
                     for o in out.drain(..) {
                         if let Some(peer) = peers.get(&o.to) {
-                            if !deliver(peer, o.tag, o.reply) {
-                                dead.push(o.to);
+                            if let Err(why) = deliver(peer, o.tag, o.reply) {
+                                dead.push((o.to, why));
                             }
                         }
                     }
@@ -259,18 +265,28 @@ impl<S: Service> Actor<S> {
     }
 }
 
-/// Queues one reply; false when the client is gone or too far behind.
-fn deliver(peer: &Peer, tag: u64, reply: Reply) -> bool {
+/// Why a reply could not be queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Undelivered {
+    /// The client's connection is already closed (its `Disconnected` event is on its way).
+    Gone,
+    /// The client has `MAX_QUEUED_REPLIES` replies it has not read.
+    Behind,
+}
+
+/// Queues one reply.
+fn deliver(peer: &Peer, tag: u64, reply: Reply) -> Result<(), Undelivered> {
     if peer.queued.fetch_add(1, Ordering::Relaxed) >= MAX_QUEUED_REPLIES {
-        return false;
+        return Err(Undelivered::Behind);
     }
     let frame = ServerFrame { tag, reply };
-    match &peer.sink {
+    let sent = match &peer.sink {
         ReplySink::Connection(tx) => tx.send(frame).is_ok(),
         ReplySink::InProcess(tx, server) => {
             // In-process clients drain their inbox directly; count it as read at once.
             peer.queued.fetch_sub(1, Ordering::Relaxed);
             tx.send(ClientEvent::Frame(*server, frame)).is_ok()
         }
-    }
+    };
+    sent.then_some(()).ok_or(Undelivered::Gone)
 }
