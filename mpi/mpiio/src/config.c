@@ -61,6 +61,7 @@ void amio_config_load(void)
     amio_cfg.stripe_count = (uint32_t)env_num("ATOMIO_STRIPE_COUNT", 0, 0, 1 << 20);
     amio_cfg.export_on_sync = (int)env_num("ATOMIO_EXPORT_ON_SYNC", 1, 0, 1);
     amio_cfg.cb_max = (uint64_t)env_num("ATOMIO_CB_MAX", 1LL << 30, 0, 1LL << 40);
+    amio_cfg.nfs = (int)env_num("ATOMIO_NFS", 0, 0, 1);
     const char *d = env_str("ATOMIO_DATA");
     amio_cfg.data_servers = d && strcmp(d, "servers") == 0;
     if (d && !amio_cfg.data_servers && strcmp(d, "direct") != 0)

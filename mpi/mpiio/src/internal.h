@@ -49,6 +49,10 @@ typedef struct {
     int rma_world;             /* ATOMIO_RMA_SCOPE=world: one job-wide lock for rma files */
     uint64_t cb_max;           /* ATOMIO_CB_MAX: largest collective write aggregated on one
                                   rank (bytes, all ranks together); 0 = never aggregate */
+    int nfs;                   /* ATOMIO_NFS=1: direct placement on a file system whose
+                                  clients cache without coherence (atomio_open_direct's
+                                  ATOMIO_NFS: fdatasync before release, drop cached pages
+                                  after acquire) */
 } amio_config;
 
 extern amio_config amio_cfg;

@@ -156,6 +156,8 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             code = amio_client(&c);
         if (code == MPI_SUCCESS) {
             uint32_t flags = (amode & MPI_MODE_RDONLY) ? ATOMIO_RDONLY : 0;
+            if (amio_cfg.nfs)
+                flags |= ATOMIO_NFS;
             rc = atomio_open_direct(c, f->path, flags, &f->af);
             if (rc != ATOMIO_OK) {
                 f->af = NULL;

@@ -105,6 +105,9 @@ t2g() { T_DIR=$(fresh t2g) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --col
         T_DIR=$(fresh t2g-servers) ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_overlap_writers" --collective ching:list:two-phase; }
 step "2g. collective overlapping writers atomic (aggregated in direct mode; also servers)" t2g
 step "2f. negative control: strategy none is caught violating (servers, then direct)" t2f
+t2h() { T_DIR=$(fresh t2h) ATOMIO_NFS=1 mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:datatype:one-try bounding-extent &&
+        T_DIR=$(fresh t2h-pwrite) ATOMIO_MMAP=0 mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:list:one-try; }
+step "2h. overlapping writers atomic with NFS coherence (ATOMIO_NFS=1) and with one pwrite per piece (ATOMIO_MMAP=0)" t2h
 
 # ----- test 3: noncontiguous views and memory types against ROMIO; API semantics ------------
 t3a() { T_DIR=$(fresh t3a) mpirun_n 4 --preload "$BUILD/t_noncontig"; }
