@@ -5,7 +5,7 @@
 pub mod call;
 pub mod direct;
 pub mod file;
-mod mapped;
+pub(crate) mod mapped;
 pub mod objects;
 pub mod sim;
 pub mod strategy;

@@ -26,7 +26,7 @@
 use crate::direct::io_err;
 use atomio_layout::{Access, ByteRange};
 use atomio_proto::WireError;
-use memmap2::{Advice, MmapOptions, MmapRaw};
+use memmap2::{MmapOptions, MmapRaw};
 use nix::fcntl::{fallocate, FallocateFlags};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -47,26 +47,33 @@ pub fn worth_mapping(access: &Access) -> bool {
     let Some(hull) = access.hull() else {
         return false;
     };
-    let pieces = access.pattern().run_count_upper().max(1);
-    let bytes = access.size();
-    // Touched pages must mostly be written pages: at least 1/16 of the hull selected.
-    pieces >= MIN_PIECES && bytes / pieces <= MAX_MEAN_PIECE && bytes * 16 >= hull.len()
+    worth(
+        access.pattern().run_count_upper(),
+        access.size(),
+        hull.len(),
+    )
 }
 
-/// Calls `f(window, window_start, range, packed_at)` for every piece of `ranges` clipped to
-/// `limit` (no byte at or past `limit` is passed), with `window` a mapping that covers the
-/// piece; `packed_at` counts the bytes of earlier pieces, clipped ones included.
+/// The same rule for `pieces` pieces of `bytes` bytes in all, spread over `hull` bytes.
+pub fn worth(pieces: u64, bytes: u64, hull: u64) -> bool {
+    // Touched pages must mostly be written pages: at least 1/16 of the hull selected.
+    pieces >= MIN_PIECES && bytes / pieces.max(1) <= MAX_MEAN_PIECE && bytes * 16 >= hull
+}
+
+/// Calls `f(window, window_start, range, at)` for every run `(range, at)` of `runs` clipped
+/// to `limit` (no byte at or past `limit` is passed), with `window` a mapping that covers
+/// the run and `at` the run's offset in the caller's buffer (advanced past clipped bytes).
 fn for_each_mapped(
     file: &File,
-    ranges: impl Iterator<Item = ByteRange>,
+    runs: impl Iterator<Item = (ByteRange, usize)>,
     limit: u64,
     writable: bool,
     mut f: impl FnMut(&MmapRaw, u64, ByteRange, usize),
 ) -> Result<(), WireError> {
     let mut window: Option<(MmapRaw, ByteRange)> = None;
-    let mut packed = 0usize;
-    for r in ranges {
+    for (r, at) in runs {
         let mut s = r.start;
+        let mut at = at;
         let end = r.end.min(limit);
         while s < end {
             let covered = matches!(&window, Some((_, w)) if w.start <= s && s < w.end);
@@ -85,52 +92,63 @@ fn for_each_mapped(
                     opts.map_raw_read_only(file)
                 }
                 .map_err(|e| io_err("mmap", start, e))?;
-                // Fault the rest of the window in with one call instead of one trap per page
-                // (the traps were most of the time). Advice only: an old kernel's EINVAL
-                // leaves the copies to fault the pages themselves.
-                let advice = if writable {
-                    Advice::PopulateWrite
-                } else {
-                    Advice::PopulateRead
-                };
-                let _ = map.advise_range(advice, (s - start) as usize, (stop - s) as usize);
                 window = Some((map, ByteRange { start, end: stop }));
             }
             let (map, w) = window.as_ref().expect("mapped above");
             let e = end.min(w.end);
-            f(map, w.start, ByteRange { start: s, end: e }, packed);
-            packed += (e - s) as usize;
+            f(map, w.start, ByteRange { start: s, end: e }, at);
+            at += (e - s) as usize;
             s = e;
         }
-        packed += (r.end - end) as usize;
     }
     Ok(())
+}
+
+/// The runs of `access` with their offsets in the packed buffer.
+fn packed_runs(access: &Access) -> impl Iterator<Item = (ByteRange, usize)> + '_ {
+    access.ranges().scan(0usize, |at, r| {
+        let here = *at;
+        *at += r.len() as usize;
+        Some((r, here))
+    })
 }
 
 /// Writes `data` (offset order) into the pieces of `access` through a shared mapping.
 /// `Ok(false)`: the file could not be grown with `fallocate` (a file system without it);
 /// nothing was written and the caller uses `pwrite`.
 pub fn write(file: &File, access: &Access, data: &[u8]) -> Result<bool, WireError> {
-    let Some(hull) = access.hull() else {
-        return Ok(true);
-    };
+    match access.hull() {
+        None => Ok(true),
+        Some(hull) => write_runs(file, packed_runs(access), hull.end, data),
+    }
+}
+
+/// Writes `data[at..at + len]` to every run `(range, at)` of `runs` (increasing offsets,
+/// all below `end`) through a shared mapping, growing the file to `end` first. `Ok(false)`:
+/// the file system cannot grow a file without writing (no `fallocate`); nothing written.
+pub fn write_runs(
+    file: &File,
+    runs: impl Iterator<Item = (ByteRange, usize)>,
+    end: u64,
+    data: &[u8],
+) -> Result<bool, WireError> {
     let size = file.metadata().map_err(|e| io_err("fstat", 0, e))?.len();
-    if hull.end > size {
-        // Grows the file to the hull's end without writing a byte and without ever
+    if end > size {
+        // Grows the file to the runs' end without writing a byte and without ever
         // shrinking it, so concurrent growers cannot cut each other's data.
-        let len = (hull.end - size) as i64;
+        let len = (end - size) as i64;
         match fallocate(file.as_raw_fd(), FallocateFlags::empty(), size as i64, len) {
             Ok(()) => {}
             Err(nix::errno::Errno::EOPNOTSUPP) => return Ok(false),
             Err(e) => return Err(io_err("fallocate", size, e)),
         }
     }
-    for_each_mapped(file, access.ranges(), hull.end, true, |map, base, r, at| {
+    for_each_mapped(file, runs, end, true, |map, base, r, at| {
         let n = r.len() as usize;
         let src = &data[at..at + n];
         // SAFETY: `r` lies inside the mapping (`for_each_mapped` guarantees `base <= r.start`
-        // and `r.end <= base + map.len()`), the mapping is of a file at least `hull.end`
-        // bytes long (grown above; only an outside truncation could shrink it, see the module
+        // and `r.end <= base + map.len()`), the mapping is of a file at least `end` bytes
+        // long (grown above; only an outside truncation could shrink it, see the module
         // doc), and the destination is written through a raw pointer only: no reference to
         // shared memory exists that another process's store could invalidate.
         unsafe {
@@ -147,10 +165,21 @@ pub fn write(file: &File, access: &Access, data: &[u8]) -> Result<bool, WireErro
 /// Reads the pieces of `access` below `size` (the file's size, observed by the caller) into
 /// `out` (offset order); bytes at or past `size` are left as they are.
 pub fn read(file: &File, access: &Access, out: &mut [u8], size: u64) -> Result<(), WireError> {
-    for_each_mapped(file, access.ranges(), size, false, |map, base, r, at| {
+    read_runs(file, packed_runs(access), size, out)
+}
+
+/// Reads every run `(range, at)` of `runs` below `size` into `out[at..]`; bytes at or past
+/// `size` are left as they are.
+pub fn read_runs(
+    file: &File,
+    runs: impl Iterator<Item = (ByteRange, usize)>,
+    size: u64,
+    out: &mut [u8],
+) -> Result<(), WireError> {
+    for_each_mapped(file, runs, size, false, |map, base, r, at| {
         let n = r.len() as usize;
         let dst = &mut out[at..at + n];
-        // SAFETY: as in `write`; the source lies below `size`, and the mapping is read
+        // SAFETY: as in `write_runs`; the source lies below `size`, and the mapping is read
         // through a raw pointer into a buffer we own.
         unsafe {
             std::ptr::copy_nonoverlapping(

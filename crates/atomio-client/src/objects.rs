@@ -90,6 +90,11 @@ impl ObjectFiles {
     ) -> Result<(), WireError> {
         for c in chunks(&info.layout, ranges) {
             let f = self.file(info, c.server, c.object)?;
+            if let Some((runs, end)) = mappable(&c) {
+                if crate::mapped::write_runs(f, runs.into_iter(), end, data)? {
+                    continue;
+                }
+            }
             for (p, &(at, len)) in c.pieces.iter().zip(&c.spans) {
                 f.write_all_at(&data[at..at + len], p.offset)
                     .map_err(|e| io_err("pwrite (object file)", p.offset, e))?;
@@ -133,4 +138,30 @@ impl ObjectFiles {
         }
         Ok(())
     }
+}
+
+/// A chunk's pieces as mapping runs (object range, offset in the caller's buffer) and the
+/// end of the last, when many small pieces make a mapping cheaper than a `pwrite` each
+/// (the rule of `mapped::worth`, as for the user's file in direct placement).
+fn mappable(c: &atomio_net::data_op::Chunk) -> Option<(Vec<(ByteRange, usize)>, u64)> {
+    if std::env::var("ATOMIO_MMAP").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let runs: Vec<(ByteRange, usize)> = c
+        .pieces
+        .iter()
+        .zip(&c.spans)
+        .map(|(p, &(at, len))| {
+            (
+                ByteRange {
+                    start: p.offset,
+                    end: p.offset + len as u64,
+                },
+                at,
+            )
+        })
+        .collect();
+    let start = runs.iter().map(|(r, _)| r.start).min()?;
+    let end = runs.iter().map(|(r, _)| r.end).max()?;
+    crate::mapped::worth(runs.len() as u64, c.bytes as u64, end - start).then_some((runs, end))
 }
