@@ -224,7 +224,10 @@ impl DirectData {
         if access.hull().is_some_and(|h| h.end > size) {
             out.fill(0); // holes past the end read as zero
         }
-        crate::mapped::read(&self.file, access, out, size)
+        if crate::mapped::read(&self.file, access, out, size)? {
+            return Ok(());
+        }
+        self.read_each(access, out, holes_ok)
     }
 
     /// Like `read_pieces`, one `pread` per run.

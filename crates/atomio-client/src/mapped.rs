@@ -63,14 +63,17 @@ pub fn worth(pieces: u64, bytes: u64, hull: u64) -> bool {
 /// Calls `f(window, window_start, range, at)` for every run `(range, at)` of `runs` clipped
 /// to `limit` (no byte at or past `limit` is passed), with `window` a mapping that covers
 /// the run and `at` the run's offset in the caller's buffer (advanced past clipped bytes).
+/// `Ok(false)`: the file system refused the first mapping (FUSE and some network file
+/// systems cannot map files); nothing was copied and the caller uses system calls.
 fn for_each_mapped(
     file: &File,
     runs: impl Iterator<Item = (ByteRange, usize)>,
     limit: u64,
     writable: bool,
     mut f: impl FnMut(&MmapRaw, u64, ByteRange, usize),
-) -> Result<(), WireError> {
+) -> Result<bool, WireError> {
     let mut window: Option<(MmapRaw, ByteRange)> = None;
+    let mut first = true;
     for (r, at) in runs {
         let mut s = r.start;
         let mut at = at;
@@ -86,12 +89,18 @@ fn for_each_mapped(
                     o.offset(start).len((stop - start) as usize);
                     o
                 };
-                let map = if writable {
+                let map = match if writable {
                     opts.map_raw(file)
                 } else {
                     opts.map_raw_read_only(file)
-                }
-                .map_err(|e| io_err("mmap", start, e))?;
+                } {
+                    Ok(m) => m,
+                    Err(e) if first && e.raw_os_error() == Some(nix::libc::ENODEV) => {
+                        return Ok(false)
+                    }
+                    Err(e) => return Err(io_err("mmap", start, e)),
+                };
+                first = false;
                 window = Some((map, ByteRange { start, end: stop }));
             }
             let (map, w) = window.as_ref().expect("mapped above");
@@ -101,7 +110,7 @@ fn for_each_mapped(
             s = e;
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The runs of `access` with their offsets in the packed buffer.
@@ -143,7 +152,7 @@ pub fn write_runs(
             Err(e) => return Err(io_err("fallocate", size, e)),
         }
     }
-    for_each_mapped(file, runs, end, true, |map, base, r, at| {
+    let mapped = for_each_mapped(file, runs, end, true, |map, base, r, at| {
         let n = r.len() as usize;
         let src = &data[at..at + n];
         // SAFETY: `r` lies inside the mapping (`for_each_mapped` guarantees `base <= r.start`
@@ -159,23 +168,24 @@ pub fn write_runs(
             );
         }
     })?;
-    Ok(true)
+    Ok(mapped)
 }
 
 /// Reads the pieces of `access` below `size` (the file's size, observed by the caller) into
-/// `out` (offset order); bytes at or past `size` are left as they are.
-pub fn read(file: &File, access: &Access, out: &mut [u8], size: u64) -> Result<(), WireError> {
+/// `out` (offset order); bytes at or past `size` are left as they are. `Ok(false)`: the
+/// file cannot be mapped; nothing was read.
+pub fn read(file: &File, access: &Access, out: &mut [u8], size: u64) -> Result<bool, WireError> {
     read_runs(file, packed_runs(access), size, out)
 }
 
 /// Reads every run `(range, at)` of `runs` below `size` into `out[at..]`; bytes at or past
-/// `size` are left as they are.
+/// `size` are left as they are. `Ok(false)`: the file cannot be mapped; nothing was read.
 pub fn read_runs(
     file: &File,
     runs: impl Iterator<Item = (ByteRange, usize)>,
     size: u64,
     out: &mut [u8],
-) -> Result<(), WireError> {
+) -> Result<bool, WireError> {
     for_each_mapped(file, runs, size, false, |map, base, r, at| {
         let n = r.len() as usize;
         let dst = &mut out[at..at + n];
