@@ -239,8 +239,11 @@ int amio_check_call(amio_file *f, int is_write, int explicit_offset, MPI_Offset 
         return amio_error(MPI_ERR_ARG, "negative offset %lld", (long long)offset);
     if (count < 0)
         return amio_error(MPI_ERR_COUNT, "negative count %lld", (long long)count);
+    int checked = amio_type_check(dt, "the memory datatype");
+    if (checked != MPI_SUCCESS)
+        return checked;
     MPI_Count tsize;
-    if (dt == MPI_DATATYPE_NULL || PMPI_Type_size_x(dt, &tsize) != MPI_SUCCESS ||
+    if (PMPI_Type_size_x(dt, &tsize) != MPI_SUCCESS ||
         tsize == MPI_UNDEFINED || tsize < 0)
         return amio_error(MPI_ERR_TYPE, "invalid memory datatype");
     MPI_Count total;

@@ -690,6 +690,26 @@ int amio_dtype_try(MPI_Datatype t, amio_dtype **out, char *why, size_t cap)
     return 0;
 }
 
+int amio_type_check(MPI_Datatype t, const char *what)
+{
+    if (t == MPI_DATATYPE_NULL)
+        return amio_error(MPI_ERR_TYPE, "%s is MPI_DATATYPE_NULL", what);
+    /* MPI_Pack_size checks the handle and that the type is committed, and reports through
+     * its communicator's handler: MPI_COMM_SELF's, returning for the length of the call.
+     * (Open MPI dereferences a bogus handle whatever we do, as its own calls would.) */
+    MPI_Errhandler old = MPI_ERRHANDLER_NULL;
+    if (PMPI_Comm_get_errhandler(MPI_COMM_SELF, &old) != MPI_SUCCESS)
+        return amio_error(MPI_ERR_INTERN, "cannot read MPI_COMM_SELF's error handler");
+    PMPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    int size = 0;
+    int rc = PMPI_Pack_size(0, t, MPI_COMM_SELF, &size);
+    PMPI_Comm_set_errhandler(MPI_COMM_SELF, old);
+    PMPI_Errhandler_free(&old);
+    return rc == MPI_SUCCESS ? MPI_SUCCESS
+                             : amio_error(MPI_ERR_TYPE, "%s is not a valid, committed datatype",
+                                          what);
+}
+
 int amio_dtype_acquire(MPI_Datatype t, amio_dtype **out)
 {
     char why[512];

@@ -117,6 +117,11 @@ typedef struct amio_dtype {
     int refs;
 } amio_dtype;
 
+/* MPI_SUCCESS when `t` is a valid handle of a committed datatype, else an MPI_ERR_TYPE
+ * error naming `what`. Without it an invalid handle aborts the job inside MPICH's
+ * MPI_Type_* calls (their errors go to MPI_COMM_WORLD, fatal by default) and an
+ * uncommitted one is silently used. */
+int amio_type_check(MPI_Datatype t, const char *what);
 /* Decodes `t` (cached on derived types as an attribute); on failure returns an MPI error
  * code of class MPI_ERR_TYPE whose message says why. Release with amio_dtype_release. */
 int amio_dtype_acquire(MPI_Datatype t, amio_dtype **out);

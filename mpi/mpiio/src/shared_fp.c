@@ -157,7 +157,10 @@ static int etypes_of(amio_file *f, MPI_Count count, MPI_Datatype dt, int64_t *ou
     MPI_Count sz = 0;
     if (count < 0)
         return amio_error(MPI_ERR_COUNT, "negative count");
-    if (dt == MPI_DATATYPE_NULL || PMPI_Type_size_x(dt, &sz) != MPI_SUCCESS || sz < 0)
+    int checked = amio_type_check(dt, "the memory datatype");
+    if (checked != MPI_SUCCESS)
+        return checked;
+    if (PMPI_Type_size_x(dt, &sz) != MPI_SUCCESS || sz < 0)
         return amio_error(MPI_ERR_TYPE, "invalid datatype");
     MPI_Count bytes;
     if (__builtin_mul_overflow(count, sz, &bytes))

@@ -129,8 +129,13 @@ static int prepare(MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
         return amio_error(MPI_ERR_ARG, "view displacement %lld (MPI_DISPLACEMENT_CURRENT and "
                                        "negative displacements are not supported)",
                           (long long)disp);
+    int checked = amio_type_check(etype, "the etype");
+    if (checked == MPI_SUCCESS)
+        checked = amio_type_check(filetype, "the filetype");
+    if (checked != MPI_SUCCESS)
+        return checked;
     MPI_Count es;
-    if (etype == MPI_DATATYPE_NULL || PMPI_Type_size_x(etype, &es) != MPI_SUCCESS || es <= 0 ||
+    if (PMPI_Type_size_x(etype, &es) != MPI_SUCCESS || es <= 0 ||
         es > INT32_MAX)
         return amio_error(MPI_ERR_TYPE, "the etype must have a positive size");
     v->etype_size = (int)es;

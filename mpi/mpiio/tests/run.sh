@@ -219,6 +219,9 @@ t9() {
   T_DIR=$(fresh t9-rma) mpirun_n 3 --preload "$BUILD/t_shared_fp" rma
 }
 step "9. the shared file pointer under concurrent write_shared: every record once, no hidden file left" t9
+t10() { T_DIR=$(fresh t10) mpirun_n 2 --preload "$BUILD/t_bad_types" ching:datatype:one-try &&
+        T_DIR=$(fresh t10-rma) mpirun_n 2 --preload "$BUILD/t_bad_types" rma; }
+step "10. bogus and uncommitted datatypes: MPI_ERR_TYPE through the file's handler, no abort" t10
 
 rm -rf "$WORK"
 echo "all MPI-IO tests passed"
