@@ -690,24 +690,34 @@ int amio_dtype_try(MPI_Datatype t, amio_dtype **out, char *why, size_t cap)
     return 0;
 }
 
+/* A private copy of MPI_COMM_SELF whose handler returns errors, for amio_type_check.
+ * (Swapping MPI_COMM_SELF's own handler would not do: MPICH lets a communicator without a
+ * handler of its own use MPI_COMM_WORLD's, and restoring "the old one" would pin it.) */
+static MPI_Comm check_comm = MPI_COMM_NULL;
+static pthread_once_t check_once = PTHREAD_ONCE_INIT;
+
+static void make_check_comm(void)
+{
+    MPI_Comm c;
+    if (PMPI_Comm_dup(MPI_COMM_SELF, &c) == MPI_SUCCESS &&
+        PMPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN) == MPI_SUCCESS)
+        check_comm = c;
+}
+
 int amio_type_check(MPI_Datatype t, const char *what)
 {
     if (t == MPI_DATATYPE_NULL)
         return amio_error(MPI_ERR_TYPE, "%s is MPI_DATATYPE_NULL", what);
     /* MPI_Pack_size checks the handle and that the type is committed, and reports through
-     * its communicator's handler: MPI_COMM_SELF's, returning for the length of the call.
-     * (Open MPI dereferences a bogus handle whatever we do, as its own calls would.) */
-    MPI_Errhandler old = MPI_ERRHANDLER_NULL;
-    if (PMPI_Comm_get_errhandler(MPI_COMM_SELF, &old) != MPI_SUCCESS)
-        return amio_error(MPI_ERR_INTERN, "cannot read MPI_COMM_SELF's error handler");
-    PMPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+     * its communicator's handler, which returns. (Open MPI dereferences a bogus handle
+     * whatever we do, as its own calls would.) */
+    pthread_once(&check_once, make_check_comm);
+    if (check_comm == MPI_COMM_NULL)
+        return amio_error(MPI_ERR_INTERN, "cannot duplicate MPI_COMM_SELF");
     int size = 0;
-    int rc = PMPI_Pack_size(0, t, MPI_COMM_SELF, &size);
-    PMPI_Comm_set_errhandler(MPI_COMM_SELF, old);
-    PMPI_Errhandler_free(&old);
-    return rc == MPI_SUCCESS ? MPI_SUCCESS
-                             : amio_error(MPI_ERR_TYPE, "%s is not a valid, committed datatype",
-                                          what);
+    return PMPI_Pack_size(0, t, check_comm, &size) == MPI_SUCCESS
+               ? MPI_SUCCESS
+               : amio_error(MPI_ERR_TYPE, "%s is not a valid, committed datatype", what);
 }
 
 int amio_dtype_acquire(MPI_Datatype t, amio_dtype **out)
