@@ -399,3 +399,116 @@ fn bad_input_gets_clear_errors_and_the_server_keeps_serving() {
     ping_ok(&mut c, 7);
     server.assert_alive_and_clean();
 }
+
+/// Peak resident memory of a process (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kb << 10
+}
+
+/// A client that sends 100 reads of 32 MiB (3.2 GB of replies for ~4 KB of requests) and
+/// reads nothing costs the server at most its reply budget (`MAX_QUEUED_REPLY_BYTES`), not
+/// the replies: the server stops reading that client. Meanwhile another client is served
+/// promptly, and when the first one finally reads, every reply arrives, whole and correct.
+#[test]
+fn a_client_that_does_not_read_its_replies_costs_only_its_budget() {
+    use atomio_proto::data::ObjPiece;
+    use atomio_proto::limits::MAX_QUEUED_REPLY_BYTES;
+    const MIB: u64 = 1 << 20;
+    const READS: u64 = 100;
+    let mut server = Server::start();
+    let pid = server.child.id();
+    let mut a = server.connect();
+    send(
+        &mut a,
+        1,
+        Request::Create {
+            path: "/budget".into(),
+            stripe_size: 64 * MIB,
+            object_servers: vec![ServerId(0)],
+            exclusive: false,
+        },
+    );
+    let Reply::File(meta) = recv(&mut a).expect("created").reply else {
+        panic!("create failed");
+    };
+    let data: Vec<u8> = (0..32 * MIB).map(|i| (i % 251) as u8).collect();
+    send(
+        &mut a,
+        2,
+        Request::Write {
+            file: meta.file,
+            object: 0,
+            pieces: vec![ObjPiece {
+                offset: 0,
+                len: 32 * MIB,
+            }],
+            data: serde_bytes::ByteBuf::from(data.clone()),
+        },
+    );
+    assert_eq!(
+        recv(&mut a).unwrap().reply,
+        Reply::Written { bytes: 32 * MIB }
+    );
+    let before = peak_rss(pid);
+    // The requests must all be sent even though the server stops reading them: a thread.
+    let mut writer = a.try_clone().unwrap();
+    let file = meta.file;
+    let sender = std::thread::spawn(move || {
+        for t in 0..READS {
+            send(
+                &mut writer,
+                100 + t,
+                Request::Read {
+                    file,
+                    object: 0,
+                    pieces: vec![ObjPiece {
+                        offset: 0,
+                        len: 32 * MIB,
+                    }],
+                },
+            );
+        }
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut b = server.connect();
+    let t0 = std::time::Instant::now();
+    ping_ok(&mut b, 7);
+    let ping = t0.elapsed();
+    let peak = peak_rss(pid);
+    let grown = peak.saturating_sub(before);
+    eprintln!(
+        "server peak RSS {} MiB (before the reads {} MiB, grown {} MiB); another client's ping {:?}",
+        peak >> 20,
+        before >> 20,
+        grown >> 20,
+        ping
+    );
+    assert!(
+        grown <= (MAX_QUEUED_REPLY_BYTES as u64) + 64 * MIB,
+        "the server grew by {} MiB for one client's unread replies",
+        grown >> 20
+    );
+    assert!(
+        ping < Duration::from_millis(100),
+        "another client waited {ping:?}"
+    );
+    // Now read everything: all replies arrive, in order, with the right bytes.
+    a.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    for t in 0..READS {
+        let f = recv(&mut a).expect("a read reply");
+        assert_eq!(f.tag, 100 + t);
+        match f.reply {
+            Reply::Data(d) => assert!(d[..] == data[..], "read {t} returned other bytes"),
+            other => panic!("read {t}: {other:?}"),
+        }
+    }
+    sender.join().unwrap();
+    ping_ok(&mut a, 8);
+    server.assert_alive_and_clean();
+}

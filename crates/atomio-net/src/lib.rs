@@ -8,6 +8,7 @@ pub mod data_op;
 pub mod embedded;
 pub mod files;
 pub mod machine;
+mod reply_budget;
 pub mod service;
 pub mod tcp;
 

@@ -13,6 +13,7 @@
 //! process.
 
 use crate::actor::{ClientEvent, Event, ReplySink, ServerHandle};
+use crate::reply_budget::{expected_reply_bytes, ReplyBudget};
 use atomio_layout::ServerId;
 use atomio_proto::frame::{encode, peek_tag};
 use atomio_proto::limits::MAX_FRAME_BYTES;
@@ -72,13 +73,18 @@ async fn serve_connection(stream: TcpStream, server: ServerHandle) {
     if server.send(connected).await.is_err() {
         return;
     }
-    let mut writer = std::pin::pin!(write_loop(wr, rx, Some(queued.clone())));
+    let budget = Arc::new(ReplyBudget::default());
+    let written = {
+        let budget = budget.clone();
+        move |f: &ServerFrame| budget.release(f.tag)
+    };
+    let mut writer = std::pin::pin!(write_loop(wr, rx, Some(queued.clone()), written));
     let direct = Direct {
         tx: &tx,
         queued: &queued,
     };
     let reader_done = tokio::select! {
-        () = read_client_frames(rd, client, &server, direct) => true,
+        () = read_client_frames(rd, client, &server, direct, &budget) => true,
         () = &mut writer => false,
     };
     let _ = server.send(Event::Disconnected { client }).await;
@@ -112,6 +118,7 @@ async fn read_client_frames(
     client: atomio_proto::ClientId,
     server: &ServerHandle,
     direct: Direct<'_>,
+    budget: &ReplyBudget,
 ) {
     let mut frames = FramedRead::new(rd, codec());
     while let Some(item) = frames.next().await {
@@ -132,6 +139,11 @@ async fn read_client_frames(
         };
         match decode::<ClientFrame>(&bytes) {
             Ok(f) => {
+                // Stops reading this client while the replies it has coming exceed its
+                // budget (see `reply_budget`).
+                budget
+                    .reserve(f.tag, expected_reply_bytes(&f.request))
+                    .await;
                 let ev = Event::Frame {
                     client,
                     tag: f.tag,
@@ -159,24 +171,27 @@ async fn read_client_frames(
 }
 
 /// Drains `rx` into the socket, batching; ends when `rx` closes or the peer stalls.
+/// `written` is called for each message once it is on the wire.
 async fn write_loop<T: Serialize>(
     mut wr: OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<T>,
     queued: Option<Arc<AtomicUsize>>,
+    mut written: impl FnMut(&T),
 ) {
     let mut buf = Vec::with_capacity(64 << 10);
+    let mut batch = Vec::new();
     while let Some(msg) = rx.recv().await {
-        let mut n = 1;
         if let Err(e) = encode(&msg, &mut buf) {
             tracing::error!("dropping an unencodable message: {e}");
         }
+        batch.push(msg);
         while buf.len() < BATCH_BYTES {
             match rx.try_recv() {
                 Ok(m) => {
-                    n += 1;
                     if let Err(e) = encode(&m, &mut buf) {
                         tracing::error!("dropping an unencodable message: {e}");
                     }
+                    batch.push(m);
                 }
                 Err(_) => break,
             }
@@ -186,8 +201,9 @@ async fn write_loop<T: Serialize>(
             _ => return,
         }
         if let Some(q) = &queued {
-            q.fetch_sub(n, Ordering::Relaxed);
+            q.fetch_sub(batch.len(), Ordering::Relaxed);
         }
+        batch.drain(..).for_each(|m| written(&m));
         buf.clear();
     }
     let _ = wr.shutdown().await;
@@ -224,7 +240,7 @@ pub async fn connect(
     let addr = addr.to_string();
     tokio::spawn(async move {
         let reader = read_server_frames(rd, server, &events);
-        let writer = write_loop(wr, rx, Some(counter));
+        let writer = write_loop(wr, rx, Some(counter), |_: &ClientFrame| {});
         let why = tokio::select! {
             why = reader => why,
             () = writer => format!("connection to {addr} closed while sending"),

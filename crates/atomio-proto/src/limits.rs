@@ -16,9 +16,12 @@ pub const MAX_WAITING_REQUESTS: usize = 1 << 16;
 pub const MAX_LOCKS_PER_SERVER: usize = 1 << 25;
 /// Most client connections a server serves at once.
 pub const MAX_CLIENTS_PER_SERVER: usize = 4096;
-/// Bytes of replies queued for one client before the server gives up on it and closes the
-/// connection (a client that never reads must not grow the server without bound).
-pub const MAX_QUEUED_REPLY_BYTES: usize = 256 << 20;
+/// Bytes of replies one TCP client may have coming (expected for requests in progress, or
+/// queued unwritten) before the server stops reading its requests until it reads its
+/// replies: a client that never reads costs the server at most this (`reply_budget` in
+/// atomio-net). Two full frames, so one client still keeps a read in flight while the
+/// previous reply drains.
+pub const MAX_QUEUED_REPLY_BYTES: usize = 2 * MAX_FRAME_BYTES;
 /// Most object pieces in one data request.
 pub const MAX_PIECES_PER_REQUEST: usize = 1 << 16;
 /// Longest file path accepted.
