@@ -512,3 +512,48 @@ fn a_client_that_does_not_read_its_replies_costs_only_its_budget() {
     ping_ok(&mut a, 8);
     server.assert_alive_and_clean();
 }
+
+/// Twenty clients each announce a 60 MiB frame, send 59 MiB of it and stall (1.2 GB of
+/// partial frames): the server buffers at most its partial-frame budget (256 MiB) and keeps
+/// answering other clients promptly.
+#[test]
+fn stalled_partial_frames_cost_at_most_the_partial_frame_budget() {
+    const MIB: usize = 1 << 20;
+    let mut server = Server::start();
+    let pid = server.child.id();
+    let before = peak_rss(pid);
+    let mut closers = Vec::new();
+    let mut senders = Vec::new();
+    for _ in 0..20 {
+        let mut s = server.connect();
+        closers.push(s.try_clone().unwrap());
+        senders.push(std::thread::spawn(move || {
+            let _ = s.write_all(&((60 * MIB) as u32).to_be_bytes());
+            let _ = s.write_all(&vec![0u8; 59 * MIB]); // blocks once the server stops reading
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut other = server.connect();
+    let t0 = std::time::Instant::now();
+    ping_ok(&mut other, 11);
+    let ping = t0.elapsed();
+    let grown = peak_rss(pid).saturating_sub(before);
+    eprintln!(
+        "20 stalled 60 MiB frames: server grew {} MiB; another client's ping {ping:?}",
+        grown >> 20
+    );
+    assert!(
+        grown <= (256 + 64) as u64 * MIB as u64,
+        "the server grew by {} MiB holding partial frames",
+        grown >> 20
+    );
+    assert!(ping < Duration::from_millis(100), "ping took {ping:?}");
+    for c in &closers {
+        let _ = c.shutdown(std::net::Shutdown::Both);
+    }
+    for t in senders {
+        t.join().unwrap();
+    }
+    ping_ok(&mut other, 12);
+    server.assert_alive_and_clean();
+}

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod data_op;
 pub mod embedded;
 pub mod files;
+mod frame_reader;
 pub mod machine;
 mod reply_budget;
 pub mod service;

@@ -13,6 +13,7 @@
 //! process.
 
 use crate::actor::{ClientEvent, Event, ReplySink, ServerHandle};
+use crate::frame_reader::{frame_memory, FrameReader};
 use crate::reply_budget::{expected_reply_bytes, ReplyBudget};
 use atomio_layout::ServerId;
 use atomio_proto::frame::{encode, peek_tag};
@@ -27,6 +28,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio::sync::Semaphore;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 
 /// A peer that accepts no bytes for this long is dropped.
@@ -44,6 +46,7 @@ fn codec() -> LengthDelimitedCodec {
 
 /// Serves clients on `listener` until the listener fails.
 pub async fn serve(listener: TcpListener, server: ServerHandle) -> std::io::Result<()> {
+    let memory = frame_memory();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -56,11 +59,11 @@ pub async fn serve(listener: TcpListener, server: ServerHandle) -> std::io::Resu
         };
         let _ = stream.set_nodelay(true);
         tracing::debug!(%peer, "client connected");
-        tokio::spawn(serve_connection(stream, server.clone()));
+        tokio::spawn(serve_connection(stream, server.clone(), memory.clone()));
     }
 }
 
-async fn serve_connection(stream: TcpStream, server: ServerHandle) {
+async fn serve_connection(stream: TcpStream, server: ServerHandle, memory: Arc<Semaphore>) {
     let client = server.new_client_id();
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel::<ServerFrame>();
@@ -84,7 +87,7 @@ async fn serve_connection(stream: TcpStream, server: ServerHandle) {
         queued: &queued,
     };
     let reader_done = tokio::select! {
-        () = read_client_frames(rd, client, &server, direct, &budget) => true,
+        () = read_client_frames(FrameReader::new(rd, memory), client, &server, direct, &budget) => true,
         () = &mut writer => false,
     };
     let _ = server.send(Event::Disconnected { client }).await;
@@ -114,30 +117,22 @@ impl Direct<'_> {
 }
 
 async fn read_client_frames(
-    rd: OwnedReadHalf,
+    mut frames: FrameReader<OwnedReadHalf>,
     client: atomio_proto::ClientId,
     server: &ServerHandle,
     direct: Direct<'_>,
     budget: &ReplyBudget,
 ) {
-    let mut frames = FramedRead::new(rd, codec());
     while let Some(item) = frames.next().await {
-        let bytes = match item {
-            Ok(b) => b,
+        let frame = match item {
+            Ok(f) => f,
             Err(e) => {
-                let code = if e.to_string().contains("frame size too big") {
-                    ErrorCode::LimitExceeded
-                } else {
-                    ErrorCode::Malformed
-                };
-                let msg = format!(
-                    "closing the connection: {e} (frames are limited to {MAX_FRAME_BYTES} bytes)"
-                );
-                direct.error(0, WireError::new(code, msg));
+                direct.error(0, e);
                 return;
             }
         };
-        match decode::<ClientFrame>(&bytes) {
+        let bytes = &frame.body;
+        match decode::<ClientFrame>(bytes) {
             Ok(f) => {
                 // Stops reading this client while the replies it has coming exceed its
                 // budget (see `reply_budget`).
@@ -159,7 +154,7 @@ async fn read_client_frames(
                 let tag = if fatal {
                     0
                 } else {
-                    peek_tag(&bytes).unwrap_or(0)
+                    peek_tag(bytes).unwrap_or(0)
                 };
                 direct.error(tag, e);
                 if fatal {
