@@ -541,6 +541,31 @@ mod tests {
         mapped_equals_pieces((64 << 10) - 5, 100, 7, 3, 10);
     }
 
+    /// A first write far past the end allocates only its own hull: the gap stays a hole
+    /// (allocating from the old end allocated the whole gap: at 1 TiB that filled the disk
+    /// and failed; 1 GiB keeps a regression cheap and still visible in `st_blocks`).
+    #[test]
+    fn a_mapped_write_far_past_the_end_leaves_the_gap_a_hole() {
+        use std::os::unix::fs::MetadataExt;
+        let p = tmp("far");
+        let d = DirectData::open(&p, true).unwrap();
+        let a = strided(1 << 30, 256, 384, 1536);
+        assert!(crate::mapped::worth_mapping(&a));
+        let data = vec![5u8; a.size() as usize];
+        d.write_pieces(&a, &data).unwrap();
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(m.len(), a.hull().unwrap().end);
+        assert!(
+            m.blocks() * 512 < 16 << 20,
+            "{} bytes allocated",
+            m.blocks() * 512
+        );
+        let mut back = vec![0u8; data.len()];
+        d.read_pieces(&a, &mut back, false).unwrap();
+        assert_eq!(back, data);
+        std::fs::remove_file(&p).unwrap();
+    }
+
     /// Writers growing the same fresh file concurrently through mappings never cut each
     /// other's bytes (growth is `fallocate`, which never shrinks; an `ftruncate` to each
     /// writer's own end would lose the bytes of a writer that grew it further first).

@@ -128,28 +128,33 @@ fn packed_runs(access: &Access) -> impl Iterator<Item = (ByteRange, usize)> + '_
 pub fn write(file: &File, access: &Access, data: &[u8]) -> Result<bool, WireError> {
     match access.hull() {
         None => Ok(true),
-        Some(hull) => write_runs(file, packed_runs(access), hull.end, data),
+        Some(hull) => write_runs(file, packed_runs(access), hull, data),
     }
 }
 
-/// Writes `data[at..at + len]` to every run `(range, at)` of `runs` (increasing offsets,
-/// all below `end`) through a shared mapping, growing the file to `end` first. `Ok(false)`:
-/// the file system cannot grow a file without writing (no `fallocate`); nothing written.
+/// Writes `data[at..at + len]` to every run `(range, at)` of `runs` (all inside `hull`)
+/// through a shared mapping, growing the file to `hull.end` first. `Ok(false)`: the file
+/// system cannot grow a file without writing (no `fallocate`) or cannot map it; nothing
+/// written.
 pub fn write_runs(
     file: &File,
     runs: impl Iterator<Item = (ByteRange, usize)>,
-    end: u64,
+    hull: ByteRange,
     data: &[u8],
 ) -> Result<bool, WireError> {
+    let end = hull.end;
     let size = file.metadata().map_err(|e| io_err("fstat", 0, e))?.len();
     if end > size {
         // Grows the file to the runs' end without writing a byte and without ever
-        // shrinking it, so concurrent growers cannot cut each other's data.
-        let len = (end - size) as i64;
-        match fallocate(file.as_raw_fd(), FallocateFlags::empty(), size as i64, len) {
+        // shrinking it, so concurrent growers cannot cut each other's data. Only the hull
+        // is allocated: whatever lies between the old end and the hull stays a hole (a
+        // first write at 1 TiB must not allocate a terabyte).
+        let from = size.max(hull.start);
+        let len = (end - from) as i64;
+        match fallocate(file.as_raw_fd(), FallocateFlags::empty(), from as i64, len) {
             Ok(()) => {}
             Err(nix::errno::Errno::EOPNOTSUPP) => return Ok(false),
-            Err(e) => return Err(io_err("fallocate", size, e)),
+            Err(e) => return Err(io_err("fallocate", from, e)),
         }
     }
     let mapped = for_each_mapped(file, runs, end, true, |map, base, r, at| {

@@ -90,8 +90,8 @@ impl ObjectFiles {
     ) -> Result<(), WireError> {
         for c in chunks(&info.layout, ranges) {
             let f = self.file(info, c.server, c.object)?;
-            if let Some((runs, end)) = mappable(&c) {
-                if crate::mapped::write_runs(f, runs.into_iter(), end, data)? {
+            if let Some((runs, hull)) = mappable(&c) {
+                if crate::mapped::write_runs(f, runs.into_iter(), hull, data)? {
                     continue;
                 }
             }
@@ -140,10 +140,10 @@ impl ObjectFiles {
     }
 }
 
-/// A chunk's pieces as mapping runs (object range, offset in the caller's buffer) and the
-/// end of the last, when many small pieces make a mapping cheaper than a `pwrite` each
-/// (the rule of `mapped::worth`, as for the user's file in direct placement).
-fn mappable(c: &atomio_net::data_op::Chunk) -> Option<(Vec<(ByteRange, usize)>, u64)> {
+/// A chunk's pieces as mapping runs (object range, offset in the caller's buffer) and their
+/// hull, when many small pieces make a mapping cheaper than a `pwrite` each (the rule of
+/// `mapped::worth`, as for the user's file in direct placement).
+fn mappable(c: &atomio_net::data_op::Chunk) -> Option<(Vec<(ByteRange, usize)>, ByteRange)> {
     if std::env::var("ATOMIO_MMAP").is_ok_and(|v| v == "0") {
         return None;
     }
@@ -163,5 +163,6 @@ fn mappable(c: &atomio_net::data_op::Chunk) -> Option<(Vec<(ByteRange, usize)>, 
         .collect();
     let start = runs.iter().map(|(r, _)| r.start).min()?;
     let end = runs.iter().map(|(r, _)| r.end).max()?;
-    crate::mapped::worth(runs.len() as u64, c.bytes as u64, end - start).then_some((runs, end))
+    crate::mapped::worth(runs.len() as u64, c.bytes as u64, end - start)
+        .then_some((runs, ByteRange { start, end }))
 }
