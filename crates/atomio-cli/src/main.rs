@@ -85,14 +85,21 @@ fn worker() -> anyhow::Result<()> {
 }
 
 fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    // A server says what happens to its clients (connects, disconnects, I/O errors) by
+    // default; everything else keeps stderr for warnings, beside its tables and progress.
+    let default_level = match cli.command {
+        Command::Server(_) => "info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ATOMIO_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Server(a) => server::run(a),
         Command::Bench {

@@ -398,6 +398,21 @@ fn bad_input_gets_clear_errors_and_the_server_keeps_serving() {
     ping_ok(&mut good, 6);
     ping_ok(&mut c, 7);
     server.assert_alive_and_clean();
+
+    // And the server said what happened to its clients, at its default log level.
+    std::thread::sleep(Duration::from_millis(200));
+    let log = std::fs::read_to_string(&server.stderr).unwrap_or_default();
+    for expected in [
+        "client connected",
+        "client disconnected: closed by the client",
+        "client disconnected: LimitExceeded: closing the connection: a frame of 4294967295 bytes",
+        "client disconnected: Malformed: closing the connection: the stream ended inside a frame",
+    ] {
+        assert!(
+            log.contains(expected),
+            "no '{expected}' in the server's log:\n{log}"
+        );
+    }
 }
 
 /// Peak resident memory of a process (`VmHWM`), in bytes.

@@ -93,6 +93,12 @@ impl LocalServers {
                     "--data",
                 ])
                 .arg(&dir)
+                // Servers started for a benchmark or a test log at the caller's level (warn
+                // by default), not at a standalone server's info, beside the caller's output.
+                .env(
+                    "ATOMIO_LOG",
+                    std::env::var("ATOMIO_LOG").unwrap_or_else(|_| "warn".into()),
+                )
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
                 .kill_on_drop(true)

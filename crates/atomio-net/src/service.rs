@@ -30,10 +30,17 @@ impl Service for LockServer {
 /// capacity grows with I/O capacity).
 impl<S: ObjectStore + Send + 'static> Service for DataService<S> {
     fn handle(&mut self, client: ClientId, tag: u64, request: Request, out: &mut Vec<Outgoing>) {
+        let reply = DataService::handle(self, request);
+        if let atomio_proto::Reply::Error(e) = &reply {
+            if e.code == atomio_proto::ErrorCode::Io {
+                // A storage failure is the operator's business, not only the client's.
+                tracing::warn!(?client, "data I/O failed: {e}");
+            }
+        }
         out.push(Outgoing {
             to: client,
             tag,
-            reply: DataService::handle(self, request),
+            reply,
         });
     }
     fn disconnect(&mut self, _: ClientId, _: &mut Vec<Outgoing>) {}

@@ -58,13 +58,23 @@ pub async fn serve(listener: TcpListener, server: ServerHandle) -> std::io::Resu
             }
         };
         let _ = stream.set_nodelay(true);
-        tracing::debug!(%peer, "client connected");
-        tokio::spawn(serve_connection(stream, server.clone(), memory.clone()));
+        tokio::spawn(serve_connection(
+            stream,
+            peer,
+            server.clone(),
+            memory.clone(),
+        ));
     }
 }
 
-async fn serve_connection(stream: TcpStream, server: ServerHandle, memory: Arc<Semaphore>) {
+async fn serve_connection(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    server: ServerHandle,
+    memory: Arc<Semaphore>,
+) {
     let client = server.new_client_id();
+    tracing::info!(%peer, ?client, "client connected");
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel::<ServerFrame>();
     let queued = Arc::new(AtomicUsize::new(0));
@@ -86,10 +96,15 @@ async fn serve_connection(stream: TcpStream, server: ServerHandle, memory: Arc<S
         tx: &tx,
         queued: &queued,
     };
-    let reader_done = tokio::select! {
-        () = read_client_frames(FrameReader::new(rd, memory), client, &server, direct, &budget) => true,
-        () = &mut writer => false,
+    let ended = tokio::select! {
+        why = read_client_frames(FrameReader::new(rd, memory), client, &server, direct, &budget) => Some(why),
+        () = &mut writer => None,
     };
+    let why = ended
+        .as_deref()
+        .unwrap_or("it accepted no replies (or the socket failed)");
+    tracing::info!(%peer, ?client, "client disconnected: {why}");
+    let reader_done = ended.is_some();
     let _ = server.send(Event::Disconnected { client }).await;
     drop(tx);
     if reader_done {
@@ -122,13 +137,14 @@ async fn read_client_frames(
     server: &ServerHandle,
     direct: Direct<'_>,
     budget: &ReplyBudget,
-) {
+) -> String {
     while let Some(item) = frames.next().await {
         let frame = match item {
             Ok(f) => f,
             Err(e) => {
+                let why = e.to_string();
                 direct.error(0, e);
-                return;
+                return why;
             }
         };
         let bytes = &frame.body;
@@ -145,7 +161,7 @@ async fn read_client_frames(
                     request: f.request,
                 };
                 if server.send(ev).await.is_err() {
-                    return;
+                    return "the server is stopping".into();
                 }
             }
             Err(e) => {
@@ -156,13 +172,15 @@ async fn read_client_frames(
                 } else {
                     peek_tag(bytes).unwrap_or(0)
                 };
+                let why = e.to_string();
                 direct.error(tag, e);
                 if fatal {
-                    return;
+                    return why;
                 }
             }
         }
     }
+    "closed by the client".into()
 }
 
 /// Drains `rx` into the socket, batching; ends when `rx` closes or the peer stalls.
