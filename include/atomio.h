@@ -44,6 +44,8 @@
 
 #define ATOMIO_EEXISTS 13
 
+#define ATOMIO_ELEASE 14
+
 // `atomio_open` flag: create the file if it does not exist.
 #define ATOMIO_CREATE 1
 

@@ -7,6 +7,7 @@ mod bench_workload;
 mod demo;
 mod files;
 mod output;
+mod probe;
 mod server;
 mod sim;
 
@@ -49,6 +50,10 @@ enum Command {
     /// A benchmark client process (started by `atomio bench`).
     #[command(hide = true)]
     Worker,
+    /// A client that locks, writes and holds until told to go on (the fault probes'
+    /// subject).
+    #[command(hide = true)]
+    ProbeHold(probe::ProbeHoldArgs),
 }
 
 #[derive(Subcommand)]
@@ -125,6 +130,7 @@ fn main() -> std::process::ExitCode {
         Command::Export(a) => files::export(a),
         Command::Verify(a) => files::verify(a),
         Command::Worker => worker(),
+        Command::ProbeHold(a) => probe::run(a),
         Command::Sim(a) => sim::run(a),
     };
     match result {

@@ -22,6 +22,11 @@ pub struct ServerArgs {
     /// A cluster file; with --id, the listen address is taken from it.
     #[arg(long, requires = "id")]
     cluster: Option<PathBuf>,
+    /// A client silent this long (no heartbeat) while holding locks loses them and is
+    /// fenced: its later writes are refused. 0 turns leases off (locks then end only when
+    /// the connection closes). Default: `ATOMIO_LEASE_MS`, else 5000.
+    #[arg(long)]
+    lease_ms: Option<u64>,
 }
 
 pub fn run(a: ServerArgs) -> anyhow::Result<()> {
@@ -40,6 +45,11 @@ pub fn run(a: ServerArgs) -> anyhow::Result<()> {
         }
         _ => a.listen.clone(),
     };
+    let lease_ms = match a.lease_ms {
+        Some(0) => None,
+        Some(ms) => Some(ms),
+        None => atomio_net::lease_ms_from_env().map_err(anyhow::Error::msg)?,
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -54,7 +64,7 @@ pub fn run(a: ServerArgs) -> anyhow::Result<()> {
             out.flush()?;
         }
         tokio::select! {
-            r = atomio_net::run_tcp_server(listener, a.id.map(ServerId), &a.data) => r.context("server failed"),
+            r = atomio_net::run_tcp_server(listener, a.id.map(ServerId), &a.data, lease_ms) => r.context("server failed"),
             _ = shutdown_signal() => Ok(()),
         }
     })

@@ -219,4 +219,17 @@ impl Machine for CallOp {
             self.phase = Phase::Failed(error);
         }
     }
+
+    fn cleanup(&mut self, out: &mut Vec<Send>) -> Vec<(atomio_layout::ServerId, u32)> {
+        let Some(l) = &mut self.lock else {
+            return Vec::new();
+        };
+        let from = out.len();
+        let orphans = l.cleanup(out);
+        tagged(RELEASE, out, from);
+        orphans
+            .into_iter()
+            .map(|(server, sub)| (server, sub | (LOCK << PHASE_SHIFT)))
+            .collect()
+    }
 }

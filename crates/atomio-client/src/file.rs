@@ -351,7 +351,11 @@ impl File {
                 Placement::Direct(d) if mode == LockMode::Write => d.before_release(),
                 _ => Ok(()),
             };
-            let mut result = coherence(self, true).and_then(|()| self.local_io(access, op));
+            // Servers cannot fence local I/O: do not start it on a lease that may be gone.
+            let mut result = c
+                .check_lease()
+                .and_then(|()| coherence(self, true))
+                .and_then(|()| self.local_io(access, op));
             if result.is_ok() {
                 result = coherence(self, false);
             }

@@ -2,17 +2,24 @@
 //! A state machine like the lock server (request in, reply out), so the same code serves
 //! embedded, TCP and simulated clusters.
 //!
+//! **Fencing:** a client whose lease lapsed at this server's lock service is `fence`d here
+//! *before* its locks are released; from then on every data request it sends is refused
+//! (`LeaseExpired`). Requests it sent earlier were applied while it still held its locks.
+//!
 //! **Invariants:** every request is validated before it touches the store; every store error
-//! becomes an `Io` error reply naming the operation; the service never panics on input.
+//! becomes an `Io` error reply naming the operation; the service never panics on input; no
+//! request of a fenced client reaches the store.
 
 use crate::store::ObjectStore;
 use atomio_layout::Layout;
 use atomio_proto::data::{file_id, validate_path, validate_pieces, Bytes};
 use atomio_proto::limits::MAX_FRAME_BYTES;
-use atomio_proto::{ErrorCode, FileId, FileMeta, Reply, Request, WireError};
+use atomio_proto::{ClientId, ErrorCode, FileId, FileMeta, Reply, Request, WireError};
+use std::collections::HashSet;
 
 pub struct DataService<S: ObjectStore> {
     store: S,
+    fenced: HashSet<ClientId>,
 }
 
 fn io_err(what: &str, e: std::io::Error) -> WireError {
@@ -21,7 +28,32 @@ fn io_err(what: &str, e: std::io::Error) -> WireError {
 
 impl<S: ObjectStore> DataService<S> {
     pub fn new(store: S) -> Self {
-        Self { store }
+        Self {
+            store,
+            fenced: HashSet::new(),
+        }
+    }
+
+    /// Refuses every later request of `client` (its lease lapsed; its locks are about to
+    /// be released).
+    pub fn fence(&mut self, client: ClientId) {
+        self.fenced.insert(client);
+    }
+
+    /// `client` disconnected: forget it.
+    pub fn forget(&mut self, client: ClientId) {
+        self.fenced.remove(&client);
+    }
+
+    /// `handle` for a request from `client`: refused if `client` is fenced.
+    pub fn handle_from(&mut self, client: ClientId, request: Request) -> Reply {
+        if self.fenced.contains(&client) {
+            return Reply::Error(WireError::new(
+                ErrorCode::LeaseExpired,
+                "refused: this client's lease lapsed and its locks were released (fenced)",
+            ));
+        }
+        self.handle(request)
     }
 
     /// True for the requests this service answers.

@@ -42,6 +42,7 @@ pub const ATOMIO_EDISCONNECTED: c_int = 10;
 pub const ATOMIO_EUNSUPPORTED: c_int = 11;
 pub const ATOMIO_EINTERNAL: c_int = 12;
 pub const ATOMIO_EEXISTS: c_int = 13;
+pub const ATOMIO_ELEASE: c_int = 14;
 
 #[cfg(test)]
 mod codes {
@@ -65,6 +66,7 @@ mod codes {
             (ATOMIO_EUNSUPPORTED, ErrorCode::Unsupported),
             (ATOMIO_EINTERNAL, ErrorCode::Internal),
             (ATOMIO_EEXISTS, ErrorCode::Exists),
+            (ATOMIO_ELEASE, ErrorCode::LeaseExpired),
         ];
         for (c, e) in pairs {
             assert_eq!(c, e as c_int, "{e:?}");
@@ -191,6 +193,7 @@ pub extern "C" fn atomio_error_name(code: c_int) -> *const c_char {
         10 => c"ATOMIO_EDISCONNECTED",
         11 => c"ATOMIO_EUNSUPPORTED",
         13 => c"ATOMIO_EEXISTS",
+        14 => c"ATOMIO_ELEASE",
         _ => c"ATOMIO_EINTERNAL",
     };
     s.as_ptr()
@@ -217,6 +220,8 @@ pub extern "C" fn atomio_server_start(
     call(|| {
         let listen = str_or(listen, "listen")?;
         let dir = std::path::PathBuf::from(str_or(data_dir, "data_dir")?);
+        let lease_ms =
+            atomio_net::lease_ms_from_env().map_err(|m| err(ErrorCode::InvalidArgument, m))?;
         let std_listener = std::net::TcpListener::bind(listen)
             .map_err(|e| err(ErrorCode::Io, format!("binding {listen}: {e}")))?;
         std_listener
@@ -252,7 +257,7 @@ pub extern "C" fn atomio_server_start(
                     };
                     let _ = ready_tx.send(Ok(()));
                     tokio::select! {
-                        r = atomio_net::run_tcp_server(listener, id, &dir) => {
+                        r = atomio_net::run_tcp_server(listener, id, &dir, lease_ms) => {
                             if let Err(e) = r { eprintln!("atomio server stopped: {e}"); }
                         }
                         _ = rx => {}

@@ -6,11 +6,13 @@
 //! liveness as it goes.
 
 pub mod index;
+pub mod lease;
 pub mod plan;
 pub mod protocol;
 pub mod server;
 pub mod sim;
 
+pub use lease::LeaseConfig;
 pub use plan::{plan, Method, SubRequest, DEFAULT_LIST_RANGES};
 pub use protocol::{LockOp, OpStats, Protocol, Send, Status};
 pub use server::{LockServer, Outgoing, ServerStats};

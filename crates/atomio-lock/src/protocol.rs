@@ -138,6 +138,8 @@ pub struct LockOp {
     error: Option<WireError>,
     stats: OpStats,
     faults: Faults,
+    /// Sub-requests whose opening acquire was unanswered when the operation was abandoned.
+    orphans: Vec<u32>,
 }
 
 /// Deliberate protocol bugs, for the simulator's negative controls only.
@@ -179,6 +181,7 @@ impl LockOp {
             outstanding: 0,
             phase: Phase::Optimistic,
             error: None,
+            orphans: Vec::new(),
             stats: OpStats::default(),
             faults: Faults::default(),
         }
@@ -225,11 +228,39 @@ impl LockOp {
         self.release_all(out);
     }
 
-    /// Gives up on a failed transport: no more replies will come. Locks held at servers
-    /// are released by the servers when they see the client disconnect.
+    /// After `abandon`: what frees this operation's locks at the servers still reachable
+    /// (a failed server takes its own with it). Full releases of every request whose id is
+    /// known go to `out`; returned are the sub-requests whose opening acquire is still
+    /// unanswered — the driver must wait for each reply and release the id it names, or
+    /// close that connection (the server then releases everything of this client).
+    pub fn cleanup(&mut self, out: &mut Vec<Send>) -> Vec<(ServerId, u32)> {
+        for (i, s) in self.subs.iter_mut().enumerate() {
+            if let Some(lock) = s.lock.take() {
+                out.push(Send {
+                    server: s.req.server,
+                    sub: i as u32,
+                    request: Request::LockRelease { lock, from: None },
+                });
+            }
+        }
+        std::mem::take(&mut self.orphans)
+            .into_iter()
+            .map(|i| (self.subs[i as usize].req.server, i))
+            .collect()
+    }
+
+    /// Gives up on a failed transport: no more replies will come. What the operation holds
+    /// at servers still reachable is freed through `cleanup` (the driver's job); a failed
+    /// server's locks go with it.
     pub fn abandon(&mut self, error: WireError) {
         self.outstanding = 0;
-        self.subs.iter_mut().for_each(|s| s.busy = false);
+        for (i, s) in self.subs.iter_mut().enumerate() {
+            if s.busy && s.lock.is_none() {
+                // A request was opened (or is being) whose id we may never learn.
+                self.orphans.push(i as u32);
+            }
+            s.busy = false;
+        }
         self.error.get_or_insert(error);
         self.phase = Phase::Failed;
     }

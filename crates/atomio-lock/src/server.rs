@@ -37,6 +37,7 @@
 //! * counters (`entries`, `waiting`, per-client requests) match the tables.
 
 use crate::index::{Hull, ReadIndex, WriteHulls};
+use crate::lease::{LeaseConfig, Leases};
 use atomio_layout::{ByteRange, RangeCursor, RangeList, ServerId, MAX_OFFSET};
 use atomio_proto::limits::{MAX_LOCKS_PER_SERVER, MAX_REQUESTS_PER_CLIENT, MAX_WAITING_REQUESTS};
 use atomio_proto::{
@@ -164,6 +165,10 @@ pub struct LockServer {
     entries: usize,
     waiting: usize,
     stats: ServerStats,
+    /// Client leases (`None`: locks end only when their client disconnects).
+    leases: Option<Leases>,
+    /// The driver's clock, in ms (see `set_now`).
+    now: u64,
     /// Negative-control fault for the simulator: readers and writers ignore each other.
     pub(crate) ignore_conflicts: bool,
 }
@@ -182,6 +187,8 @@ fn request_name(r: &Request) -> &'static str {
         Request::LockMore { .. } => "LockMore",
         Request::LockRelease { .. } => "LockRelease",
         Request::Ping { .. } => "Ping",
+        Request::Hello => "Hello",
+        Request::Renew { .. } => "Renew",
         Request::Create { .. } => "Create",
         Request::Open { .. } => "Open",
         Request::Remove { .. } => "Remove",
@@ -276,6 +283,67 @@ impl LockServer {
         }
     }
 
+    /// Holds locks under client leases (see `lease`): the driver passes time in with
+    /// `set_now`, calls `expire` periodically, fences each client it returns and then calls
+    /// `release_lapsed`.
+    pub fn with_leases(mut self, cfg: LeaseConfig) -> Self {
+        self.leases = Some(Leases::new(cfg));
+        self
+    }
+
+    /// The lease length, if this server keeps leases.
+    pub fn lease_ms(&self) -> Option<u64> {
+        self.leases.as_ref().map(Leases::duration_ms)
+    }
+
+    /// The driver's clock (ms, monotonic); messages handled after this call happen at `now`.
+    pub fn set_now(&mut self, now: u64) {
+        self.now = self.now.max(now);
+    }
+
+    fn holds_anything(&self, client: ClientId) -> bool {
+        self.per_client.get(&client).is_some_and(|&n| n > 0)
+    }
+
+    /// Clients whose lease lapsed (silent past the lease while holding or waiting for
+    /// locks) as of `set_now`. They keep their locks until `release_lapsed`: the driver
+    /// must first make sure their later writes are refused (fencing).
+    pub fn expire(&mut self) -> Vec<ClientId> {
+        let Some(leases) = &mut self.leases else {
+            return Vec::new();
+        };
+        let holders = self
+            .per_client
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(&c, _)| c);
+        leases.expire(self.now, holders)
+    }
+
+    /// Releases everything a lapsed (and fenced) client holds; its waiting acquires are
+    /// answered `LeaseExpired`, so it learns why when it wakes up. It stays lapsed: its
+    /// later lock requests are refused until it disconnects.
+    pub fn release_lapsed(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
+        let waiting: Vec<u64> = self
+            .requests
+            .values()
+            .filter(|r| r.owner == client)
+            .filter_map(|r| r.blocked.as_ref().map(|b| b.tag))
+            .collect();
+        self.release_all(client, out);
+        let ms = self.lease_ms().unwrap_or(0);
+        for tag in waiting {
+            out.push(error(
+                client,
+                tag,
+                ErrorCode::LeaseExpired,
+                format!(
+                    "silent for more than the {ms} ms lease: this client's locks were released"
+                ),
+            ));
+        }
+    }
+
     pub fn stats(&self) -> ServerStats {
         self.stats
     }
@@ -298,7 +366,73 @@ impl LockServer {
         request: Request,
         out: &mut Vec<Outgoing>,
     ) {
+        let holds = self.holds_anything(client);
+        if let Some(leases) = &mut self.leases {
+            leases.heard(client, self.now, holds);
+            if leases.is_lapsed(client) && !matches!(request, Request::Ping { .. }) {
+                let ms = leases.duration_ms();
+                return out.push(error(
+                    client,
+                    tag,
+                    ErrorCode::LeaseExpired,
+                    format!(
+                        "this client was silent for more than the {ms} ms lease while holding \
+                         locks; they were released and its requests are refused: reconnect"
+                    ),
+                ));
+            }
+        }
         match request {
+            Request::Hello => out.push(Outgoing {
+                to: client,
+                tag,
+                reply: match &self.leases {
+                    Some(l) => Reply::Session {
+                        client,
+                        proof: l.proof(client),
+                        lease_ms: l.duration_ms(),
+                    },
+                    None => Reply::Session {
+                        client,
+                        proof: 0,
+                        lease_ms: 0,
+                    },
+                },
+            }),
+            Request::Renew {
+                client: session,
+                proof,
+            } => {
+                let holds = self.holds_anything(session);
+                let reply = match &mut self.leases {
+                    None => Reply::Renewed,
+                    Some(l) if l.proof(session) != proof => Reply::Error(WireError::new(
+                        ErrorCode::NotOwner,
+                        format!("wrong proof for the lease of {session}"),
+                    )),
+                    Some(l) if l.renewable(session, self.now, holds) => {
+                        l.heard(session, self.now, holds);
+                        Reply::Renewed
+                    }
+                    Some(l) if l.is_lapsed(session) || holds => Reply::Error(WireError::new(
+                        ErrorCode::LeaseExpired,
+                        format!(
+                            "the lease of {session} lapsed (more than {} ms without a \
+                                 renewal); its locks were released",
+                            l.duration_ms()
+                        ),
+                    )),
+                    Some(_) => Reply::Error(WireError::new(
+                        ErrorCode::NotFound,
+                        format!("{session} has no session here (disconnected?)"),
+                    )),
+                };
+                out.push(Outgoing {
+                    to: client,
+                    tag,
+                    reply,
+                });
+            }
             Request::LockNew {
                 file,
                 mode,
@@ -341,6 +475,15 @@ impl LockServer {
 
     /// Releases everything a vanished client held or waited for.
     pub fn disconnect(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
+        self.release_all(client, out);
+        if let Some(l) = &mut self.leases {
+            l.forget(client);
+        }
+    }
+
+    /// Releases every request of `client`; replies to it are dropped, notifications to
+    /// others kept.
+    fn release_all(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
         let mut mine: Vec<LockId> = self
             .requests
             .iter()

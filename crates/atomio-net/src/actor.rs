@@ -10,7 +10,14 @@
 //! before it releases the call's locks (and for a create/open reply before any I/O), so no
 //! ordering between the two inboxes is ever relied upon.
 //!
+//! Leases (when the lock service keeps them): the lock actor ticks, passes its monotonic
+//! clock in, and for each lapsed client sends `Fence` to the data actor, which refuses the
+//! client's later requests and answers `Fenced` on the lock actor's control channel; only
+//! then are the client's locks released. So a paused client that wakes up finds its writes
+//! refused at every byte it held here.
+//!
 //! **Invariants:** every event for a client is processed in arrival order by each actor;
+//! a lapsed client's locks are released only after the data actor has fenced it;
 //! a client that is disconnected (or cut off for not reading its replies) is told to each
 //! service exactly once; replies to unknown clients are dropped.
 
@@ -58,6 +65,14 @@ pub enum Event {
         request: Request,
     },
     Disconnected {
+        client: ClientId,
+    },
+    /// Lock actor → data actor: refuse everything `client` sends from now on.
+    Fence {
+        client: ClientId,
+    },
+    /// Data actor → lock actor: `client` is fenced; release its locks.
+    Fenced {
         client: ClientId,
     },
 }
@@ -115,6 +130,8 @@ impl ServerHandle {
                 let _ = data.send(Event::Disconnected { client }).await;
                 self.inbox.send(event).await.map_err(stopped)
             }
+            Event::Fence { .. } => data.send(event).await.map_err(stopped),
+            Event::Fenced { .. } => self.inbox.send(event).await.map_err(stopped),
         }
     }
 }
@@ -122,7 +139,7 @@ impl ServerHandle {
 /// Starts one actor serving every request on the current tokio runtime.
 pub fn spawn<S: Service>(service: S) -> ServerHandle {
     let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
-    tokio::spawn(run(service, rx));
+    tokio::spawn(run(Actor::new(service), rx, None));
     ServerHandle {
         inbox: tx,
         data: None,
@@ -135,10 +152,12 @@ pub fn spawn<S: Service>(service: S) -> ServerHandle {
 pub fn spawn_split<L: Service, D: Service>(locks: L, data: D) -> std::io::Result<ServerHandle> {
     let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
     let (dtx, mut drx) = mpsc::channel(INBOX_CAPACITY);
+    let (control_tx, control_rx) = mpsc::unbounded_channel();
     std::thread::Builder::new()
         .name("atomio-data".into())
         .spawn(move || {
             let mut actor = Actor::new(data);
+            actor.fenced_to = Some(control_tx);
             while let Some(event) = drx.blocking_recv() {
                 actor.step(event);
                 // Drain what is queued before blocking again.
@@ -150,7 +169,9 @@ pub fn spawn_split<L: Service, D: Service>(locks: L, data: D) -> std::io::Result
                 }
             }
         })?;
-    tokio::spawn(run(locks, rx));
+    let mut lock_actor = Actor::new(locks);
+    lock_actor.fence_via = Some(dtx.clone());
+    tokio::spawn(run(lock_actor, rx, Some(control_rx)));
     Ok(ServerHandle {
         inbox: tx,
         data: Some(dtx),
@@ -158,17 +179,48 @@ pub fn spawn_split<L: Service, D: Service>(locks: L, data: D) -> std::io::Result
     })
 }
 
-async fn run<S: Service>(service: S, mut inbox: mpsc::Receiver<Event>) {
-    let mut actor = Actor::new(service);
-    while let Some(event) = inbox.recv().await {
-        actor.step(event);
-        // Drain what is already queued before yielding: fewer wake-ups under load.
-        for _ in 0..256 {
-            match inbox.try_recv() {
-                Ok(e) => actor.step(e),
-                Err(_) => break,
+async fn run<S: Service>(
+    mut actor: Actor<S>,
+    mut inbox: mpsc::Receiver<Event>,
+    mut control: Option<mpsc::UnboundedReceiver<Event>>,
+) {
+    let mut ticker = actor.service.tick_every().map(|every| {
+        let mut t = tokio::time::interval(every);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
+    loop {
+        tokio::select! {
+            event = inbox.recv() => {
+                let Some(event) = event else { return };
+                actor.step(event);
+                // Drain what is already queued before yielding: fewer wake-ups under load.
+                for _ in 0..256 {
+                    match inbox.try_recv() {
+                        Ok(e) => actor.step(e),
+                        Err(_) => break,
+                    }
+                }
             }
+            Some(event) = recv_or_never(&mut control) => actor.step(event),
+            () = tick_or_never(&mut ticker) => actor.tick(),
         }
+    }
+}
+
+async fn recv_or_never(rx: &mut Option<mpsc::UnboundedReceiver<Event>>) -> Option<Event> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn tick_or_never(ticker: &mut Option<tokio::time::Interval>) {
+    match ticker {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -178,6 +230,14 @@ struct Actor<S> {
     peers: HashMap<ClientId, Peer>,
     out: Vec<Outgoing>,
     dead: Vec<(ClientId, Undelivered)>,
+    /// The clock passed to the service (ms since the actor started).
+    epoch: std::time::Instant,
+    /// Lock actor of a split server: where lapsed clients are fenced first.
+    fence_via: Option<mpsc::Sender<Event>>,
+    /// Lapsed clients whose `Fence` did not fit in the data inbox yet.
+    unfenced: Vec<ClientId>,
+    /// Data actor of a split server: where `Fenced` is reported.
+    fenced_to: Option<mpsc::UnboundedSender<Event>>,
 }
 
 impl<S: Service> Actor<S> {
@@ -187,6 +247,51 @@ impl<S: Service> Actor<S> {
             peers: HashMap::new(),
             out: Vec::new(),
             dead: Vec::new(),
+            epoch: std::time::Instant::now(),
+            fence_via: None,
+            unfenced: Vec::new(),
+            fenced_to: None,
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Time passed: fence the clients whose lease lapsed (then release them, see `Fenced`).
+    fn tick(&mut self) {
+        let now = self.now_ms();
+        self.service.set_now(now);
+        for client in self.service.expire() {
+            tracing::info!(
+                ?client,
+                "lease expired: fencing the client, then releasing its locks"
+            );
+            self.unfenced.push(client);
+        }
+        let mut i = 0;
+        while i < self.unfenced.len() {
+            let client = self.unfenced[i];
+            let fenced_here = match &self.fence_via {
+                None => true,
+                Some(data) => match data.try_send(Event::Fence { client }) {
+                    Ok(()) => {
+                        self.unfenced.swap_remove(i);
+                        continue;
+                    }
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        i += 1; // the data actor is busy: next tick
+                        continue;
+                    }
+                    // No data actor any more: nothing can write for the client.
+                    Err(mpsc::error::TrySendError::Closed(_)) => true,
+                },
+            };
+            if fenced_here {
+                self.unfenced.swap_remove(i);
+                self.service.fence(client);
+                self.step(Event::Fenced { client });
+            }
         }
     }
 
@@ -196,6 +301,9 @@ impl<S: Service> Actor<S> {
             peers,
             out,
             dead,
+            epoch,
+            fenced_to,
+            ..
         } = self;
         {
             match event {
@@ -223,12 +331,25 @@ impl<S: Service> Actor<S> {
                     request,
                 } => {
                     if peers.contains_key(&client) {
+                        service.set_now(epoch.elapsed().as_millis() as u64);
                         service.handle(client, tag, request, out);
                     }
                 }
                 Event::Disconnected { client } => {
                     if peers.remove(&client).is_some() {
                         service.disconnect(client, out);
+                    }
+                }
+                Event::Fence { client } => {
+                    service.fence(client);
+                    if let Some(lock_actor) = fenced_to {
+                        let _ = lock_actor.send(Event::Fenced { client });
+                    }
+                }
+                Event::Fenced { client } => {
+                    if peers.contains_key(&client) {
+                        tracing::info!(?client, "client fenced: its locks are released");
+                        service.fenced(client, out);
                     }
                 }
             }

@@ -25,6 +25,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// servers are pinged this often; their pongs prove they are alive, so a long wait is not
 /// mistaken for a dead server, and a dead or hung one is noticed within `timeout`.
 pub const PING_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a failed operation waits for the answers that name locks it must release
+/// before closing those connections instead.
+pub const ORPHAN_WAIT: Duration = Duration::from_secs(2);
 /// The tag of liveness pings (never a real operation's tag).
 const PING_TAG: u64 = u64::MAX;
 
@@ -56,6 +59,8 @@ pub struct ClusterClient {
     lost: Vec<Option<WireError>>,
     seq: u64,
     timeout: Duration,
+    /// Renews this client's leases (TCP servers that keep them).
+    keeper: Option<crate::lease_keeper::LeaseKeeper>,
 }
 
 impl ClusterClient {
@@ -67,6 +72,7 @@ impl ClusterClient {
             lost: vec![None; n],
             seq: 0,
             timeout: DEFAULT_TIMEOUT,
+            keeper: None,
         }
     }
 
@@ -78,7 +84,52 @@ impl ClusterClient {
             let (frames, unsent) = crate::tcp::connect(a, ServerId(i as u32), tx.clone()).await?;
             links.push(Link::Tcp(frames, unsent));
         }
-        Ok(Self::new(links, rx))
+        let mut client = Self::new(links, rx);
+        client.open_sessions(addrs).await?;
+        Ok(client)
+    }
+
+    /// Opens a lease session at every server and starts renewing those that keep leases.
+    async fn open_sessions(&mut self, addrs: &[String]) -> Result<(), WireError> {
+        use crate::lease_keeper::{LeaseKeeper, Session};
+        let opened = std::time::Instant::now();
+        let hellos = (0..addrs.len())
+            .map(|i| (ServerId(i as u32), Request::Hello))
+            .collect();
+        let mut sessions = Vec::new();
+        for (addr, reply) in addrs.iter().zip(self.rpc_all(hellos).await?) {
+            let Reply::Session {
+                client,
+                proof,
+                lease_ms,
+            } = reply
+            else {
+                return Err(WireError::new(
+                    ErrorCode::Malformed,
+                    format!("{addr} answered Hello with {reply:?}"),
+                ));
+            };
+            sessions.push((
+                addr.clone(),
+                Session {
+                    client,
+                    proof,
+                    lease: Duration::from_millis(lease_ms),
+                    opened,
+                },
+            ));
+        }
+        self.keeper = LeaseKeeper::start(sessions).map_err(|e| {
+            WireError::new(ErrorCode::Io, format!("starting the lease keeper: {e}"))
+        })?;
+        Ok(())
+    }
+
+    /// Fails if a lease of this client may have lapsed at some server (its locks there may
+    /// be someone else's now): checked before I/O that servers cannot fence (the user's
+    /// own file, object files on this host).
+    pub fn check_lease(&self) -> Result<(), WireError> {
+        self.keeper.as_ref().map_or(Ok(()), |k| k.check())
     }
 
     pub fn servers(&self) -> usize {
@@ -360,11 +411,15 @@ impl ClusterClient {
         mut sends: Vec<Send>,
     ) -> Result<(), WireError> {
         let mut last_heard = std::time::Instant::now();
+        // Servers this operation has talked to: losing another one does not concern it.
+        let mut used = vec![false; self.links.len()];
         loop {
             for s in std::mem::take(&mut sends) {
+                if let Some(u) = used.get_mut(s.server.0 as usize) {
+                    *u = true;
+                }
                 if let Err(e) = self.send(seq, s).await {
-                    op.abandon(e.clone());
-                    return Err(e);
+                    return Err(self.abandon(op, seq, e).await);
                 }
             }
             match op.progress() {
@@ -375,10 +430,7 @@ impl ClusterClient {
             let event = match self.next_event(&mut last_heard).await {
                 Ok(Some(ev)) => ev,
                 Ok(None) => continue,
-                Err(e) => {
-                    op.abandon(e.clone());
-                    return Err(e);
-                }
+                Err(e) => return Err(self.abandon(op, seq, e).await),
             };
             match event {
                 ClientEvent::Frame(_, f) if f.tag >> 32 == seq => {
@@ -388,8 +440,7 @@ impl ClusterClient {
                     if let (0, Reply::Error(e)) = (f.tag, &f.reply) {
                         // A connection-level complaint: our stream to this server is suspect.
                         let e = WireError::new(e.code, format!("{server}: {}", e.message));
-                        op.abandon(e.clone());
-                        return Err(e);
+                        return Err(self.abandon(op, seq, e).await);
                     }
                     tracing::debug!(
                         ?server,
@@ -399,11 +450,83 @@ impl ClusterClient {
                 }
                 ClientEvent::Lost(server, e) => {
                     self.lost[server.0 as usize] = Some(e.clone());
-                    op.abandon(e.clone());
-                    return Err(e);
+                    if used.get(server.0 as usize) == Some(&true) {
+                        return Err(self.abandon(op, seq, e).await);
+                    }
                 }
             }
         }
+    }
+
+    /// Gives up on `op` and frees what it holds at every server still reachable (a failed
+    /// operation must not leave locks behind while this client lives on and keeps its
+    /// leases): releases for the locks it knows, and for opening requests still
+    /// unanswered, their reply is awaited (up to `ORPHAN_WAIT`) and the lock it names
+    /// released — or, failing that, the connection is closed, which releases everything
+    /// of this client at that server. Returns `error`.
+    async fn abandon<M: Machine>(&mut self, op: &mut M, seq: u64, error: WireError) -> WireError {
+        op.abandon(error.clone());
+        let mut releases = Vec::new();
+        let mut pending = op.cleanup(&mut releases);
+        for s in releases {
+            let _ = self.send(seq, s).await; // a lost server's locks went with it
+        }
+        pending.retain(|(s, _)| self.lost[s.0 as usize].is_none());
+        let deadline = std::time::Instant::now() + ORPHAN_WAIT.min(self.timeout);
+        while !pending.is_empty() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let event = match tokio::time::timeout(left, self.events.recv()).await {
+                Ok(Some(ev)) => ev,
+                _ => break,
+            };
+            match event {
+                ClientEvent::Frame(server, f) if f.tag >> 32 == seq => {
+                    let sub = f.tag as u32;
+                    if let Some(k) = pending.iter().position(|&p| p == (server, sub)) {
+                        pending.swap_remove(k);
+                        if let Reply::Lock(p) = f.reply {
+                            let release = Request::LockRelease {
+                                lock: p.lock,
+                                from: None,
+                            };
+                            let _ = self.send_raw(server, f.tag, release).await;
+                        }
+                    }
+                }
+                ClientEvent::Lost(server, e) => {
+                    self.lost[server.0 as usize] = Some(e);
+                    pending.retain(|(s, _)| *s != server);
+                }
+                ClientEvent::Frame(..) => {}
+            }
+        }
+        for (server, _) in pending {
+            self.close_link(server).await;
+        }
+        self.flush().await;
+        error
+    }
+
+    /// Closes the connection to `server` (it then releases everything of this client).
+    async fn close_link(&mut self, server: ServerId) {
+        let i = server.0 as usize;
+        if self.lost[i].is_some() {
+            return;
+        }
+        tracing::warn!(
+            ?server,
+            "closing the connection: a failed operation left a lock request unanswered there"
+        );
+        match &mut self.links[i] {
+            Link::Tcp(tx, _) => *tx = mpsc::unbounded_channel().0,
+            Link::InProcess { client, server } => {
+                let _ = server.send(Event::Disconnected { client: *client }).await;
+            }
+        }
+        self.lost[i] = Some(WireError::new(
+            ErrorCode::Disconnected,
+            format!("{server}: closed after a failed operation left a lock request there"),
+        ));
     }
 }
 

@@ -73,6 +73,16 @@ impl LocalServers {
     /// Starts `n` `atomio server` processes from `exe` on loopback ephemeral ports, each
     /// with its own data directory under `data_root`, and waits until all listen.
     pub async fn start(exe: &Path, n: u32, data_root: &Path) -> Result<Self, WireError> {
+        Self::start_with(exe, n, data_root, &[]).await
+    }
+
+    /// `start`, with `extra` arguments for every `atomio server` (e.g. `--lease-ms`).
+    pub async fn start_with(
+        exe: &Path,
+        n: u32,
+        data_root: &Path,
+        extra: &[&str],
+    ) -> Result<Self, WireError> {
         let mut children = Vec::new();
         let mut addresses = Vec::new();
         for i in 0..n {
@@ -93,6 +103,7 @@ impl LocalServers {
                     "--data",
                 ])
                 .arg(&dir)
+                .args(extra)
                 // Servers started for a benchmark or a test log at the caller's level (warn
                 // by default), not at a standalone server's info, beside the caller's output.
                 .env(

@@ -8,6 +8,7 @@ pub mod data_op;
 pub mod embedded;
 pub mod files;
 mod frame_reader;
+pub mod lease_keeper;
 pub mod machine;
 mod reply_budget;
 pub mod service;
@@ -23,17 +24,48 @@ pub use service::{spawn_node, Service};
 
 use atomio_data::FileStore;
 use atomio_layout::ServerId;
-use atomio_lock::LockServer;
+use atomio_lock::{LeaseConfig, LockServer};
 
-/// Runs a TCP server (locks + data in `data_dir`) on `listener` until it fails.
+/// A key no other process can guess (std's per-process random SipHash keys).
+fn random_key() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::process::id().into());
+    h.finish()
+}
+
+/// The lease a TCP server keeps by default: `ATOMIO_LEASE_MS` if set (0: no leases),
+/// else `LeaseConfig::DEFAULT_MS`.
+pub fn lease_ms_from_env() -> Result<Option<u64>, String> {
+    match std::env::var("ATOMIO_LEASE_MS") {
+        Err(_) => Ok(Some(LeaseConfig::DEFAULT_MS)),
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(0) => Ok(None),
+            Ok(ms) => Ok(Some(ms)),
+            Err(_) => Err(format!(
+                "ATOMIO_LEASE_MS={v:?}: expected milliseconds (0 turns leases off)"
+            )),
+        },
+    }
+}
+
+/// Runs a TCP server (locks + data in `data_dir`) on `listener` until it fails; locks are
+/// held under leases of `lease_ms` (`None`: until the client disconnects).
 pub async fn run_tcp_server(
     listener: tokio::net::TcpListener,
     id: Option<ServerId>,
     data_dir: &std::path::Path,
+    lease_ms: Option<u64>,
 ) -> std::io::Result<()> {
-    let locks = match id {
+    let mut locks = match id {
         Some(id) => LockServer::with_id(id),
         None => LockServer::new(),
     };
+    if let Some(ms) = lease_ms {
+        locks = locks.with_leases(LeaseConfig {
+            duration_ms: ms,
+            key: random_key(),
+        });
+    }
     tcp::serve(listener, spawn_node(locks, FileStore::open(data_dir)?)?).await
 }

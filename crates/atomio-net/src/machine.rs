@@ -25,6 +25,12 @@ pub trait Machine {
     fn progress(&self) -> Progress;
     /// The transport failed: no more replies will come.
     fn abandon(&mut self, error: WireError);
+    /// After `abandon`: messages that free what this machine may hold at servers (to
+    /// `out`), and the (server, sub) of opening lock requests whose reply — naming the lock
+    /// to release — is still to come. See `LockOp::cleanup`.
+    fn cleanup(&mut self, _out: &mut Vec<Send>) -> Vec<(atomio_layout::ServerId, u32)> {
+        Vec::new()
+    }
 }
 
 impl Machine for LockOp {
@@ -40,5 +46,8 @@ impl Machine for LockOp {
     }
     fn abandon(&mut self, error: WireError) {
         LockOp::abandon(self, error)
+    }
+    fn cleanup(&mut self, out: &mut Vec<Send>) -> Vec<(atomio_layout::ServerId, u32)> {
+        LockOp::cleanup(self, out)
     }
 }

@@ -8,12 +8,31 @@
 use atomio_data::{DataService, ObjectStore};
 use atomio_lock::{LockServer, Outgoing};
 use atomio_proto::{ClientId, Request};
+use std::time::Duration;
 
+/// Lease fencing across a server's two actors: the lock actor finds a lapsed client
+/// (`expire`), the data actor refuses everything it sends from then on (`fence`), and only
+/// then does the lock actor release its locks (`fenced`). The data actor handles its inbox
+/// in order, so a write of the client that it accepted was applied before the release.
 pub trait Service: Send + 'static {
     /// One message from `client` with its reply tag.
     fn handle(&mut self, client: ClientId, tag: u64, request: Request, out: &mut Vec<Outgoing>);
     /// `client` is gone: release whatever it held.
     fn disconnect(&mut self, client: ClientId, out: &mut Vec<Outgoing>);
+    /// How often the driver must pass time in and call `expire` (`None`: no leases).
+    fn tick_every(&self) -> Option<Duration> {
+        None
+    }
+    /// The driver's monotonic clock in ms; called before each `handle` and `expire`.
+    fn set_now(&mut self, _now_ms: u64) {}
+    /// Clients whose lease lapsed since the last call: to be fenced, then `fenced`.
+    fn expire(&mut self) -> Vec<ClientId> {
+        Vec::new()
+    }
+    /// Refuse every later request of `client`.
+    fn fence(&mut self, _client: ClientId) {}
+    /// `client` is fenced on every actor of this server: release what it holds.
+    fn fenced(&mut self, _client: ClientId, _out: &mut Vec<Outgoing>) {}
 }
 
 impl Service for LockServer {
@@ -23,6 +42,20 @@ impl Service for LockServer {
     fn disconnect(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
         LockServer::disconnect(self, client, out)
     }
+    fn tick_every(&self) -> Option<Duration> {
+        // A lapsed lease is acted on within a tenth of the lease (10–250 ms).
+        self.lease_ms()
+            .map(|ms| Duration::from_millis((ms / 10).clamp(10, 250)))
+    }
+    fn set_now(&mut self, now_ms: u64) {
+        LockServer::set_now(self, now_ms)
+    }
+    fn expire(&mut self) -> Vec<ClientId> {
+        LockServer::expire(self)
+    }
+    fn fenced(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
+        LockServer::release_lapsed(self, client, out)
+    }
 }
 
 /// A storage server's data and metadata: what `actor::spawn_split` runs on its data
@@ -30,7 +63,7 @@ impl Service for LockServer {
 /// capacity grows with I/O capacity).
 impl<S: ObjectStore + Send + 'static> Service for DataService<S> {
     fn handle(&mut self, client: ClientId, tag: u64, request: Request, out: &mut Vec<Outgoing>) {
-        let reply = DataService::handle(self, request);
+        let reply = DataService::handle_from(self, client, request);
         if let atomio_proto::Reply::Error(e) = &reply {
             if e.code == atomio_proto::ErrorCode::Io {
                 // A storage failure is the operator's business, not only the client's.
@@ -43,7 +76,12 @@ impl<S: ObjectStore + Send + 'static> Service for DataService<S> {
             reply,
         });
     }
-    fn disconnect(&mut self, _: ClientId, _: &mut Vec<Outgoing>) {}
+    fn disconnect(&mut self, client: ClientId, _: &mut Vec<Outgoing>) {
+        DataService::forget(self, client)
+    }
+    fn fence(&mut self, client: ClientId) {
+        DataService::fence(self, client)
+    }
 }
 
 /// Starts a storage server (locks on this runtime, data on a thread of its own).

@@ -35,6 +35,9 @@ pub enum ErrorCode {
     Internal = 12,
     /// Something already exists.
     Exists = 13,
+    /// This client's lease lapsed (it was silent for longer than the lease): the server
+    /// released its locks and rejects its later requests. Reconnect to go on.
+    LeaseExpired = 14,
 }
 
 impl From<u16> for ErrorCode {
@@ -52,6 +55,7 @@ impl From<u16> for ErrorCode {
             10 => Self::Disconnected,
             11 => Self::Unsupported,
             13 => Self::Exists,
+            14 => Self::LeaseExpired,
             _ => Self::Internal,
         }
     }

@@ -205,6 +205,13 @@ pub enum Request {
     LockRelease { lock: LockId, from: Option<u64> },
     /// Liveness check.
     Ping { nonce: u64 },
+    /// Opens a lease session on this connection: answered `Session` (the client id the
+    /// server gave this connection, the proof that renews it, the lease length).
+    Hello,
+    /// Renews `client`'s lease (sent by a client's lease keeper on a connection of its own,
+    /// so renewals go on while the client's main thread is busy in local I/O). `proof` is
+    /// what `Session` returned; a lapsed lease is never renewed.
+    Renew { client: ClientId, proof: u64 },
     /// Create a file (sent to its metadata server). Returns the existing file unless
     /// `exclusive`, in which case an existing path is an error.
     Create {
@@ -271,7 +278,9 @@ impl Request {
             Request::LockNew { .. }
             | Request::LockMore { .. }
             | Request::LockRelease { .. }
-            | Request::Ping { .. } => RequestClass::Lock,
+            | Request::Ping { .. }
+            | Request::Hello
+            | Request::Renew { .. } => RequestClass::Lock,
             Request::Write { .. }
             | Request::Read { .. }
             | Request::Sync { .. }
@@ -307,6 +316,15 @@ pub enum Reply {
     Pong {
         nonce: u64,
     },
+    /// Answer to `Hello`. `lease_ms` 0: this server keeps no leases (locks end only when
+    /// the connection closes).
+    Session {
+        client: ClientId,
+        proof: u64,
+        lease_ms: u64,
+    },
+    /// Answer to `Renew`.
+    Renewed,
     Error(WireError),
     /// Answer to `Create` / `Open`.
     File(crate::data::FileMeta),

@@ -1,0 +1,242 @@
+//! Fault probes against real `atomio server` processes and a real client process
+//! (`atomio probe-hold`): a client paused (`SIGSTOP`) or killed while it holds locks, a
+//! server killed while a client waits there. Each checks what a user relies on: waiters get
+//! the lock within the lease plus a second, a paused client's later writes are refused
+//! (fencing), and a failed operation leaves no lock behind at the servers that survive.
+
+use atomio_layout::{Access, ByteRange};
+use atomio_lock::{Method, Protocol};
+use atomio_net::{ClusterClient, LocalServers};
+use atomio_proto::{ErrorCode, LockMode};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LEASE_MS: u64 = 1000;
+/// Spans both servers' 64 KiB strips twice.
+const LEN: u64 = 256 << 10;
+
+fn exe() -> std::path::PathBuf {
+    env!("CARGO_BIN_EXE_atomio").into()
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("atomio-faults-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+async fn servers(name: &str, n: u32, lease_ms: u64) -> LocalServers {
+    let lease = lease_ms.to_string();
+    LocalServers::start_with(&exe(), n, &scratch(name), &["--lease-ms", &lease])
+        .await
+        .expect("start servers")
+}
+
+/// A `probe-hold` process holding a write lock on `[0, LEN)` of `path`.
+struct Holder {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Holder {
+    fn start(addrs: &[String], path: &str) -> Self {
+        let mut child = Command::new(exe())
+            .args(["probe-hold", "--servers", &addrs.join(","), "--path", path])
+            .args(["--len", &LEN.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start probe-hold");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "HOLDING", "the holder did not get its lock");
+        Holder { child, out }
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig}");
+    }
+
+    /// Lets it go on; returns what it printed (its write's and its lease's outcome).
+    fn go_on(mut self) -> String {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        let mut rest = String::new();
+        for _ in 0..2 {
+            self.out.read_line(&mut rest).unwrap();
+        }
+        let _ = self.child.wait();
+        rest
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn whole() -> Access {
+    Access::contiguous(ByteRange::new(0, LEN).unwrap()).unwrap()
+}
+
+/// Locks `access` of `path` for writing, two-phase, list method.
+async fn lock(
+    c: &mut ClusterClient,
+    path: &str,
+    access: &Access,
+) -> Result<atomio_net::HeldLock, atomio_proto::WireError> {
+    let f = c.open(path).await?;
+    let list = Method::List {
+        max_ranges: atomio_lock::DEFAULT_LIST_RANGES,
+    };
+    c.lock(
+        f.id(),
+        LockMode::Write,
+        access,
+        &f.layout,
+        list,
+        Protocol::TwoPhase,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_loses_its_locks_within_the_lease_and_its_later_writes_are_refused() {
+    let cluster = servers("sigstop", 2, LEASE_MS).await;
+    let holder = Holder::start(&cluster.addresses, "stopped");
+    holder.signal("-STOP");
+    let stopped = Instant::now();
+    let mut waiter = ClusterClient::connect_tcp(&cluster.addresses)
+        .await
+        .unwrap();
+    let held = lock(&mut waiter, "stopped", &whole()).await.unwrap();
+    let waited = stopped.elapsed();
+    assert!(
+        waited <= Duration::from_millis(LEASE_MS + 1000),
+        "the waiter got the lock {waited:?} after the holder stopped (lease {LEASE_MS} ms)"
+    );
+    let f = waiter.open("stopped").await.unwrap();
+    waiter
+        .write(&f, &whole(), &vec![b'B'; LEN as usize])
+        .await
+        .unwrap();
+    // The paused holder wakes up while the waiter still holds the bytes.
+    holder.signal("-CONT");
+    let said = holder.go_on();
+    assert!(
+        said.contains("WRITE LeaseExpired"),
+        "the fenced holder's write was not refused: {said}"
+    );
+    assert!(
+        said.contains("LEASE LeaseExpired"),
+        "the holder does not know it lost its lease: {said}"
+    );
+    waiter.unlock(held).await.unwrap();
+    let mut bytes = vec![0u8; LEN as usize];
+    waiter.read(&f, &whole(), &mut bytes).await.unwrap();
+    assert!(
+        bytes.iter().all(|&b| b == b'B'),
+        "the fenced client's bytes reached the file"
+    );
+    eprintln!("SIGSTOP probe: waiter got the lock after {waited:?} (lease {LEASE_MS} ms)");
+}
+
+/// Negative control (without leases a paused holder blocks everyone: the probe above can
+/// fail), and the kill -9 probe (a killed holder's locks go at once, lease or not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_leases_a_paused_holder_blocks_waiters_and_a_killed_one_frees_them() {
+    let cluster = servers("nolease", 2, 0).await;
+    let mut holder = Holder::start(&cluster.addresses, "paused");
+    holder.signal("-STOP");
+    let mut waiter = ClusterClient::connect_tcp(&cluster.addresses)
+        .await
+        .unwrap();
+    let task = tokio::spawn(async move {
+        let r = lock(&mut waiter, "paused", &whole()).await;
+        (waiter, r.map(|_| Instant::now()))
+    });
+    tokio::time::sleep(Duration::from_millis(LEASE_MS + 1500)).await;
+    assert!(
+        !task.is_finished(),
+        "without leases the waiter must still wait behind the paused holder"
+    );
+    holder.child.kill().unwrap();
+    let killed = Instant::now();
+    let (_waiter, got) = task.await.unwrap();
+    let waited = got.unwrap() - killed;
+    assert!(
+        waited <= Duration::from_secs(1),
+        "the waiter got the lock {waited:?} after the holder was killed"
+    );
+    eprintln!("kill -9 probe: waiter got the lock {waited:?} after the kill");
+}
+
+/// A client waiting at a server that dies must release what it already holds at the
+/// others while it lives on (its leases stay valid, so nothing else would free them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_operation_releases_its_locks_at_the_surviving_servers() {
+    let mut cluster = servers("partial", 2, LEASE_MS).await;
+    // The holder takes the second strip (server 1 only).
+    let strip1 = Access::contiguous(ByteRange::new(64 << 10, 128 << 10).unwrap()).unwrap();
+    let first_two = Access::contiguous(ByteRange::new(0, 128 << 10).unwrap()).unwrap();
+    let strip0 = Access::contiguous(ByteRange::new(0, 64 << 10).unwrap()).unwrap();
+    let mut holder = ClusterClient::connect_tcp(&cluster.addresses)
+        .await
+        .unwrap();
+    holder.create("partial", 64 << 10, 2, false).await.unwrap();
+    let _held = lock(&mut holder, "partial", &strip1).await.unwrap();
+    // A locks strips 0 and 1 in order: gets strip 0 at server 0, then waits at server 1.
+    let mut a = ClusterClient::connect_tcp(&cluster.addresses)
+        .await
+        .unwrap();
+    let mut b = ClusterClient::connect_tcp(&cluster.addresses)
+        .await
+        .unwrap();
+    let f = b.open("partial").await.unwrap();
+    let task = tokio::spawn(async move {
+        let r = lock(&mut a, "partial", &first_two).await;
+        (a, r.map(|_| ()))
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!task.is_finished(), "A should wait behind the holder");
+    cluster.kill(1).await;
+    let (a, failed) = task.await.unwrap();
+    let e = failed.expect_err("A's lock cannot succeed without server 1");
+    assert_eq!(e.code, ErrorCode::Disconnected, "{e}");
+    // A lives on; B must get strip 0 (server 0 only) at once.
+    let start = Instant::now();
+    let list = Method::List {
+        max_ranges: atomio_lock::DEFAULT_LIST_RANGES,
+    };
+    let got = tokio::time::timeout(
+        Duration::from_secs(3),
+        b.lock(
+            f.id(),
+            LockMode::Write,
+            &strip0,
+            &f.layout,
+            list,
+            Protocol::TwoPhase,
+        ),
+    )
+    .await;
+    assert!(
+        matches!(got, Ok(Ok(_))),
+        "A's lock at the surviving server was never released: {got:?}"
+    );
+    eprintln!(
+        "partial failure: B got the strip {:?} after A failed",
+        start.elapsed()
+    );
+    drop(a);
+}
