@@ -23,27 +23,62 @@ pub struct SimArgs {
     /// lock operations alone.
     #[arg(long)]
     stack: bool,
+    /// Inject faults: clients frozen past their lease, connection resets, abandoned
+    /// operations (lock simulation only).
+    #[arg(long)]
+    faults: bool,
+    /// Only this lock protocol (two-phase, one-try, alt-try); default: all, drawn per op.
+    #[arg(long)]
+    protocol: Option<atomio_lock::Protocol>,
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<()> {
     if a.stack {
         return run_stack(&a);
     }
-    let mut ops = 0;
-    for seed in a.seed..a.seed + a.seeds {
-        let mut cfg = SimConfig::new(seed);
+    let mut total = atomio_lock::sim::SimReport::default();
+    let started = std::time::Instant::now();
+    for (i, seed) in (a.seed..a.seed + a.seeds).enumerate() {
+        let mut cfg = if a.faults {
+            SimConfig::with_faults(seed)
+        } else {
+            SimConfig::new(seed)
+        };
         cfg.clients = a.clients;
         cfg.servers = a.servers;
         cfg.ops_per_client = a.ops;
+        if let Some(p) = a.protocol {
+            cfg.protocols = vec![p];
+        }
         match run_sim(&cfg) {
-            Ok(r) => ops += r.ops,
+            Ok(r) => {
+                total.ops += r.ops;
+                total.freezes += r.freezes;
+                total.resets += r.resets;
+                total.lapses += r.lapses;
+                total.abandoned += r.abandoned;
+            }
             Err(f) => bail!("{f}"),
+        }
+        if (i + 1) % 1000 == 0 {
+            eprintln!(
+                "  {} of {} seeds clean ({:.0} s)",
+                i + 1,
+                a.seeds,
+                started.elapsed().as_secs_f64()
+            );
         }
     }
     println!(
-        "{} seeds from {}: {ops} lock operations, no conflict, no deadlock",
-        a.seeds, a.seed
+        "{} seeds from {}: {} lock operations, no conflict, no deadlock",
+        a.seeds, a.seed, total.ops
     );
+    if a.faults {
+        println!(
+            "faults: {} freezes, {} connection resets, {} leases lapsed, {} operations abandoned",
+            total.freezes, total.resets, total.lapses, total.abandoned
+        );
+    }
     Ok(())
 }
 

@@ -14,6 +14,18 @@
 //! * **liveness**: whenever no message is in flight and nobody holds locks, every client
 //!   has finished — otherwise the clients are deadlocked. A step budget catches livelock.
 //!
+//! **Faults** (`SimConfig::faults`): time passes (one virtual ms per step) and servers keep
+//! leases (`lease_ms`). Clients renew every fifth of a lease while they run; a client may
+//! *freeze* (as under `SIGSTOP`: it neither acts, renews nor reads; what it already sent is
+//! still delivered) for up to two leases, and a client's connection to one server may
+//! *reset* (the server drops its session; the client abandons its operation and frees
+//! what it holds elsewhere with `LockOp::cleanup`, releasing orphaned requests when their
+//! answers come). Safety is then judged in lease time: a client counts as holding only
+//! while its own lease view is valid (its last renewal was at most 3/4 of a lease ago,
+//! the rule `ClusterClient::check_lease` applies before I/O); a woken client whose view
+//! lapsed drops its operation and reconnects. Liveness: frozen clients wake, lapsed
+//! leases expire, so every waiter eventually gets its lock or an error.
+//!
 //! A failure carries the seed; `atomio sim --seed N` (or `SimConfig { seed: N, .. }`)
 //! replays it exactly.
 
@@ -43,6 +55,10 @@ pub struct SimConfig {
     pub check_every: u64,
     /// A deliberate bug, to prove the checks can fail (negative controls).
     pub fault: SimFault,
+    /// Inject freezes and connection resets under leases (see the module comment).
+    pub faults: bool,
+    /// The servers' lease, in steps (virtual ms).
+    pub lease_ms: u64,
 }
 
 /// Deliberate bugs the simulator can inject; a correct checker must catch each.
@@ -55,6 +71,12 @@ pub enum SimFault {
     HeldAfterOptimistic,
     /// Servers grant without checking conflicts: unsafe.
     ServerIgnoresConflicts,
+    /// Servers expire leases after half the lease clients count on: a frozen holder's
+    /// locks go while it still believes it holds them (unsafe; needs `faults`).
+    ServerLeaseTooShort,
+    /// A client that abandons an operation frees nothing at the other servers: its locks
+    /// leak while it lives on (deadlock; needs `faults`).
+    NoCleanup,
 }
 
 impl SimConfig {
@@ -76,6 +98,16 @@ impl SimConfig {
             read_fraction: 0.25,
             check_every: 16,
             fault: SimFault::None,
+            faults: false,
+            lease_ms: 300,
+        }
+    }
+
+    /// `new` with freezes, resets and leases.
+    pub fn with_faults(seed: u64) -> Self {
+        Self {
+            faults: true,
+            ..Self::new(seed)
         }
     }
 }
@@ -88,6 +120,11 @@ pub struct SimReport {
     pub messages: u64,
     pub waits: u64,
     pub truncations: u64,
+    /// Injected faults: freezes, resets, leases that lapsed, operations abandoned.
+    pub freezes: u64,
+    pub resets: u64,
+    pub lapses: u64,
+    pub abandoned: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -95,14 +132,20 @@ pub struct SimFailure {
     pub seed: u64,
     pub step: u64,
     pub what: String,
+    /// The run injected faults (replay with `--faults`).
+    pub faults: bool,
 }
 
 impl fmt::Display for SimFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "simulation failed at step {} with seed {}: {}\n  replay: atomio sim --seed {}",
-            self.step, self.seed, self.what, self.seed
+            "simulation failed at step {} with seed {}: {}\n  replay: atomio sim --seed {}{}",
+            self.step,
+            self.seed,
+            self.what,
+            self.seed,
+            if self.faults { " --faults" } else { "" }
         )
     }
 }
@@ -118,6 +161,7 @@ enum Envelope {
     },
     ToClient {
         client: usize,
+        server: ServerId,
         tag: u64,
         reply: Reply,
     },
@@ -130,6 +174,19 @@ struct SimClient {
     mode: LockMode,
     done_ops: usize,
     label: String,
+    /// Frozen (paused) until this time.
+    frozen_until: Option<u64>,
+    /// When its lease was last renewed at every server (renewals arrive at once).
+    renewed: u64,
+    /// (server, tag) of opening requests of abandoned operations: release what they name.
+    orphans: Vec<(ServerId, u64)>,
+}
+
+impl SimClient {
+    /// The client's own view: may it act on locks it believes it holds?
+    fn lease_valid(&self, now: u64, lease: u64) -> bool {
+        now.saturating_sub(self.renewed) <= lease * 3 / 4
+    }
 }
 
 /// A random monotone access inside `[0, span)`.
@@ -198,6 +255,16 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         .map(|s| {
             let mut srv = LockServer::with_id(ServerId(s));
             srv.ignore_conflicts = cfg.fault == SimFault::ServerIgnoresConflicts;
+            if cfg.faults {
+                let lease = match cfg.fault {
+                    SimFault::ServerLeaseTooShort => cfg.lease_ms / 2,
+                    _ => cfg.lease_ms,
+                };
+                srv = srv.with_leases(crate::lease::LeaseConfig {
+                    duration_ms: lease,
+                    key: cfg.seed,
+                });
+            }
             srv
         })
         .collect();
@@ -213,8 +280,13 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             mode: LockMode::Write,
             done_ops: 0,
             label: String::new(),
+            frozen_until: None,
+            renewed: 0,
+            orphans: Vec::new(),
         })
         .collect();
+    let lease = cfg.lease_ms;
+    let mut now = 0u64;
     let mut inflight: Vec<Envelope> = Vec::new();
     let mut report = SimReport::default();
     let mut step = 0u64;
@@ -222,6 +294,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         seed: cfg.seed,
         step,
         what,
+        faults: cfg.faults,
     };
     let max_steps = 200_000 + 20_000 * (cfg.clients * cfg.ops_per_client) as u64;
     let mut sends: Vec<Send> = Vec::new();
@@ -235,24 +308,49 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                 format!("no completion after {max_steps} steps (livelock?)"),
             ));
         }
-        // Events: deliver any in-flight message, or act for a client that is idle (start
-        // its next op) or holding (release). Acquiring/releasing clients wait for messages.
+        if cfg.faults {
+            now += 1;
+            time_passes(
+                cfg,
+                &mut rng,
+                now,
+                &mut servers,
+                &mut clients,
+                &mut inflight,
+                &mut report,
+            );
+        }
+        // Events: deliver any in-flight message (not to a frozen client), or act for a
+        // client that is idle (start its next op) or holding (release). Acquiring/releasing
+        // clients wait for messages.
+        let deliverable: Vec<usize> = (0..inflight.len())
+            .filter(|&i| match &inflight[i] {
+                Envelope::ToClient { client, .. } => clients[*client].frozen_until.is_none(),
+                Envelope::ToServer { .. } => true,
+            })
+            .collect();
         let actors: Vec<usize> = (0..clients.len())
             .filter(|&c| {
                 let cl = &clients[c];
-                match &cl.op {
-                    None => cl.done_ops < cfg.ops_per_client,
-                    Some(op) => op.status() == Status::Held,
-                }
+                cl.frozen_until.is_none()
+                    && match &cl.op {
+                        None => cl.done_ops < cfg.ops_per_client,
+                        Some(op) => op.status() == Status::Held,
+                    }
             })
             .collect();
-        let events = inflight.len() + actors.len();
+        let events = deliverable.len() + actors.len();
         if events == 0 {
             if clients
                 .iter()
                 .all(|c| c.done_ops == cfg.ops_per_client && c.op.is_none())
             {
                 break;
+            }
+            // Time can still unblock: a frozen client wakes (or its lease lapses and its
+            // locks go). Only frozen clients stop renewing, so nothing else can lapse.
+            if clients.iter().any(|c| c.frozen_until.is_some()) {
+                continue;
             }
             let stuck: Vec<String> = clients
                 .iter()
@@ -268,8 +366,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         let pick = rng.gen_range(0..events);
         sends.clear();
         let mut acted: Option<usize> = None;
-        if pick < inflight.len() {
-            match inflight.swap_remove(pick) {
+        if pick < deliverable.len() {
+            match inflight.swap_remove(deliverable[pick]) {
                 Envelope::ToServer {
                     client,
                     server,
@@ -277,32 +375,52 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                     request,
                 } => {
                     outgoing.clear();
-                    servers[server.0 as usize].handle(
-                        ClientId(client as u64),
-                        tag,
-                        request,
-                        &mut outgoing,
-                    );
+                    let srv = &mut servers[server.0 as usize];
+                    srv.set_now(now);
+                    srv.handle(ClientId(client as u64), tag, request, &mut outgoing);
                     for o in outgoing.drain(..) {
                         inflight.push(Envelope::ToClient {
                             client: o.to.0 as usize,
+                            server,
                             tag: o.tag,
                             reply: o.reply,
                         });
                     }
                     report.messages += 1;
                 }
-                Envelope::ToClient { client, tag, reply } => {
+                Envelope::ToClient {
+                    client,
+                    server,
+                    tag,
+                    reply,
+                } => {
                     let cl = &mut clients[client];
-                    let op = cl.op.as_mut().filter(|_| tag >> 32 == cl.op_seq).ok_or_else(|| {
-                        fail(step, format!("client {client} got a reply for an operation it does not run: {reply:?}"))
-                    })?;
-                    op.on_reply(tag as u32, reply, &mut sends);
-                    acted = Some(client);
+                    if let Some(k) = cl.orphans.iter().position(|&o| o == (server, tag)) {
+                        // The answer to an abandoned operation's opening request: free it.
+                        cl.orphans.swap_remove(k);
+                        if let Reply::Lock(p) = reply {
+                            inflight.push(Envelope::ToServer {
+                                client,
+                                server,
+                                tag,
+                                request: Request::LockRelease {
+                                    lock: p.lock,
+                                    from: None,
+                                },
+                            });
+                        }
+                    } else if let Some(op) = cl.op.as_mut().filter(|_| tag >> 32 == cl.op_seq) {
+                        op.on_reply(tag as u32, reply, &mut sends);
+                        acted = Some(client);
+                    } else if !cfg.faults {
+                        return Err(fail(step, format!("client {client} got a reply for an operation it does not run: {reply:?}")));
+                    }
+                    // With faults: a late answer to an abandoned operation (release acks,
+                    // errors to a lapsed session) — nothing to do.
                 }
             }
         } else {
-            let c = actors[pick - inflight.len()];
+            let c = actors[pick - deliverable.len()];
             let cl = &mut clients[c];
             match &mut cl.op {
                 None => {
@@ -346,14 +464,24 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                     report.ops += 1;
                     cl.done_ops += 1;
                 }
+                Some(Status::Failed(e))
+                    if cfg.faults && e.code == atomio_proto::ErrorCode::LeaseExpired =>
+                {
+                    // Refused by a server where its lease lapsed: reconnect (below).
+                    cl.op = None;
+                    cl.done_ops += 1;
+                    report.abandoned += 1;
+                }
                 Some(Status::Failed(e)) => {
                     return Err(fail(step, format!("client {c} ({}) failed: {e}", cl.label)));
                 }
                 Some(Status::Held) => {
-                    // Safety from the clients' view: nobody else holds a conflicting op.
+                    // Safety in lease time: nobody else who may still act on its locks
+                    // (its own lease view valid) holds a conflicting op.
                     for (o, other) in clients.iter().enumerate() {
                         if o == c
                             || !matches!(other.op.as_ref().map(LockOp::status), Some(Status::Held))
+                            || (cfg.faults && !other.lease_valid(now, lease))
                         {
                             continue;
                         }
@@ -393,6 +521,126 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     }
     report.steps = step;
     Ok(report)
+}
+
+/// One virtual ms: renewals, wake-ups, lease expiry, and new freezes and resets.
+#[allow(clippy::too_many_arguments)]
+fn time_passes(
+    cfg: &SimConfig,
+    rng: &mut ChaCha8Rng,
+    now: u64,
+    servers: &mut [LockServer],
+    clients: &mut [SimClient],
+    inflight: &mut Vec<Envelope>,
+    report: &mut SimReport,
+) {
+    let lease = cfg.lease_ms;
+    let mut out = Vec::new();
+    for (c, cl) in clients.iter_mut().enumerate() {
+        if cl.frozen_until.is_some_and(|t| now >= t) {
+            cl.frozen_until = None;
+            if !cl.lease_valid(now, lease) {
+                // It cannot know what it still holds: drop the operation and reconnect
+                // everywhere (new sessions; the servers fenced and released the old one).
+                report.abandoned += u64::from(cl.op.is_some());
+                if cl.op.take().is_some() {
+                    cl.done_ops += 1;
+                }
+                cl.orphans.clear();
+                inflight.retain(|e| !matches!(e, Envelope::ToServer { client, .. } | Envelope::ToClient { client, .. } if *client == c));
+                for srv in servers.iter_mut() {
+                    srv.disconnect(ClientId(c as u64), &mut out);
+                }
+                cl.renewed = now;
+            }
+        }
+        if cl.frozen_until.is_none() && now - cl.renewed >= lease / 5 {
+            for srv in servers.iter_mut() {
+                srv.set_now(now);
+                let mut pong = Vec::new();
+                srv.handle(
+                    ClientId(c as u64),
+                    u64::MAX,
+                    Request::Ping { nonce: 0 },
+                    &mut pong,
+                );
+            }
+            cl.renewed = now;
+        }
+    }
+    for (s, srv) in servers.iter_mut().enumerate() {
+        srv.set_now(now);
+        for lapsed in srv.expire() {
+            report.lapses += 1;
+            // No data path here: fencing is immediate.
+            srv.release_lapsed(lapsed, &mut out);
+        }
+        push_replies(ServerId(s as u32), &mut out, inflight);
+    }
+    // New faults, rarely: a freeze of up to two leases, or a connection reset.
+    if rng.gen_bool(0.002) {
+        let c = rng.gen_range(0..clients.len());
+        if clients[c].frozen_until.is_none() {
+            clients[c].frozen_until = Some(now + rng.gen_range(1..=2 * lease));
+            report.freezes += 1;
+        }
+    } else if rng.gen_bool(0.001) {
+        let c = rng.gen_range(0..clients.len());
+        let s = ServerId(rng.gen_range(0..servers.len() as u32));
+        let cl = &mut clients[c];
+        if cl.frozen_until.is_some() {
+            return;
+        }
+        report.resets += 1;
+        inflight.retain(|e| match e {
+            Envelope::ToServer { client, server, .. }
+            | Envelope::ToClient { client, server, .. } => !(*client == c && *server == s),
+        });
+        cl.orphans.retain(|o| o.0 != s);
+        servers[s.0 as usize].disconnect(ClientId(c as u64), &mut out);
+        push_replies(s, &mut out, inflight);
+        if let Some(mut op) = cl.op.take() {
+            op.abandon(atomio_proto::WireError::new(
+                atomio_proto::ErrorCode::Disconnected,
+                "connection reset",
+            ));
+            let mut sends = Vec::new();
+            let orphans = if cfg.fault == SimFault::NoCleanup {
+                Vec::new()
+            } else {
+                op.cleanup(&mut sends)
+            };
+            for x in sends.into_iter().filter(|x| x.server != s) {
+                inflight.push(Envelope::ToServer {
+                    client: c,
+                    server: x.server,
+                    tag: (cl.op_seq << 32) | u64::from(x.sub),
+                    request: x.request,
+                });
+            }
+            for (server, sub) in orphans.into_iter().filter(|o| o.0 != s) {
+                cl.orphans
+                    .push((server, (cl.op_seq << 32) | u64::from(sub)));
+            }
+            cl.done_ops += 1;
+            report.abandoned += 1;
+        }
+    }
+}
+
+fn push_replies(
+    server: ServerId,
+    out: &mut Vec<crate::server::Outgoing>,
+    inflight: &mut Vec<Envelope>,
+) {
+    for o in out.drain(..) {
+        inflight.push(Envelope::ToClient {
+            client: o.to.0 as usize,
+            server,
+            tag: o.tag,
+            reply: o.reply,
+        });
+    }
 }
 
 fn overlap(a: &RangeList, b: &RangeList) -> bool {
