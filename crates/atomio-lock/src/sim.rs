@@ -358,9 +358,25 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                 .filter(|(_, c)| c.op.is_some())
                 .map(|(i, c)| format!("client {i} ({})", c.label))
                 .collect();
+            let mut holders: Vec<String> = Vec::new();
+            for (i, srv) in servers.iter().enumerate() {
+                for (lock, owner, mode, r) in srv.granted() {
+                    let c = &clients[owner.0 as usize];
+                    let state = c.op.as_ref().map(|o| format!("{:?}", o.status()));
+                    holders.push(format!(
+                        "s{i}:{lock}@{owner}{mode:?}{r:?} op={state:?} orphans={:?}",
+                        c.orphans
+                    ));
+                }
+            }
+            holders.truncate(12);
             return Err(fail(
                 step,
-                format!("deadlock: nothing in flight, waiting: {}", stuck.join(", ")),
+                format!(
+                    "deadlock: nothing in flight, waiting: {}; held: {}",
+                    stuck.join(", "),
+                    holders.join(" ")
+                ),
             ));
         }
         let pick = rng.gen_range(0..events);
