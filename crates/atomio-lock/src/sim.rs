@@ -564,8 +564,11 @@ fn time_passes(
                 }
                 cl.orphans.clear();
                 inflight.retain(|e| !matches!(e, Envelope::ToServer { client, .. } | Envelope::ToClient { client, .. } if *client == c));
-                for srv in servers.iter_mut() {
+                for (s, srv) in servers.iter_mut().enumerate() {
                     srv.disconnect(ClientId(c as u64), &mut out);
+                    // Notifications carry the server they come from (orphan answers are
+                    // matched by it).
+                    push_replies(ServerId(s as u32), &mut out, inflight);
                 }
                 cl.renewed = now;
             }
