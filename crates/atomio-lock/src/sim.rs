@@ -394,14 +394,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                     let srv = &mut servers[server.0 as usize];
                     srv.set_now(now);
                     srv.handle(ClientId(client as u64), tag, request, &mut outgoing);
-                    for o in outgoing.drain(..) {
-                        inflight.push(Envelope::ToClient {
-                            client: o.to.0 as usize,
-                            server,
-                            tag: o.tag,
-                            reply: o.reply,
-                        });
-                    }
+                    push_replies(server, &mut outgoing, &mut inflight);
                     report.messages += 1;
                 }
                 Envelope::ToClient {
