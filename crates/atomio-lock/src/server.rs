@@ -848,6 +848,17 @@ impl LockServer {
         }
     }
 
+    /// Every open request: (lock, owner, waiting?). For the simulator's leak reports.
+    pub fn open(&self) -> Vec<(LockId, ClientId, bool)> {
+        let mut v: Vec<_> = self
+            .requests
+            .iter()
+            .map(|(&id, r)| (id, r.owner, r.blocked.is_some()))
+            .collect();
+        v.sort_unstable_by_key(|x| x.0);
+        v
+    }
+
     /// Every granted range: (lock, owner, mode, range). For tests and the simulator.
     pub fn granted(&self) -> Vec<(LockId, ClientId, LockMode, ByteRange)> {
         let mut v: Vec<_> = self

@@ -132,8 +132,8 @@ pub struct SimFailure {
     pub seed: u64,
     pub step: u64,
     pub what: String,
-    /// The run injected faults (replay with `--faults`).
-    pub faults: bool,
+    /// The flags beyond `--seed` that replay it (`--faults`, `--protocol P`).
+    pub flags: String,
 }
 
 impl fmt::Display for SimFailure {
@@ -141,11 +141,7 @@ impl fmt::Display for SimFailure {
         write!(
             f,
             "simulation failed at step {} with seed {}: {}\n  replay: atomio sim --seed {}{}",
-            self.step,
-            self.seed,
-            self.what,
-            self.seed,
-            if self.faults { " --faults" } else { "" }
+            self.step, self.seed, self.what, self.seed, self.flags
         )
     }
 }
@@ -290,11 +286,18 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     let mut inflight: Vec<Envelope> = Vec::new();
     let mut report = SimReport::default();
     let mut step = 0u64;
+    let mut flags = String::new();
+    if cfg.faults {
+        flags.push_str(" --faults");
+    }
+    if let [only] = cfg.protocols[..] {
+        flags.push_str(&format!(" --protocol {only}"));
+    }
     let fail = |step: u64, what: String| SimFailure {
         seed: cfg.seed,
         step,
         what,
-        faults: cfg.faults,
+        flags: flags.clone(),
     };
     let max_steps = 200_000 + 20_000 * (cfg.clients * cfg.ops_per_client) as u64;
     let mut sends: Vec<Send> = Vec::new();
@@ -341,16 +344,17 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             .collect();
         let events = deliverable.len() + actors.len();
         if events == 0 {
+            // Time can still unblock: a frozen client wakes (or its lease lapses and its
+            // locks go), and it may have answers waiting (an orphan's grant to release).
+            // Only frozen clients stop renewing, so nothing else can lapse.
+            if clients.iter().any(|c| c.frozen_until.is_some()) {
+                continue;
+            }
             if clients
                 .iter()
                 .all(|c| c.done_ops == cfg.ops_per_client && c.op.is_none())
             {
                 break;
-            }
-            // Time can still unblock: a frozen client wakes (or its lease lapses and its
-            // locks go). Only frozen clients stop renewing, so nothing else can lapse.
-            if clients.iter().any(|c| c.frozen_until.is_some()) {
-                continue;
             }
             let stuck: Vec<String> = clients
                 .iter()
@@ -518,11 +522,19 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     check_servers(&servers, &layout).map_err(|w| fail(step, w))?;
     for (i, s) in servers.iter().enumerate() {
         if s.open_requests() != 0 || s.index_entries() != 0 {
+            let left: Vec<String> = s
+                .open()
+                .into_iter()
+                .map(|(lock, owner, waiting)| {
+                    format!("{lock}@{owner}{}", if waiting { " (waiting)" } else { "" })
+                })
+                .collect();
             return Err(fail(
                 step,
                 format!(
-                    "server {i} still holds {} requests after everyone released",
-                    s.open_requests()
+                    "server {i} still holds {} requests after everyone released: {}",
+                    s.open_requests(),
+                    left.join(", ")
                 ),
             ));
         }
