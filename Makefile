@@ -2,7 +2,7 @@
 CARGO ?= cargo
 ATOMIO := target/release/atomio
 
-.PHONY: demo test setup build bench-locks
+.PHONY: demo test setup build bench-locks fuzz
 
 setup:
 	@scripts/setup
@@ -20,6 +20,12 @@ test: setup
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	$(CARGO) build --profile ci -p atomio-ffi
 	$(CARGO) test --workspace --profile ci
+	FUZZ_OUT=target/fuzz-smoke scripts/fuzz 20
+
+# Coverage-guided fuzzing of the decoder and the servers (FUZZ_SECONDS per target).
+FUZZ_SECONDS ?= 1800
+fuzz:
+	scripts/fuzz $(FUZZ_SECONDS)
 
 # The full lock benchmark (minutes): embedded and TCP, every method and protocol.
 bench-locks: build

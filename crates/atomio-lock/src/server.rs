@@ -881,7 +881,8 @@ impl LockServer {
         let mut waiting = 0usize;
         let mut per_client: HashMap<ClientId, usize> = HashMap::new();
         let mut per_file: HashMap<FileId, usize> = HashMap::new();
-        let mut all: Vec<(ByteRange, LockMode, LockId)> = Vec::new();
+        // Granted ranges keyed by file first: locks on different files never conflict.
+        let mut all: Vec<(FileId, ByteRange, LockMode, LockId)> = Vec::new();
         for (&id, r) in &self.requests {
             *per_client.entry(r.owner).or_default() += 1;
             *per_file.entry(r.file).or_default() += 1;
@@ -970,7 +971,7 @@ impl LockServer {
                 }
             }
             for g in granted {
-                all.push((g, r.mode, id));
+                all.push((r.file, g, r.mode, id));
             }
             if let Some(b) = &r.blocked {
                 waiting += 1;
@@ -995,14 +996,14 @@ impl LockServer {
                 }
             }
         }
-        all.sort_unstable_by_key(|x| x.0);
+        all.sort_unstable_by_key(|x| (x.0, x.1));
         if !self.ignore_conflicts {
             for (i, a) in all.iter().enumerate() {
                 for b in &all[i + 1..] {
-                    if b.0.start >= a.0.end {
+                    if b.0 != a.0 || b.1.start >= a.1.end {
                         break;
                     }
-                    if a.2 != b.2 && (a.1 == LockMode::Write || b.1 == LockMode::Write) {
+                    if a.3 != b.3 && (a.2 == LockMode::Write || b.2 == LockMode::Write) {
                         return Err(format!("conflicting grants {a:?} and {b:?}"));
                     }
                 }

@@ -1,0 +1,249 @@
+//! The `serve` target: a script of steps from up to four clients against one storage
+//! server's lock and data services, as the TCP server wires them (leases on, data in a
+//! `FileStore`, lapsed clients fenced at the data service before their locks go).
+//!
+//! Script bytes, step after step: an op byte (`client = op & 3`, `kind = op >> 2`), then
+//!
+//! * kind 0 — a frame: `u16` big-endian length, then that many bytes (version byte and a
+//!   postcard `ClientFrame`), decoded by the real decoder and dispatched by request class;
+//! * kind 1 — time passes: one byte, × 10 ms; lapsed clients are fenced, then released;
+//! * kind 2 — the client disconnects (both services forget it);
+//! * kind 3 — the client opens a session and renews it with the proof it was given (a
+//!   fuzzer cannot forge the keyed proof, so the script asks for the honest path);
+//! * other kinds are skipped, so any byte string is a script.
+//!
+//! **Checked after every step:** the lock table's invariants (`check_invariants`: no two
+//! conflicting grants, indexes consistent); a fenced client's data requests are refused.
+//! **At the end:** once every client has disconnected, no request and no index entry is
+//! left.
+
+use atomio_data::{DataService, FileStore};
+use atomio_lock::{LeaseConfig, LockServer, Outgoing};
+use atomio_proto::frame;
+use atomio_proto::{ClientFrame, ClientId, ErrorCode, Reply, Request, RequestClass};
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+const CLIENTS: u64 = 4;
+const LEASE_MS: u64 = 1000;
+const TICK_MS: u64 = 10;
+
+/// One step of a script (see the module docs for its bytes).
+#[derive(Clone, Debug)]
+pub enum Step {
+    Frame { client: u8, frame: ClientFrame },
+    Raw { client: u8, bytes: Vec<u8> },
+    Wait { ticks: u8 },
+    Disconnect { client: u8 },
+    Renew { client: u8 },
+}
+
+/// A script built from steps: how the seed corpus is written.
+#[derive(Clone, Debug, Default)]
+pub struct Script(pub Vec<Step>);
+
+impl Script {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for step in &self.0 {
+            match step {
+                Step::Frame { client, frame } => {
+                    let mut f = Vec::new();
+                    frame::encode(frame, &mut f).expect("corpus frames are small");
+                    push_frame(&mut out, *client, &f[frame::LENGTH_BYTES..]);
+                }
+                Step::Raw { client, bytes } => push_frame(&mut out, *client, bytes),
+                Step::Wait { ticks } => out.extend_from_slice(&[1 << 2, *ticks]),
+                Step::Disconnect { client } => out.push((2 << 2) | (client & 3)),
+                Step::Renew { client } => out.push((3 << 2) | (client & 3)),
+            }
+        }
+        out
+    }
+}
+
+fn push_frame(out: &mut Vec<u8>, client: u8, body: &[u8]) {
+    let len = u16::try_from(body.len()).expect("corpus frames fit a u16 length");
+    out.push(client & 3);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(body);
+}
+
+/// Deliberate harness bugs: each must make `serve` fail (negative controls).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    None,
+    /// The end-of-run disconnect skips this client (its locks stay: a leak).
+    SkipDisconnect(u8),
+    /// Lapsed clients are released without being fenced at the data service.
+    NoFence,
+}
+
+/// The server under test.
+struct Node {
+    control: Control,
+    locks: LockServer,
+    data: DataService<FileStore>,
+    fenced: HashSet<ClientId>,
+    now: u64,
+    out: Vec<Outgoing>,
+}
+
+impl Node {
+    fn new(dir: &std::path::Path, control: Control) -> Self {
+        let store = FileStore::open(dir).expect("a scratch store opens");
+        Self {
+            control,
+            locks: LockServer::new().with_leases(LeaseConfig {
+                duration_ms: LEASE_MS,
+                key: 0x5eed,
+            }),
+            data: DataService::new(store),
+            fenced: HashSet::new(),
+            now: 0,
+            out: Vec::new(),
+        }
+    }
+
+    fn request(&mut self, client: ClientId, tag: u64, request: Request) {
+        self.out.clear();
+        match request.class() {
+            RequestClass::Lock => {
+                self.locks.set_now(self.now);
+                self.locks.handle(client, tag, request, &mut self.out);
+            }
+            RequestClass::Data | RequestClass::Meta => {
+                let reply = self.data.handle_from(client, request);
+                if self.fenced.contains(&client) {
+                    assert!(
+                        matches!(&reply, Reply::Error(e) if e.code == ErrorCode::LeaseExpired),
+                        "a fenced client's data request was served: {reply:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    fn wait(&mut self, ticks: u8) {
+        self.now += u64::from(ticks) * TICK_MS;
+        self.locks.set_now(self.now);
+        for lapsed in self.locks.expire() {
+            if self.control != Control::NoFence {
+                self.data.fence(lapsed);
+            }
+            self.fenced.insert(lapsed);
+            self.out.clear();
+            self.locks.release_lapsed(lapsed, &mut self.out);
+        }
+    }
+
+    fn disconnect(&mut self, client: ClientId) {
+        self.out.clear();
+        self.locks.disconnect(client, &mut self.out);
+        self.data.forget(client);
+        self.fenced.remove(&client);
+    }
+
+    fn renew(&mut self, client: ClientId) {
+        self.request(client, 0, Request::Hello);
+        let proof = match self.out.first().map(|o| &o.reply) {
+            Some(Reply::Session { proof, .. }) => *proof,
+            _ => return, // lapsed: refused, as it should be
+        };
+        self.request(client, 1, Request::Renew { client, proof });
+    }
+
+    fn check(&self) {
+        if let Err(e) = self.locks.check_invariants() {
+            panic!("lock table invariant broken: {e}");
+        }
+    }
+}
+
+/// `ATOMIO_FUZZ_TRACE=1`: print each step and the replies (to read a crashing input).
+fn tracing_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("ATOMIO_FUZZ_TRACE").is_some())
+}
+
+/// A scratch directory for this thread's store, emptied before each run.
+fn scratch() -> PathBuf {
+    let base = std::env::var_os("ATOMIO_FUZZ_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let shm = PathBuf::from("/dev/shm");
+            if shm.is_dir() {
+                shm
+            } else {
+                std::env::temp_dir()
+            }
+        });
+    // Per thread: the test harness runs targets on several threads of one process.
+    let thread = format!("{:?}", std::thread::current().id());
+    let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
+    base.join(format!("atomio-fuzz-{}-{thread}", std::process::id()))
+}
+
+/// Runs `script` (any bytes) against a fresh server; panics on a broken invariant.
+pub fn serve(script: &[u8]) {
+    serve_with(script, Control::None)
+}
+
+/// `serve` with a deliberate harness bug (negative controls).
+pub fn serve_with(script: &[u8], control: Control) {
+    let dir = scratch();
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut node = Node::new(&dir, control);
+    let trace = tracing_on();
+    let mut rest = script;
+    while let Some((&op, tail)) = rest.split_first() {
+        rest = tail;
+        let client = ClientId(u64::from(op & 3));
+        if trace {
+            eprintln!("t={} ms {client}: op {op:#04x}", node.now);
+        }
+        match op >> 2 {
+            0 => {
+                let Some(len) = rest.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
+                    break;
+                };
+                let body = &rest[2..];
+                let body = &body[..usize::from(len).min(body.len())];
+                rest = &rest[2 + body.len()..];
+                if let Ok(f) = frame::decode::<ClientFrame>(body) {
+                    if trace {
+                        eprintln!("  {f:?}");
+                    }
+                    node.request(client, f.tag, f.request);
+                    if trace {
+                        eprintln!("  -> {:?}", node.out);
+                    }
+                }
+            }
+            1 => {
+                let Some((&ticks, tail)) = rest.split_first() else {
+                    break;
+                };
+                rest = tail;
+                node.wait(ticks);
+            }
+            2 => node.disconnect(client),
+            3 => node.renew(client),
+            _ => {}
+        }
+        node.check();
+    }
+    for c in 0..CLIENTS {
+        if control != Control::SkipDisconnect(c as u8) {
+            node.disconnect(ClientId(c));
+        }
+    }
+    node.check();
+    assert_eq!(
+        (node.locks.open_requests(), node.locks.index_entries()),
+        (0, 0),
+        "locks left behind after every client disconnected"
+    );
+    drop(node);
+    let _ = std::fs::remove_dir_all(&dir);
+}

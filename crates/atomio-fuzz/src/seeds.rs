@@ -1,0 +1,288 @@
+//! The seed corpus: real protocol exchanges (locks that wait, partial releases, datatype
+//! descriptions, leases that lapse and fence, every data request), written as scripts and
+//! frames. Fuzzers start from these; the test suite checks the committed files match.
+
+use crate::script::{Script, Step};
+use atomio_layout::{Access, ByteRange, Layout, Order, Pattern, ServerId};
+use atomio_proto::frame;
+use atomio_proto::{
+    ClientFrame, ClientId, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, ObjPiece,
+    Reply, Request, ServerFrame, Wait, WireError, WirePattern,
+};
+
+fn f(client: u8, tag: u64, request: Request) -> Step {
+    Step::Frame {
+        client,
+        frame: ClientFrame { tag, request },
+    }
+}
+
+fn ranges(rs: &[(u64, u64)]) -> LockDesc {
+    LockDesc::Ranges(
+        rs.iter()
+            .map(|&(start, end)| ByteRange { start, end })
+            .collect(),
+    )
+}
+
+fn lock(mode: LockMode, desc: LockDesc, wait: Wait) -> Request {
+    Request::LockNew {
+        file: FileId(7),
+        mode,
+        desc,
+        wait,
+    }
+}
+
+fn tile_pattern() -> LockDesc {
+    let one = Pattern::bytes(1).expect("valid");
+    let p = Pattern::subarray(&[64, 64], &[18, 18], &[15, 15], Order::C, &one).expect("valid");
+    let access = Access::new(4096, p).expect("valid");
+    let layout = Layout::round_robin(256, 1, 1, 0).expect("valid");
+    LockDesc::Pattern(WirePattern::new(&access, &layout, ServerId(0)))
+}
+
+fn write(file: u64, object: u32, pieces: &[(u64, u64)], byte: u8) -> Request {
+    let pieces: Vec<ObjPiece> = pieces
+        .iter()
+        .map(|&(offset, len)| ObjPiece { offset, len })
+        .collect();
+    let n: u64 = pieces.iter().map(|p| p.len).sum();
+    Request::Write {
+        file: FileId(file),
+        object,
+        pieces,
+        data: serde_bytes::ByteBuf::from(vec![byte; n as usize]),
+    }
+}
+
+/// Named scripts for the `serve` target.
+pub fn scripts() -> Vec<(&'static str, Script)> {
+    use LockMode::{Read, Write};
+    let w = |rs: &[(u64, u64)], wait| lock(Write, ranges(rs), wait);
+    vec![
+        (
+            "overlap-wait-release",
+            Script(vec![
+                f(0, 1, w(&[(0, 100), (200, 300)], Wait::NonBlocking)),
+                f(1, 1, w(&[(50, 150)], Wait::All)),
+                f(2, 1, lock(Read, ranges(&[(90, 120)]), Wait::Until(110))),
+                f(
+                    0,
+                    2,
+                    Request::LockRelease {
+                        lock: LockId(1),
+                        from: Some(60),
+                    },
+                ),
+                f(
+                    0,
+                    3,
+                    Request::LockRelease {
+                        lock: LockId(1),
+                        from: None,
+                    },
+                ),
+                f(
+                    1,
+                    2,
+                    Request::LockRelease {
+                        lock: LockId(2),
+                        from: None,
+                    },
+                ),
+                Step::Disconnect { client: 2 },
+            ]),
+        ),
+        (
+            "datatype-tiles",
+            Script(vec![
+                f(0, 1, lock(Write, tile_pattern(), Wait::All)),
+                f(1, 1, lock(Write, tile_pattern(), Wait::NonBlocking)),
+                f(
+                    1,
+                    2,
+                    Request::LockMore {
+                        lock: LockId(2),
+                        wait: Wait::Until(5000),
+                    },
+                ),
+                f(
+                    0,
+                    2,
+                    Request::LockRelease {
+                        lock: LockId(1),
+                        from: None,
+                    },
+                ),
+                f(
+                    1,
+                    3,
+                    Request::LockMore {
+                        lock: LockId(2),
+                        wait: Wait::All,
+                    },
+                ),
+            ]),
+        ),
+        (
+            "lease-lapse-fence",
+            Script(vec![
+                Step::Renew { client: 0 },
+                f(0, 1, Request::Hello),
+                f(0, 2, w(&[(0, 4096)], Wait::All)),
+                f(1, 1, w(&[(100, 200)], Wait::All)),
+                Step::Wait { ticks: 60 },
+                Step::Renew { client: 1 },
+                Step::Wait { ticks: 60 },
+                f(0, 3, write(7, 0, &[(0, 16)], 0xaa)),
+                f(
+                    0,
+                    4,
+                    Request::Renew {
+                        client: ClientId(0),
+                        proof: 1,
+                    },
+                ),
+                f(0, 5, Request::Ping { nonce: 9 }),
+                Step::Disconnect { client: 0 },
+                f(0, 6, w(&[(0, 10)], Wait::NonBlocking)),
+            ]),
+        ),
+        (
+            "data-requests",
+            Script(vec![
+                f(
+                    0,
+                    1,
+                    Request::Create {
+                        path: "/out/file".into(),
+                        stripe_size: 65536,
+                        object_servers: vec![ServerId(0)],
+                        exclusive: true,
+                    },
+                ),
+                f(
+                    0,
+                    2,
+                    Request::Open {
+                        path: "/out/file".into(),
+                    },
+                ),
+                f(0, 3, write(1, 0, &[(0, 8), (100, 8)], 0x11)),
+                f(
+                    1,
+                    1,
+                    Request::Read {
+                        file: FileId(1),
+                        object: 0,
+                        pieces: vec![ObjPiece {
+                            offset: 4,
+                            len: 200,
+                        }],
+                    },
+                ),
+                f(1, 2, Request::Sync { file: FileId(1) }),
+                f(1, 3, Request::ObjectSizes { file: FileId(1) }),
+                f(
+                    1,
+                    4,
+                    Request::SetObjectSize {
+                        file: FileId(1),
+                        object: 0,
+                        size: 50,
+                    },
+                ),
+                f(1, 5, Request::Locate),
+                f(1, 6, Request::DropObjects { file: FileId(1) }),
+                f(
+                    0,
+                    4,
+                    Request::Remove {
+                        path: "/out/file".into(),
+                    },
+                ),
+            ]),
+        ),
+        (
+            "hostile",
+            Script(vec![
+                f(0, 1, w(&[(u64::MAX - 10, u64::MAX)], Wait::All)),
+                f(0, 2, w(&[(10, 5)], Wait::All)),
+                f(
+                    0,
+                    3,
+                    Request::LockRelease {
+                        lock: LockId(99),
+                        from: None,
+                    },
+                ),
+                f(0, 4, write(1, 0, &[(1 << 62, 4)], 0)),
+                f(
+                    0,
+                    5,
+                    Request::SetObjectSize {
+                        file: FileId(1),
+                        object: 3,
+                        size: u64::MAX,
+                    },
+                ),
+                Step::Raw {
+                    client: 1,
+                    bytes: vec![9, 1, 2, 3],
+                },
+                Step::Raw {
+                    client: 1,
+                    bytes: vec![],
+                },
+            ]),
+        ),
+    ]
+}
+
+/// Named frame streams for the `decode` target: every script's frames, and replies.
+pub fn frames() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (name, script) in scripts() {
+        let mut bytes = Vec::new();
+        for step in &script.0 {
+            if let Step::Frame { frame: fr, .. } = step {
+                frame::encode(fr, &mut bytes).expect("small");
+            }
+        }
+        out.push((format!("requests-{name}"), bytes));
+    }
+    let progress = LockProgress {
+        lock: LockId(3),
+        last_abs_offset: 100,
+        next_abs_offset: Some(150),
+    };
+    let replies = [
+        Reply::Lock(progress),
+        Reply::Released(progress),
+        Reply::Pong { nonce: 1 },
+        Reply::Session {
+            client: ClientId(4),
+            proof: 77,
+            lease_ms: 5000,
+        },
+        Reply::Renewed,
+        Reply::Done,
+        Reply::Data(serde_bytes::ByteBuf::from(vec![1, 2, 3])),
+        Reply::Sizes(vec![(0, 10), (1, 4096)]),
+        Reply::Error(WireError::new(ErrorCode::LeaseExpired, "lapsed")),
+    ];
+    let mut bytes = Vec::new();
+    for (tag, reply) in replies.into_iter().enumerate() {
+        frame::encode(
+            &ServerFrame {
+                tag: tag as u64,
+                reply,
+            },
+            &mut bytes,
+        )
+        .expect("small");
+    }
+    out.push(("replies".into(), bytes));
+    out
+}
