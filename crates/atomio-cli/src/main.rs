@@ -10,6 +10,7 @@ mod output;
 mod probe;
 mod server;
 mod sim;
+mod stats;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +48,8 @@ enum Command {
     Export(files::ExportArgs),
     /// Decide from a file's bytes (and its manifest) whether its writes were atomic.
     Verify(files::VerifyArgs),
+    /// What running servers hold: lock table, waiters, leases, queue depths.
+    Stats(stats::StatsArgs),
     /// A benchmark client process (started by `atomio bench`).
     #[command(hide = true)]
     Worker,
@@ -131,6 +134,7 @@ fn main() -> std::process::ExitCode {
         Command::Verify(a) => files::verify(a),
         Command::Worker => worker(),
         Command::ProbeHold(a) => probe::run(a),
+        Command::Stats(a) => stats::run(a),
         Command::Sim(a) => sim::run(a),
     };
     match result {

@@ -240,3 +240,63 @@ async fn a_failed_operation_releases_its_locks_at_the_surviving_servers() {
     );
     drop(a);
 }
+
+/// `atomio stats` on live servers: while a paused holder blocks a waiter it shows the
+/// held and the waiting request and the lease; after the lease lapses, the lapse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_show_holders_waiters_and_lapsed_leases() {
+    let cluster = servers("stats", 2, LEASE_MS).await;
+    let holder = Holder::start(&cluster.addresses, "watched");
+    holder.signal("-STOP");
+    let mut waiter = ClusterClient::connect_tcp(&cluster.addresses)
+        .await
+        .unwrap();
+    let task = tokio::spawn(async move {
+        let r = lock(&mut waiter, "watched", &whole()).await.map(|_| ());
+        (waiter, r)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stats = |name: &str| {
+        let json = scratch(name).join("stats.json");
+        let out = Command::new(exe())
+            .args(["stats", "--servers", &cluster.addresses.join(",")])
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let table = String::from_utf8_lossy(&out.stdout).to_string();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        let total = move |field: &str| -> u64 {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|pair| pair[1][field].as_u64().unwrap())
+                .sum()
+        };
+        (table, total)
+    };
+    let (table, total) = stats("stats-before");
+    eprintln!("{table}");
+    assert!(table.contains("open lock requests"), "{table}");
+    assert!(
+        !task.is_finished(),
+        "the waiter must wait behind the paused holder"
+    );
+    assert_eq!(total("lease_ms"), 2 * LEASE_MS);
+    assert!(total("open_requests") >= 2, "holder and waiter: {table}");
+    assert_eq!(total("waiting"), 1, "{table}");
+    assert!(total("lock_clients") >= 2, "{table}");
+    assert!(total("connections") >= 4, "{table}");
+    assert_eq!(total("leases_lapsed"), 0, "{table}");
+    let (_waiter, got) = task.await.unwrap();
+    got.unwrap();
+    let (table, total) = stats("stats-after");
+    assert!(
+        total("leases_lapsed") >= 1,
+        "the holder's lease lapsed: {table}"
+    );
+    assert_eq!(total("waiting"), 0, "{table}");
+    drop(holder);
+}

@@ -194,6 +194,7 @@ pub fn scripts() -> Vec<(&'static str, Script)> {
                     },
                 ),
                 f(1, 5, Request::Locate),
+                f(2, 1, Request::Stats),
                 f(1, 6, Request::DropObjects { file: FileId(1) }),
                 f(
                     0,
@@ -268,6 +269,11 @@ pub fn frames() -> Vec<(String, Vec<u8>)> {
         },
         Reply::Renewed,
         Reply::Done,
+        Reply::Stats(atomio_proto::ServerReport {
+            connections: 3,
+            waiting: 1,
+            ..Default::default()
+        }),
         Reply::Data(serde_bytes::ByteBuf::from(vec![1, 2, 3])),
         Reply::Sizes(vec![(0, 10), (1, 4096)]),
         Reply::Error(WireError::new(ErrorCode::LeaseExpired, "lapsed")),

@@ -42,7 +42,7 @@ use atomio_layout::{ByteRange, RangeCursor, RangeList, ServerId, MAX_OFFSET};
 use atomio_proto::limits::{MAX_LOCKS_PER_SERVER, MAX_REQUESTS_PER_CLIENT, MAX_WAITING_REQUESTS};
 use atomio_proto::{
     ClientId, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, Reply, Request,
-    ValidDesc, Wait, WireError,
+    ServerReport, ValidDesc, Wait, WireError,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -150,6 +150,8 @@ pub struct ServerStats {
     pub ranges_granted: u64,
     pub releases: u64,
     pub waits: u64,
+    /// Clients released because their lease lapsed.
+    pub lapses: u64,
 }
 
 /// One server's lock manager for all files.
@@ -199,6 +201,7 @@ fn request_name(r: &Request) -> &'static str {
         Request::ObjectSizes { .. } => "ObjectSizes",
         Request::SetObjectSize { .. } => "SetObjectSize",
         Request::Locate => "Locate",
+        Request::Stats => "Stats",
     }
 }
 
@@ -331,6 +334,7 @@ impl LockServer {
             .filter_map(|r| r.blocked.as_ref().map(|b| b.tag))
             .collect();
         self.release_all(client, out);
+        self.stats.lapses += 1;
         let ms = self.lease_ms().unwrap_or(0);
         for tag in waiting {
             out.push(error(
@@ -346,6 +350,25 @@ impl LockServer {
 
     pub fn stats(&self) -> ServerStats {
         self.stats
+    }
+
+    /// The lock table's part of a `Stats` answer.
+    pub fn report(&self) -> ServerReport {
+        let st = self.stats;
+        ServerReport {
+            lock_clients: self.per_client.values().filter(|&&n| n > 0).count() as u64,
+            files: self.files.len() as u64,
+            open_requests: self.requests.len() as u64,
+            waiting: self.waiting as u64,
+            index_entries: self.entries as u64,
+            lease_ms: self.lease_ms().unwrap_or(0),
+            leases_lapsed: st.lapses,
+            requests_opened: st.requests_opened,
+            ranges_granted: st.ranges_granted,
+            releases: st.releases,
+            waits: st.waits,
+            ..ServerReport::default()
+        }
     }
 
     /// Index entries in use (write hulls + read ranges): what the memory limit counts.
@@ -463,6 +486,12 @@ impl LockServer {
                 to: client,
                 tag,
                 reply: Reply::Pong { nonce },
+            }),
+            // The driver adds what only it knows (connections, queues).
+            Request::Stats => out.push(Outgoing {
+                to: client,
+                tag,
+                reply: Reply::Stats(self.report()),
             }),
             other => out.push(error(
                 client,

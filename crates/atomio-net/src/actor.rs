@@ -139,7 +139,9 @@ impl ServerHandle {
 /// Starts one actor serving every request on the current tokio runtime.
 pub fn spawn<S: Service>(service: S) -> ServerHandle {
     let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
-    tokio::spawn(run(Actor::new(service), rx, None));
+    let mut actor = Actor::new(service);
+    actor.inbox = Some(tx.downgrade());
+    tokio::spawn(run(actor, rx, None));
     ServerHandle {
         inbox: tx,
         data: None,
@@ -171,6 +173,7 @@ pub fn spawn_split<L: Service, D: Service>(locks: L, data: D) -> std::io::Result
         })?;
     let mut lock_actor = Actor::new(locks);
     lock_actor.fence_via = Some(dtx.clone());
+    lock_actor.inbox = Some(tx.downgrade());
     tokio::spawn(run(lock_actor, rx, Some(control_rx)));
     Ok(ServerHandle {
         inbox: tx,
@@ -238,6 +241,8 @@ struct Actor<S> {
     unfenced: Vec<ClientId>,
     /// Data actor of a split server: where `Fenced` is reported.
     fenced_to: Option<mpsc::UnboundedSender<Event>>,
+    /// This actor's own inbox (weak: the actor must not keep itself alive), for `Stats`.
+    inbox: Option<mpsc::WeakSender<Event>>,
 }
 
 impl<S: Service> Actor<S> {
@@ -251,6 +256,7 @@ impl<S: Service> Actor<S> {
             fence_via: None,
             unfenced: Vec::new(),
             fenced_to: None,
+            inbox: None,
         }
     }
 
@@ -295,12 +301,48 @@ impl<S: Service> Actor<S> {
         }
     }
 
+    /// Completes a `Stats` answer with what only the actor knows.
+    fn complete_report(&self, r: &mut atomio_proto::ServerReport) {
+        let depth = |tx: &mpsc::Sender<Event>| (tx.max_capacity() - tx.capacity()) as u64;
+        r.connections = self.peers.len() as u64;
+        r.lock_queue = self
+            .inbox
+            .as_ref()
+            .and_then(mpsc::WeakSender::upgrade)
+            .map_or(0, |tx| depth(&tx));
+        r.data_queue = self.fence_via.as_ref().map_or(0, depth);
+        r.fencing_pending = self.unfenced.len() as u64;
+        r.replies_queued = self
+            .peers
+            .values()
+            .map(|p| p.queued.load(Ordering::Relaxed) as u64)
+            .sum();
+    }
+
     fn step(&mut self, event: Event) {
+        if let Event::Frame {
+            client,
+            tag,
+            request: Request::Stats,
+        } = event
+        {
+            if self.peers.contains_key(&client) {
+                self.service
+                    .handle(client, tag, Request::Stats, &mut self.out);
+                let mut out = std::mem::take(&mut self.out);
+                for o in &mut out {
+                    if let Reply::Stats(r) = &mut o.reply {
+                        self.complete_report(r);
+                    }
+                }
+                self.out = out;
+            }
+            return self.step_deliver();
+        }
         let Actor {
             service,
             peers,
             out,
-            dead,
             epoch,
             fenced_to,
             ..
@@ -353,6 +395,20 @@ impl<S: Service> Actor<S> {
                     }
                 }
             }
+        }
+        self.step_deliver();
+    }
+
+    /// Hands the replies in `out` to their clients; cuts off clients that cannot take them.
+    fn step_deliver(&mut self) {
+        let Actor {
+            service,
+            peers,
+            out,
+            dead,
+            ..
+        } = self;
+        {
             for o in out.drain(..) {
                 if let Some(peer) = peers.get(&o.to) {
                     if let Err(why) = deliver(peer, o.tag, o.reply) {

@@ -252,6 +252,9 @@ pub enum Request {
     /// Where this server keeps object files, for clients on the same host that move bytes
     /// through the files themselves instead of messages (answered `Located`).
     Locate,
+    /// The server's state for operators (answered `Stats`): lock table, waiters, leases,
+    /// queue depths. Served by the lock actor, so it answers even while data I/O is slow.
+    Stats,
 }
 
 /// A server's object files, as a client on the same host can reach them: the directory,
@@ -280,7 +283,8 @@ impl Request {
             | Request::LockRelease { .. }
             | Request::Ping { .. }
             | Request::Hello
-            | Request::Renew { .. } => RequestClass::Lock,
+            | Request::Renew { .. }
+            | Request::Stats => RequestClass::Lock,
             Request::Write { .. }
             | Request::Read { .. }
             | Request::Sync { .. }
@@ -340,6 +344,40 @@ pub enum Reply {
     Sizes(Vec<(u32, u64)>),
     /// Answer to `Locate`: the object files, or `None` (objects in memory).
     Located(Option<LocalObjects>),
+    /// Answer to `Stats`.
+    Stats(ServerReport),
+}
+
+/// What `Stats` reports. Gauges are the state at the moment of the request; counters run
+/// from the server's start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerReport {
+    /// Clients connected to this server.
+    pub connections: u64,
+    /// Clients holding or waiting for at least one lock.
+    pub lock_clients: u64,
+    /// Files with at least one open lock request.
+    pub files: u64,
+    /// Open lock requests, and how many of them wait for a conflicting lock.
+    pub open_requests: u64,
+    pub waiting: u64,
+    /// Lock index entries (write hulls + read ranges): what the lock memory limit counts.
+    pub index_entries: u64,
+    /// Lease length in ms (0: no leases), leases that lapsed, lapsed clients whose fencing
+    /// at the data actor is still pending.
+    pub lease_ms: u64,
+    pub leases_lapsed: u64,
+    pub fencing_pending: u64,
+    /// Events queued at the lock actor and at the data actor; reply frames queued to
+    /// clients and not yet written.
+    pub lock_queue: u64,
+    pub data_queue: u64,
+    pub replies_queued: u64,
+    /// Counters: lock requests opened, ranges granted, releases, acquires that waited.
+    pub requests_opened: u64,
+    pub ranges_granted: u64,
+    pub releases: u64,
+    pub waits: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
