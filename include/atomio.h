@@ -46,6 +46,8 @@
 
 #define ATOMIO_ELEASE 14
 
+#define ATOMIO_EAUTH 15
+
 // `atomio_open` flag: create the file if it does not exist.
 #define ATOMIO_CREATE 1
 

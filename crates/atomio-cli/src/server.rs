@@ -27,6 +27,11 @@ pub struct ServerArgs {
     /// the connection closes). Default: `ATOMIO_LEASE_MS`, else 5000.
     #[arg(long)]
     lease_ms: Option<u64>,
+    /// A file whose first line is the shared secret clients must prove (challenge-response,
+    /// the secret never crosses the network). Required to listen beyond loopback. Default:
+    /// `ATOMIO_TOKEN`, else `ATOMIO_TOKEN_FILE`. Clients read the same variables.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
 }
 
 pub fn run(a: ServerArgs) -> anyhow::Result<()> {
@@ -50,6 +55,10 @@ pub fn run(a: ServerArgs) -> anyhow::Result<()> {
         Some(ms) => Some(ms),
         None => atomio_net::lease_ms_from_env().map_err(anyhow::Error::msg)?,
     };
+    let token = match &a.token_file {
+        Some(p) => Some(atomio_net::auth::Token::from_file(p)?),
+        None => atomio_net::auth::Token::from_env()?,
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -58,13 +67,14 @@ pub fn run(a: ServerArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {listen}"))?;
         let addr = listener.local_addr()?;
+        atomio_net::auth::check_listen(addr, token.as_ref())?;
         {
             let mut out = std::io::stdout().lock();
             writeln!(out, "{LISTENING_PREFIX}{addr}")?;
             out.flush()?;
         }
         tokio::select! {
-            r = atomio_net::run_tcp_server(listener, a.id.map(ServerId), &a.data, lease_ms) => r.context("server failed"),
+            r = atomio_net::run_tcp_server(listener, a.id.map(ServerId), &a.data, lease_ms, token) => r.context("server failed"),
             _ = shutdown_signal() => Ok(()),
         }
     })

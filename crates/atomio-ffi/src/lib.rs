@@ -43,6 +43,7 @@ pub const ATOMIO_EUNSUPPORTED: c_int = 11;
 pub const ATOMIO_EINTERNAL: c_int = 12;
 pub const ATOMIO_EEXISTS: c_int = 13;
 pub const ATOMIO_ELEASE: c_int = 14;
+pub const ATOMIO_EAUTH: c_int = 15;
 
 #[cfg(test)]
 mod codes {
@@ -67,6 +68,7 @@ mod codes {
             (ATOMIO_EINTERNAL, ErrorCode::Internal),
             (ATOMIO_EEXISTS, ErrorCode::Exists),
             (ATOMIO_ELEASE, ErrorCode::LeaseExpired),
+            (ATOMIO_EAUTH, ErrorCode::Unauthorized),
         ];
         for (c, e) in pairs {
             assert_eq!(c, e as c_int, "{e:?}");
@@ -194,6 +196,7 @@ pub extern "C" fn atomio_error_name(code: c_int) -> *const c_char {
         11 => c"ATOMIO_EUNSUPPORTED",
         13 => c"ATOMIO_EEXISTS",
         14 => c"ATOMIO_ELEASE",
+        15 => c"ATOMIO_EAUTH",
         _ => c"ATOMIO_EINTERNAL",
     };
     s.as_ptr()
@@ -227,10 +230,12 @@ pub extern "C" fn atomio_server_start(
         std_listener
             .set_nonblocking(true)
             .map_err(|e| err(ErrorCode::Io, e.to_string()))?;
-        let address = std_listener
+        let bound = std_listener
             .local_addr()
-            .map_err(|e| err(ErrorCode::Io, e.to_string()))?
-            .to_string();
+            .map_err(|e| err(ErrorCode::Io, e.to_string()))?;
+        let token = atomio_net::auth::Token::from_env()?;
+        atomio_net::auth::check_listen(bound, token.as_ref())?;
+        let address = bound.to_string();
         let id = u32::try_from(id).ok().map(atomio_layout::ServerId);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
@@ -257,7 +262,7 @@ pub extern "C" fn atomio_server_start(
                     };
                     let _ = ready_tx.send(Ok(()));
                     tokio::select! {
-                        r = atomio_net::run_tcp_server(listener, id, &dir, lease_ms) => {
+                        r = atomio_net::run_tcp_server(listener, id, &dir, lease_ms, token) => {
                             if let Err(e) = r { eprintln!("atomio server stopped: {e}"); }
                         }
                         _ = rx => {}

@@ -269,6 +269,7 @@ pub fn frames() -> Vec<(String, Vec<u8>)> {
         },
         Reply::Renewed,
         Reply::Done,
+        Reply::Challenge { nonce: [3; 32] },
         Reply::Stats(atomio_proto::ServerReport {
             connections: 3,
             waiting: 1,

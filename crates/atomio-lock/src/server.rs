@@ -202,6 +202,8 @@ fn request_name(r: &Request) -> &'static str {
         Request::SetObjectSize { .. } => "SetObjectSize",
         Request::Locate => "Locate",
         Request::Stats => "Stats",
+        Request::AuthStart => "AuthStart",
+        Request::Auth { .. } => "Auth",
     }
 }
 
@@ -486,6 +488,13 @@ impl LockServer {
                 to: client,
                 tag,
                 reply: Reply::Pong { nonce },
+            }),
+            // A server that requires a token authenticates a connection before any frame
+            // reaches this table; one that does not says so.
+            Request::AuthStart => out.push(Outgoing {
+                to: client,
+                tag,
+                reply: Reply::Done,
             }),
             // The driver adds what only it knows (connections, queues).
             Request::Stats => out.push(Outgoing {

@@ -59,7 +59,8 @@ impl EmbeddedCluster {
                 .local_addr()
                 .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
             addrs.push(addr.to_string());
-            tokio::spawn(crate::tcp::serve(listener, s.clone()));
+            // Loopback only: no token.
+            tokio::spawn(crate::tcp::serve(listener, s.clone(), None));
         }
         Ok(addrs)
     }

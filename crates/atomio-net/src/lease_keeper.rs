@@ -178,10 +178,13 @@ fn renew(
                 format!("{addr} resolves to nothing"),
             )
         })?;
-        let s = TcpStream::connect_timeout(&sock, limit).map_err(io)?;
+        let mut s = TcpStream::connect_timeout(&sock, limit).map_err(io)?;
         s.set_nodelay(true).map_err(io)?;
         s.set_read_timeout(Some(limit)).map_err(io)?;
         s.set_write_timeout(Some(limit)).map_err(io)?;
+        if let Some(token) = crate::auth::Token::from_env()? {
+            crate::auth::client_handshake_blocking(&mut s, &token)?;
+        }
         *conn = Some(s);
     }
     let s = conn.as_mut().expect("connected above");

@@ -2,6 +2,7 @@
 //! TCP and in-process transports, and the cluster client that runs lock operations.
 
 pub mod actor;
+pub mod auth;
 pub mod client;
 pub mod cluster;
 pub mod data_op;
@@ -56,6 +57,7 @@ pub async fn run_tcp_server(
     id: Option<ServerId>,
     data_dir: &std::path::Path,
     lease_ms: Option<u64>,
+    token: Option<auth::Token>,
 ) -> std::io::Result<()> {
     let mut locks = match id {
         Some(id) => LockServer::with_id(id),
@@ -67,5 +69,6 @@ pub async fn run_tcp_server(
             key: random_key(),
         });
     }
-    tcp::serve(listener, spawn_node(locks, FileStore::open(data_dir)?)?).await
+    let node = spawn_node(locks, FileStore::open(data_dir)?)?;
+    tcp::serve(listener, node, token).await
 }

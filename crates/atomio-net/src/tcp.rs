@@ -13,6 +13,7 @@
 //! process.
 
 use crate::actor::{ClientEvent, Event, ReplySink, ServerHandle};
+use crate::auth::Token;
 use crate::frame_reader::{frame_memory, FrameReader};
 use crate::reply_budget::{expected_reply_bytes, ReplyBudget};
 use atomio_layout::ServerId;
@@ -44,8 +45,14 @@ fn codec() -> LengthDelimitedCodec {
         .new_codec()
 }
 
-/// Serves clients on `listener` until the listener fails.
-pub async fn serve(listener: TcpListener, server: ServerHandle) -> std::io::Result<()> {
+/// Serves clients on `listener` until the listener fails; with a `token`, only clients
+/// that prove it (see `auth`).
+pub async fn serve(
+    listener: TcpListener,
+    server: ServerHandle,
+    token: Option<Token>,
+) -> std::io::Result<()> {
+    let token = token.map(Arc::new);
     let memory = frame_memory();
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -63,16 +70,24 @@ pub async fn serve(listener: TcpListener, server: ServerHandle) -> std::io::Resu
             peer,
             server.clone(),
             memory.clone(),
+            token.clone(),
         ));
     }
 }
 
 async fn serve_connection(
-    stream: TcpStream,
+    mut stream: TcpStream,
     peer: std::net::SocketAddr,
     server: ServerHandle,
     memory: Arc<Semaphore>,
+    token: Option<Arc<Token>>,
 ) {
+    if let Some(token) = token {
+        if let Err(e) = crate::auth::server_handshake(&mut stream, &token).await {
+            tracing::warn!(%peer, "connection refused: {e}");
+            return;
+        }
+    }
     let client = server.new_client_id();
     tracing::info!(%peer, ?client, "client connected");
     let (rd, wr) = stream.into_split();
@@ -246,6 +261,12 @@ pub async fn connect(
             )
         })?;
     let _ = stream.set_nodelay(true);
+    let mut stream = stream;
+    if let Some(token) = Token::from_env()? {
+        crate::auth::client_handshake(&mut stream, &token)
+            .await
+            .map_err(|e| WireError::new(e.code, format!("{addr}: {}", e.message)))?;
+    }
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel::<ClientFrame>();
     let unsent = Arc::new(AtomicUsize::new(0));

@@ -38,6 +38,9 @@ pub enum ErrorCode {
     /// This client's lease lapsed (it was silent for longer than the lease): the server
     /// released its locks and rejects its later requests. Reconnect to go on.
     LeaseExpired = 14,
+    /// The server requires a shared-secret token (`ATOMIO_TOKEN` / `ATOMIO_TOKEN_FILE`) and
+    /// this peer did not prove it holds the right one.
+    Unauthorized = 15,
 }
 
 impl From<u16> for ErrorCode {
@@ -56,6 +59,7 @@ impl From<u16> for ErrorCode {
             11 => Self::Unsupported,
             13 => Self::Exists,
             14 => Self::LeaseExpired,
+            15 => Self::Unauthorized,
             _ => Self::Internal,
         }
     }

@@ -252,6 +252,13 @@ pub enum Request {
     /// Where this server keeps object files, for clients on the same host that move bytes
     /// through the files themselves instead of messages (answered `Located`).
     Locate,
+    /// Opens authentication on a new connection (its first frame when the client has a
+    /// token): answered `Challenge` by a server that requires a token, `Done` by one that
+    /// does not.
+    AuthStart,
+    /// Answers `Challenge`: HMAC-SHA256 of the challenge under the shared token; answered
+    /// `Done`, or `Unauthorized` and the connection is closed.
+    Auth { mac: [u8; 32] },
     /// The server's state for operators (answered `Stats`): lock table, waiters, leases,
     /// queue depths. Served by the lock actor, so it answers even while data I/O is slow.
     Stats,
@@ -284,7 +291,9 @@ impl Request {
             | Request::Ping { .. }
             | Request::Hello
             | Request::Renew { .. }
-            | Request::Stats => RequestClass::Lock,
+            | Request::Stats
+            | Request::AuthStart
+            | Request::Auth { .. } => RequestClass::Lock,
             Request::Write { .. }
             | Request::Read { .. }
             | Request::Sync { .. }
@@ -346,6 +355,10 @@ pub enum Reply {
     Located(Option<LocalObjects>),
     /// Answer to `Stats`.
     Stats(ServerReport),
+    /// Answer to `AuthStart` at a server that requires a token: prove it with `Auth`.
+    Challenge {
+        nonce: [u8; 32],
+    },
 }
 
 /// What `Stats` reports. Gauges are the state at the moment of the request; counters run

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -193,6 +194,33 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return 0;
 }
 
+/* Servers reachable beyond loopback admit only clients that prove a shared token (the
+ * Rust side refuses to listen there without one). Unless the user gave one, rank 0 makes
+ * one for this job and every rank puts it in its environment, where the servers and the
+ * clients (and their lease keepers) read it. It travels only inside the MPI job. */
+static void job_token(void)
+{
+    const char *t = getenv("ATOMIO_TOKEN"), *f = getenv("ATOMIO_TOKEN_FILE");
+    int have = (t && *t) || (f && *f);
+    PMPI_Bcast(&have, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (have)
+        return;
+    char token[49] = "";
+    if (amio_rt.world_rank == 0) {
+        unsigned char raw[24];
+        if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+            set_broken("%s", "cannot draw a random job token (getrandom failed)");
+            token[0] = 0;
+        } else {
+            for (size_t i = 0; i < sizeof raw; i++)
+                snprintf(token + 2 * i, 3, "%02x", raw[i]);
+        }
+    }
+    PMPI_Bcast(token, sizeof token, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (token[0])
+        setenv("ATOMIO_TOKEN", token, 1);
+}
+
 static void in_job_servers(void)
 {
     MPI_Comm node = MPI_COMM_NULL;
@@ -204,6 +232,8 @@ static void in_job_servers(void)
         PMPI_Comm_free(&node);
     }
     int one_node = local_size == amio_rt.world_size;
+    if (!one_node || amio_cfg.listen_host)
+        job_token();
     int hosting = local_rank < amio_cfg.servers_per_node;
     int index = 0; /* this server's index: hosting ranks before this one */
     MPI_Request r;

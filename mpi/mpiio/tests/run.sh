@@ -223,5 +223,19 @@ t10() { T_DIR=$(fresh t10) mpirun_n 2 --preload "$BUILD/t_bad_types" ching:datat
         T_DIR=$(fresh t10-rma) mpirun_n 2 --preload "$BUILD/t_bad_types" rma; }
 step "10. bogus and uncommitted datatypes: MPI_ERR_TYPE through the file's handler, no abort" t10
 
+# In-job servers on the host's own address: they refuse to listen there without a token, so
+# the job must make one in MPI_Init and every rank (servers, clients, lease keepers) use it.
+t11() {
+  local ip
+  ip=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9.]+$' | grep -v '^127\.' | head -n1 || true)
+  if [ -z "$ip" ]; then echo "   (skipped: this host has no non-loopback IPv4 address)"; return 0; fi
+  ( unset ATOMIO_TOKEN ATOMIO_TOKEN_FILE
+    T_DIR=$(fresh t11) ATOMIO_LISTEN_HOST=$ip ATOMIO_DATA=servers ATOMIO_VERBOSE=2 \
+      mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:datatype:one-try > "$WORK/t11.out" 2>&1 ) || {
+    cat "$WORK/t11.out"; return 1; }
+  grep -q "listening on $ip:" "$WORK/t11.out" || { echo "servers did not listen on $ip"; cat "$WORK/t11.out"; return 1; }
+}
+step "11. in-job servers on the host address authenticate with a per-job token" t11
+
 rm -rf "$WORK"
 echo "all MPI-IO tests passed"
