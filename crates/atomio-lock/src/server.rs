@@ -391,7 +391,8 @@ impl LockServer {
         request: Request,
         out: &mut Vec<Outgoing>,
     ) {
-        let holds = self.holds_anything(client);
+        // Without leases nothing needs to know (one lookup less per lock frame).
+        let holds = self.leases.is_some() && self.holds_anything(client);
         if let Some(leases) = &mut self.leases {
             leases.heard(client, self.now, holds);
             if leases.is_lapsed(client) && !matches!(request, Request::Ping { .. }) {
