@@ -52,7 +52,7 @@ fn mpi_io_front_passes_its_mpiexec_suite() {
     // Every step ran (none silently filtered out).
     for step in [
         "== 1.", "== 2f.", "== 2g.", "== 2h.", "== 3d.", "== 4b.", "== 5d.", "== 6b.", "== 7.",
-        "== 8.", "== 9.", "== 10.",
+        "== 8.", "== 9.", "== 10.", "== 11.",
     ] {
         assert!(stdout.contains(step), "step {step} missing:\n{stdout}");
     }
