@@ -39,7 +39,9 @@
 use crate::index::{Hull, ReadIndex, WriteHulls};
 use crate::lease::{LeaseConfig, Leases};
 use atomio_layout::{ByteRange, RangeCursor, RangeList, ServerId, MAX_OFFSET};
-use atomio_proto::limits::{MAX_LOCKS_PER_SERVER, MAX_REQUESTS_PER_CLIENT, MAX_WAITING_REQUESTS};
+use atomio_proto::limits::{
+    MAX_LOCKS_PER_SERVER, MAX_REQUESTS_PER_CLIENT, MAX_WAITING_PER_CLIENT, MAX_WAITING_REQUESTS,
+};
 use atomio_proto::{
     ClientId, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, Reply, Request,
     ServerReport, ValidDesc, Wait, WireError,
@@ -166,6 +168,9 @@ pub struct LockServer {
     /// Index entries: write hulls plus read ranges.
     entries: usize,
     waiting: usize,
+    /// Waiting requests per client (only clients with some), against one client taking
+    /// every wait slot.
+    waiting_of: HashMap<ClientId, usize>,
     stats: ServerStats,
     /// Client leases (`None`: locks end only when their client disconnects).
     leases: Option<Leases>,
@@ -271,6 +276,16 @@ fn horizon(table: &FileTable, pos: u64, mode: LockMode, ignore_cross: bool) -> u
         }
     }
     h
+}
+
+/// One of `client`'s waiting requests stopped waiting.
+fn waited(waiting_of: &mut HashMap<ClientId, usize>, client: ClientId) {
+    if let Some(n) = waiting_of.get_mut(&client) {
+        *n -= 1;
+        if *n == 0 {
+            waiting_of.remove(&client);
+        }
+    }
 }
 
 impl LockServer {
@@ -632,6 +647,19 @@ impl LockServer {
                         ),
                     ));
                 }
+                let mine = self.waiting_of.entry(owner).or_default();
+                if *mine >= MAX_WAITING_PER_CLIENT {
+                    return out.push(error(
+                        owner,
+                        tag,
+                        ErrorCode::LimitExceeded,
+                        format!(
+                            "this client already has {MAX_WAITING_PER_CLIENT} requests waiting \
+                             at this server, its limit"
+                        ),
+                    ));
+                }
+                *mine += 1;
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 req.blocked = Some(Blocked { tag, until, seq });
@@ -707,6 +735,7 @@ impl LockServer {
                     let at = req.next.expect("blocked requests have a next byte");
                     table.waiters.remove(&(at, b.seq));
                     self.waiting -= 1;
+                    waited(&mut self.waiting_of, owner);
                     out.push(error(
                         owner,
                         b.tag,
@@ -867,6 +896,7 @@ impl LockServer {
                 Grant::Reached | Grant::Complete => {
                     let b = req.blocked.take().expect("waiters are blocked");
                     self.waiting -= 1;
+                    waited(&mut self.waiting_of, req.owner);
                     out.push(Outgoing {
                         to: req.owner,
                         tag: b.tag,
@@ -876,6 +906,7 @@ impl LockServer {
                 Grant::Full => {
                     let b = req.blocked.take().expect("waiters are blocked");
                     self.waiting -= 1;
+                    waited(&mut self.waiting_of, req.owner);
                     out.push(error(
                         req.owner,
                         b.tag,
@@ -919,6 +950,7 @@ impl LockServer {
         let mut entries = 0usize;
         let mut waiting = 0usize;
         let mut per_client: HashMap<ClientId, usize> = HashMap::new();
+        let mut waiting_per: HashMap<ClientId, usize> = HashMap::new();
         let mut per_file: HashMap<FileId, usize> = HashMap::new();
         // Granted ranges keyed by file first: locks on different files never conflict.
         let mut all: Vec<(FileId, ByteRange, LockMode, LockId)> = Vec::new();
@@ -1014,6 +1046,7 @@ impl LockServer {
             }
             if let Some(b) = &r.blocked {
                 waiting += 1;
+                *waiting_per.entry(r.owner).or_default() += 1;
                 let at = r
                     .next
                     .ok_or_else(|| format!("{id} blocked with nothing left"))?;
@@ -1074,6 +1107,9 @@ impl LockServer {
         }
         if per_client != self.per_client {
             return Err("per-client request counts are wrong".into());
+        }
+        if waiting_per != self.waiting_of {
+            return Err("per-client waiting counts are wrong".into());
         }
         Ok(())
     }

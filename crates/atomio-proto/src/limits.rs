@@ -12,6 +12,9 @@ pub const MAX_RUNS_PER_PATTERN: u64 = 1 << 24;
 pub const MAX_REQUESTS_PER_CLIENT: usize = 1 << 20;
 /// Most requests blocked in a server's wait queues at once.
 pub const MAX_WAITING_REQUESTS: usize = 1 << 16;
+/// Most of those one client may have: a lock operation waits at one sub-request at a time,
+/// so a client needs few; the cap keeps one client from taking every wait slot.
+pub const MAX_WAITING_PER_CLIENT: usize = 1 << 10;
 /// Most granted byte-range locks a server holds at once (about 60 B of memory each).
 pub const MAX_LOCKS_PER_SERVER: usize = 1 << 25;
 /// Most client connections a server serves at once.

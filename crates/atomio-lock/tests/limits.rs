@@ -1,0 +1,58 @@
+//! Per-client limits cost only that client: one client filling its wait slots is refused,
+//! another still waits (before, one client could take all 65,536 slots of a server).
+
+use atomio_layout::ByteRange;
+use atomio_lock::{LockServer, Outgoing};
+use atomio_proto::limits::MAX_WAITING_PER_CLIENT;
+use atomio_proto::{ClientId, ErrorCode, FileId, LockDesc, LockMode, Reply, Request, Wait};
+
+fn lock(s: &mut LockServer, c: u64, tag: u64, at: u64, wait: Wait) -> Vec<Outgoing> {
+    let mut out = Vec::new();
+    s.handle(
+        ClientId(c),
+        tag,
+        Request::LockNew {
+            file: FileId(1),
+            mode: LockMode::Write,
+            desc: LockDesc::Ranges(vec![ByteRange::new(at, at + 1).unwrap()]),
+            wait,
+        },
+        &mut out,
+    );
+    out
+}
+
+#[test]
+fn one_client_cannot_take_every_wait_slot() {
+    let mut s = LockServer::new();
+    let (holder, greedy, other) = (1, 2, 3);
+    let mut held = Vec::new();
+    s.handle(
+        ClientId(holder),
+        1,
+        Request::LockNew {
+            file: FileId(1),
+            mode: LockMode::Write,
+            desc: LockDesc::Ranges(vec![ByteRange::new(0, 1 << 20).unwrap()]),
+            wait: Wait::NonBlocking,
+        },
+        &mut held,
+    );
+    assert!(matches!(held[0].reply, Reply::Lock(p) if p.next_abs_offset.is_none()));
+    for i in 0..MAX_WAITING_PER_CLIENT as u64 {
+        let out = lock(&mut s, greedy, 100 + i, 1 + i, Wait::All);
+        assert!(out.is_empty(), "request {i} should wait: {out:?}");
+    }
+    let refused = lock(&mut s, greedy, 1, 5000, Wait::All);
+    assert!(
+        matches!(&refused[..], [o] if matches!(&o.reply, Reply::Error(e) if e.code == ErrorCode::LimitExceeded)),
+        "{refused:?}"
+    );
+    let parked = lock(&mut s, other, 1, 5000, Wait::All);
+    assert!(parked.is_empty(), "another client still waits: {parked:?}");
+    s.check_invariants().unwrap();
+    let mut out = Vec::new();
+    s.disconnect(ClientId(greedy), &mut out);
+    s.check_invariants().unwrap();
+    assert_eq!(s.report().waiting, 1);
+}
