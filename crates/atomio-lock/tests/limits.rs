@@ -56,3 +56,42 @@ fn one_client_cannot_take_every_wait_slot() {
     s.check_invariants().unwrap();
     assert_eq!(s.report().waiting, 1);
 }
+
+/// A structured lock whose share would be cut into more pieces than the run limit (tiny
+/// stripes over a large extent) is refused at once instead of occupying the server.
+#[test]
+fn a_pattern_cut_into_too_many_stripe_pieces_is_refused_quickly() {
+    use atomio_layout::{Access, Layout, Pattern, ServerId};
+    use atomio_proto::WirePattern;
+    let access = Access::new(0, Pattern::bytes(65 << 20).unwrap()).unwrap();
+    let desc = |stripe| {
+        let layout = Layout::new(stripe, vec![ServerId(0)]).unwrap();
+        LockDesc::Pattern(WirePattern::new(&access, &layout, ServerId(0)))
+    };
+    let mut s = LockServer::new();
+    let t = std::time::Instant::now();
+    let mut out = Vec::new();
+    let req = |desc| Request::LockNew {
+        file: FileId(1),
+        mode: LockMode::Write,
+        desc,
+        wait: Wait::All,
+    };
+    s.handle(ClientId(1), 1, req(desc(2)), &mut out);
+    assert!(
+        matches!(&out[..], [o] if matches!(&o.reply, Reply::Error(e) if e.code == ErrorCode::LimitExceeded && e.message.contains("stripes"))),
+        "{out:?}"
+    );
+    assert!(
+        t.elapsed() < std::time::Duration::from_millis(100),
+        "{:?}",
+        t.elapsed()
+    );
+    // The same bytes in 64 KiB stripes are an ordinary lock.
+    out.clear();
+    s.handle(ClientId(1), 2, req(desc(64 << 10)), &mut out);
+    assert!(
+        matches!(out[0].reply, Reply::Lock(p) if p.next_abs_offset.is_none()),
+        "{out:?}"
+    );
+}

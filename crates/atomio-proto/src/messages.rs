@@ -139,7 +139,8 @@ impl LockDesc {
             }
             LockDesc::Pattern(w) => {
                 let pattern = Pattern::from_nodes(w.nodes)?;
-                if pattern.run_count_upper() > MAX_RUNS_PER_PATTERN {
+                let pattern_runs = pattern.run_count_upper();
+                if pattern_runs > MAX_RUNS_PER_PATTERN {
                     return Err(WireError::new(
                         ErrorCode::LimitExceeded,
                         format!(
@@ -160,6 +161,23 @@ impl LockDesc {
                     return Err(WireError::new(
                         ErrorCode::InvalidArgument,
                         format!("{} holds no object of the layout it was sent", w.server),
+                    ));
+                }
+                // The server walks its share stripe by stripe: each stripe boundary inside
+                // the hull can cut a run in two. Bound that cost like the runs themselves
+                // (fuzzing found a 300-byte request with 2-byte stripes over 65 MB that kept
+                // a server busy for over a minute).
+                let span = access.hull().map_or(0, |h| h.end - h.start);
+                let pieces = pattern_runs.saturating_add(span / layout.stripe_size());
+                if pieces > MAX_RUNS_PER_PATTERN {
+                    return Err(WireError::new(
+                        ErrorCode::LimitExceeded,
+                        format!(
+                            "cut at {}-byte stripes this pattern can cost up to {pieces} \
+                             pieces at a server; the limit is {MAX_RUNS_PER_PATTERN} (use \
+                             larger stripes or a list description)",
+                            layout.stripe_size()
+                        ),
                     ));
                 }
                 if let Some(me) = me {
