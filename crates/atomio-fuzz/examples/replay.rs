@@ -1,11 +1,15 @@
-//! Replays fuzz inputs through a target without AFL's instrumentation and times each:
+//! Replays fuzz inputs through a target without AFL's instrumentation and times each (for
+//! `serve` also its longest single step, the worst stall one message caused):
 //! `cargo run --release -p atomio-fuzz --example replay -- serve fuzz/stalls/*`.
 fn main() {
     let mut args = std::env::args().skip(1);
     let target = args.next().unwrap_or_default();
-    let run: fn(&[u8]) = match target.as_str() {
-        "serve" => atomio_fuzz::serve,
-        "decode" => atomio_fuzz::decode,
+    let run: fn(&[u8]) -> std::time::Duration = match target.as_str() {
+        "serve" => |b| atomio_fuzz::serve_with(b, atomio_fuzz::Control::None),
+        "decode" => |b| {
+            atomio_fuzz::decode(b);
+            std::time::Duration::ZERO
+        },
         _ => {
             eprintln!("usage: replay serve|decode FILE...");
             std::process::exit(2);
@@ -14,7 +18,11 @@ fn main() {
     for path in args {
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let t = std::time::Instant::now();
-        run(&bytes);
-        println!("{:>10.1} ms  {path}", t.elapsed().as_secs_f64() * 1e3);
+        let step = run(&bytes);
+        println!(
+            "{:>10.1} ms in all, {:>10.1} ms longest step  {path}",
+            t.elapsed().as_secs_f64() * 1e3,
+            step.as_secs_f64() * 1e3
+        );
     }
 }

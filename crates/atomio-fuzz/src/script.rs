@@ -186,11 +186,14 @@ fn scratch() -> PathBuf {
 
 /// Runs `script` (any bytes) against a fresh server; panics on a broken invariant.
 pub fn serve(script: &[u8]) {
-    serve_with(script, Control::None)
+    serve_with(script, Control::None);
 }
 
-/// `serve` with a deliberate harness bug (negative controls).
-pub fn serve_with(script: &[u8], control: Control) {
+/// `serve` with a deliberate harness bug (negative controls). Returns the longest time
+/// one step (one request, disconnect, expiry) kept the server busy, invariant checks
+/// excluded: the worst stall a peer's message caused.
+pub fn serve_with(script: &[u8], control: Control) -> std::time::Duration {
+    let mut longest = std::time::Duration::ZERO;
     let dir = scratch();
     let _ = std::fs::remove_dir_all(&dir);
     let mut node = Node::new(&dir, control);
@@ -199,6 +202,7 @@ pub fn serve_with(script: &[u8], control: Control) {
     while let Some((&op, tail)) = rest.split_first() {
         rest = tail;
         let client = ClientId(u64::from(op & 3));
+        let started = std::time::Instant::now();
         if trace {
             eprintln!("t={} ms {client}: op {op:#04x}", node.now);
         }
@@ -231,11 +235,14 @@ pub fn serve_with(script: &[u8], control: Control) {
             3 => node.renew(client),
             _ => {}
         }
+        longest = longest.max(started.elapsed());
         node.check();
     }
     for c in 0..CLIENTS {
         if control != Control::SkipDisconnect(c as u8) {
+            let started = std::time::Instant::now();
             node.disconnect(ClientId(c));
+            longest = longest.max(started.elapsed());
         }
     }
     node.check();
@@ -246,4 +253,5 @@ pub fn serve_with(script: &[u8], control: Control) {
     );
     drop(node);
     let _ = std::fs::remove_dir_all(&dir);
+    longest
 }
