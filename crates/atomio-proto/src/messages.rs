@@ -144,8 +144,8 @@ impl LockDesc {
                     return Err(WireError::new(
                         ErrorCode::LimitExceeded,
                         format!(
-                            "pattern expands to up to {} runs; the limit is {MAX_RUNS_PER_PATTERN}",
-                            pattern.run_count_upper()
+                            "pattern expands to up to {pattern_runs} runs; the limit is \
+                             {MAX_RUNS_PER_PATTERN}"
                         ),
                     ));
                 }
