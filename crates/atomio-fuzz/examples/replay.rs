@@ -1,17 +1,23 @@
 //! Replays fuzz inputs through a target without AFL's instrumentation and times each (for
 //! `serve` also its longest single step, the worst stall one message caused):
-//! `cargo run --release -p atomio-fuzz --example replay -- serve fuzz/stalls/*`.
+//! `cargo run --release -p atomio-fuzz --example replay -- serve fuzz/stalls/*`
+//! (`serve` with the server's real work slice; `serve-fuzz` as the fuzzer runs it).
 fn main() {
     let mut args = std::env::args().skip(1);
     let target = args.next().unwrap_or_default();
     let run: fn(&[u8]) -> std::time::Duration = match target.as_str() {
-        "serve" => |b| atomio_fuzz::serve_with(b, atomio_fuzz::Control::None),
+        "serve" => atomio_fuzz::serve_timed,
+        // As the fuzzer runs it: tiny work slices.
+        "serve-fuzz" => |b| {
+            atomio_fuzz::serve(b);
+            std::time::Duration::ZERO
+        },
         "decode" => |b| {
             atomio_fuzz::decode(b);
             std::time::Duration::ZERO
         },
         _ => {
-            eprintln!("usage: replay serve|decode FILE...");
+            eprintln!("usage: replay serve|serve-fuzz|decode FILE...");
             std::process::exit(2);
         }
     };

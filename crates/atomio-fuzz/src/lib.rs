@@ -13,7 +13,7 @@
 mod script;
 pub mod seeds;
 
-pub use script::{serve, serve_with, Control, Script, Step};
+pub use script::{serve, serve_timed, serve_with, Control, Script, Step, FUZZ_SLICE};
 
 use atomio_proto::frame::{self, frame_length, LENGTH_BYTES};
 use atomio_proto::{ClientFrame, ServerFrame};

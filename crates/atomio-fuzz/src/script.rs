@@ -10,12 +10,15 @@
 //! * kind 2 — the client disconnects (both services forget it);
 //! * kind 3 — the client opens a session and renews it with the proof it was given (a
 //!   fuzzer cannot forge the keyed proof, so the script asks for the honest path);
+//! * kind 4 — the lock service runs one slice of left-over work (long grants and releases
+//!   run in slices between messages; the fuzzing server's slices are tiny, `FUZZ_SLICE`,
+//!   so the script decides how they interleave with everything else);
 //! * other kinds are skipped, so any byte string is a script.
 //!
 //! **Checked after every step:** the lock table's invariants (`check_invariants`: no two
 //! conflicting grants, indexes consistent); a fenced client's data requests are refused.
-//! **At the end:** once every client has disconnected, no request and no index entry is
-//! left.
+//! **At the end:** left-over work is run, every client disconnects, the work that leaves is
+//! run, and then no request and no index entry may be left.
 
 use atomio_data::{DataService, FileStore};
 use atomio_lock::{LeaseConfig, LockServer, Outgoing};
@@ -27,6 +30,9 @@ use std::path::PathBuf;
 const CLIENTS: u64 = 4;
 const LEASE_MS: u64 = 1000;
 const TICK_MS: u64 = 10;
+/// Ranges the fuzzed lock service grants or releases per step: tiny, so ordinary scripts
+/// exercise slicing (`serve_timed` measures with the real default instead).
+pub const FUZZ_SLICE: u64 = 8;
 
 /// One step of a script (see the module docs for its bytes).
 #[derive(Clone, Debug)]
@@ -36,6 +42,7 @@ pub enum Step {
     Wait { ticks: u8 },
     Disconnect { client: u8 },
     Renew { client: u8 },
+    Work,
 }
 
 /// A script built from steps: how the seed corpus is written.
@@ -56,6 +63,7 @@ impl Script {
                 Step::Wait { ticks } => out.extend_from_slice(&[1 << 2, *ticks]),
                 Step::Disconnect { client } => out.push((2 << 2) | (client & 3)),
                 Step::Renew { client } => out.push((3 << 2) | (client & 3)),
+                Step::Work => out.push(4 << 2),
             }
         }
         out
@@ -87,21 +95,26 @@ struct Node {
     fenced: HashSet<ClientId>,
     now: u64,
     out: Vec<Outgoing>,
+    /// Check the lock table after every step (off when timing: the check is O(table)).
+    checks: bool,
 }
 
 impl Node {
-    fn new(dir: &std::path::Path, control: Control) -> Self {
+    fn new(dir: &std::path::Path, control: Control, slice: u64, checks: bool) -> Self {
         let store = FileStore::open(dir).expect("a scratch store opens");
         Self {
             control,
-            locks: LockServer::new().with_leases(LeaseConfig {
-                duration_ms: LEASE_MS,
-                key: 0x5eed,
-            }),
+            locks: LockServer::new()
+                .with_leases(LeaseConfig {
+                    duration_ms: LEASE_MS,
+                    key: 0x5eed,
+                })
+                .with_work_slice(slice),
             data: DataService::new(store),
             fenced: HashSet::new(),
             now: 0,
             out: Vec::new(),
+            checks,
         }
     }
 
@@ -137,6 +150,14 @@ impl Node {
         }
     }
 
+    /// One slice of the lock service's left-over work; whether there was any.
+    fn work(&mut self) -> bool {
+        self.out.clear();
+        let any = self.locks.has_work();
+        self.locks.work(&mut self.out);
+        any
+    }
+
     fn disconnect(&mut self, client: ClientId) {
         self.out.clear();
         self.locks.disconnect(client, &mut self.out);
@@ -154,6 +175,12 @@ impl Node {
     }
 
     fn check(&self) {
+        if self.checks {
+            self.final_check();
+        }
+    }
+
+    fn final_check(&self) {
         if let Err(e) = self.locks.check_invariants() {
             panic!("lock table invariant broken: {e}");
         }
@@ -189,14 +216,46 @@ pub fn serve(script: &[u8]) {
     serve_with(script, Control::None);
 }
 
-/// `serve` with a deliberate harness bug (negative controls). Returns the longest time
-/// one step (one request, disconnect, expiry) kept the server busy, invariant checks
-/// excluded: the worst stall a peer's message caused.
-pub fn serve_with(script: &[u8], control: Control) -> std::time::Duration {
+/// `serve` with a deliberate harness bug (negative controls).
+pub fn serve_with(script: &[u8], control: Control) {
+    run(script, control, FUZZ_SLICE, true);
+}
+
+/// Runs `script` with the lock service's real work slice and returns the longest time one
+/// step (one request, disconnect, expiry or slice of work) kept the server busy, invariant
+/// checks skipped (only the final one runs): the worst stall a peer's messages caused.
+pub fn serve_timed(script: &[u8]) -> std::time::Duration {
+    run(
+        script,
+        Control::None,
+        atomio_lock::DEFAULT_WORK_SLICE,
+        false,
+    )
+}
+
+/// Runs the lock service's left-over work to the end, checking after each slice; returns
+/// the longest slice.
+fn drain(node: &mut Node) -> std::time::Duration {
+    let mut longest = std::time::Duration::ZERO;
+    loop {
+        let started = std::time::Instant::now();
+        let any = node.work();
+        longest = longest.max(started.elapsed());
+        if tracing_on() && any {
+            eprintln!("  drain: work slice took {:?}", started.elapsed());
+        }
+        if !any {
+            return longest;
+        }
+        node.check();
+    }
+}
+
+fn run(script: &[u8], control: Control, slice: u64, checks: bool) -> std::time::Duration {
     let mut longest = std::time::Duration::ZERO;
     let dir = scratch();
     let _ = std::fs::remove_dir_all(&dir);
-    let mut node = Node::new(&dir, control);
+    let mut node = Node::new(&dir, control, slice, checks);
     let trace = tracing_on();
     let mut rest = script;
     while let Some((&op, tail)) = rest.split_first() {
@@ -233,11 +292,21 @@ pub fn serve_with(script: &[u8], control: Control) -> std::time::Duration {
             }
             2 => node.disconnect(client),
             3 => node.renew(client),
+            4 => {
+                node.work();
+                if trace {
+                    eprintln!("  work -> {:?}", node.out);
+                }
+            }
             _ => {}
         }
         longest = longest.max(started.elapsed());
+        if trace {
+            eprintln!("  took {:?}", started.elapsed());
+        }
         node.check();
     }
+    longest = longest.max(drain(&mut node));
     for c in 0..CLIENTS {
         if control != Control::SkipDisconnect(c as u8) {
             let started = std::time::Instant::now();
@@ -245,7 +314,8 @@ pub fn serve_with(script: &[u8], control: Control) -> std::time::Duration {
             longest = longest.max(started.elapsed());
         }
     }
-    node.check();
+    longest = longest.max(drain(&mut node));
+    node.final_check();
     assert_eq!(
         (node.locks.open_requests(), node.locks.index_entries()),
         (0, 0),

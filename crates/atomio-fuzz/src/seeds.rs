@@ -60,7 +60,52 @@ fn write(file: u64, object: u32, pieces: &[(u64, u64)], byte: u8) -> Request {
 pub fn scripts() -> Vec<(&'static str, Script)> {
     use LockMode::{Read, Write};
     let w = |rs: &[(u64, u64)], wait| lock(Write, ranges(rs), wait);
+    let many: Vec<(u64, u64)> = (0..40).map(|i| (i * 100, i * 100 + 50)).collect();
     vec![
+        (
+            // Long requests run in slices (`FUZZ_SLICE` ranges per step): a 40-range read
+            // lock is granted over several work steps while a writer waits behind it; a
+            // partial release is overtaken by a full one; a client leaves mid-grant.
+            "sliced-grants-and-releases",
+            Script(vec![
+                f(0, 1, lock(Read, ranges(&many), Wait::All)),
+                f(1, 1, w(&[(3900, 3960)], Wait::All)),
+                Step::Work,
+                Step::Work,
+                Step::Work,
+                Step::Work,
+                f(
+                    1,
+                    2,
+                    Request::LockRelease {
+                        lock: LockId(1),
+                        from: None,
+                    },
+                ),
+                Step::Work,
+                f(2, 1, w(&many, Wait::NonBlocking)),
+                f(
+                    0,
+                    2,
+                    Request::LockRelease {
+                        lock: LockId(0),
+                        from: Some(1000),
+                    },
+                ),
+                f(
+                    0,
+                    3,
+                    Request::LockRelease {
+                        lock: LockId(0),
+                        from: None,
+                    },
+                ),
+                Step::Work,
+                Step::Disconnect { client: 2 },
+                Step::Work,
+                Step::Work,
+            ]),
+        ),
         (
             "overlap-wait-release",
             Script(vec![

@@ -1,7 +1,7 @@
 //! Lazy iteration over the contiguous runs of a pattern, with arithmetic seek.
 //!
 //! **Invariants:** memory is O(depth) whatever the pattern's size; runs come out in typemap
-//! order with touching runs coalesced; after `seek(off)` (monotone patterns only) the runs
+//! order with touching runs coalesced (at most `coalescing_at_most` raw runs each); after `seek(off)` (monotone patterns only) the runs
 //! are exactly the pattern's bytes at or after `off`, found by descending the pattern with
 //! divisions and binary searches, never by scanning the runs before `off`.
 
@@ -31,6 +31,10 @@ pub struct Runs<'a> {
     /// Coalescing buffer.
     pending: Option<ByteRange>,
     clip: u64,
+    /// Most raw runs one output run may coalesce (`u64::MAX`: all that touch).
+    coalesce_max: u64,
+    /// Raw runs in `pending`.
+    coalesced: u64,
 }
 
 impl Inner {
@@ -66,9 +70,21 @@ impl<'a> Runs<'a> {
             leaf: None,
             pending: None,
             clip: 0,
+            coalesce_max: u64::MAX,
+            coalesced: 0,
         };
         r.start_at_root();
         r
+    }
+
+    /// Coalesces at most `n` touching raw runs into one output run (then starts another,
+    /// touching it). Without a bound, producing the first run after a `seek` can cost every
+    /// raw run that follows when they all touch (a pattern of millions of pieces that tile
+    /// a region is one run); a lock server that resumes a long request by seeking once per
+    /// slice needs that cost bounded.
+    pub fn coalescing_at_most(mut self, n: u64) -> Self {
+        self.coalesce_max = n.max(1);
+        self
     }
 
     fn start_at_root(&mut self) {
@@ -231,9 +247,18 @@ impl Iterator for Runs<'_> {
                 end: r.end,
             };
             match &mut self.pending {
-                Some(p) if p.end == r.start => p.end = r.end,
-                Some(p) => return Some(std::mem::replace(p, r)),
-                None => self.pending = Some(r),
+                Some(p) if p.end == r.start && self.coalesced < self.coalesce_max => {
+                    p.end = r.end;
+                    self.coalesced += 1;
+                }
+                Some(p) => {
+                    self.coalesced = 1;
+                    return Some(std::mem::replace(p, r));
+                }
+                None => {
+                    self.coalesced = 1;
+                    self.pending = Some(r);
+                }
             }
         }
     }

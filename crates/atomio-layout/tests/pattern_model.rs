@@ -274,6 +274,22 @@ proptest! {
         prop_assert_eq!(p.monotone(), is_monotone(&raw), "tree {:?}", t);
     }
 
+    /// A bound on coalescing changes only how the bytes are cut: the same bytes, in order,
+    /// each output run at most `k` raw runs, and runs that touch only at a cut.
+    #[test]
+    fn bounded_coalescing_covers_the_same_bytes(t in arb_tree(), base in 0u64..1000, k in 1u64..4) {
+        let p = build(&t);
+        let mut raw = Vec::new();
+        expand(&t, base, &mut raw);
+        let want = coalesce(raw.clone());
+        let got: Vec<ByteRange> = p.runs(base).coalescing_at_most(k).collect();
+        prop_assert_eq!(coalesce(got.iter().map(|r| (r.start, r.len())).collect()), want.clone());
+        prop_assert!(!p.monotone() || got.windows(2).all(|w| w[0].end <= w[1].start));
+        let nonempty = raw.iter().filter(|r| r.1 > 0).count() as u64;
+        prop_assert!(got.len() as u64 >= nonempty.div_ceil(k).min(want.len() as u64));
+        prop_assert!(got.len() as u64 <= nonempty.max(want.len() as u64));
+    }
+
     #[test]
     fn seek_yields_exactly_the_bytes_at_or_after(t in arb_tree(), base in 0u64..1000, offs in prop::collection::vec(0u64..3000, 1..6)) {
         let p = build(&t);

@@ -15,4 +15,4 @@ pub mod sim;
 pub use lease::LeaseConfig;
 pub use plan::{plan, Method, SubRequest, DEFAULT_LIST_RANGES};
 pub use protocol::{LockOp, OpStats, Protocol, Send, Status};
-pub use server::{LockServer, Outgoing, ServerStats};
+pub use server::{LockServer, Outgoing, ServerStats, DEFAULT_WORK_SLICE};

@@ -25,6 +25,13 @@
 //! local run, with no index lookup per range. Past it, each range is checked precisely
 //! against the owners' descriptions, and granting inside another request's hull splits it.
 //!
+//! Work is sliced: one step (a message handled, or a call of `work`) grants or releases at
+//! most `DEFAULT_WORK_SLICE` ranges (`with_work_slice`). A request that has more left is
+//! queued (`runnable`) and continued by `work`, which the driver calls between messages:
+//! a grant stops on a range boundary, which is a granted prefix like any other; a release
+//! is cut back from the top, so what it still holds is always a prefix too. A request of
+//! millions of runs thus delays a ping by one slice, not by seconds.
+//!
 //! **Invariants** (checked by `check_invariants`, which the tests and simulator call):
 //! * a request's granted bytes are exactly its own bytes below `cursor`; `last` is one past
 //!   the highest of them (0 if none); `next` is its first byte at or after `cursor`;
@@ -34,7 +41,10 @@
 //! * no two requests hold conflicting bytes (overlapping, one of them a writer);
 //! * a request is queued as a waiter iff it has a pending blocking acquire, keyed by its
 //!   `next` byte, and that byte conflicts with a granted lock;
-//! * counters (`entries`, `waiting`, per-client requests) match the tables.
+//! * the run queue holds exactly the requests with work left (`Granting`, `Releasing`),
+//!   each once;
+//! * counters (`entries`, `waiting`, per-client requests) match the tables; a request
+//!   whose client is gone (an orphan, still being released) counts for nobody.
 
 use crate::index::{Hull, ReadIndex, WriteHulls};
 use crate::lease::{LeaseConfig, Leases};
@@ -46,7 +56,7 @@ use atomio_proto::{
     ClientId, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, Reply, Request,
     ServerReport, ValidDesc, Wait, WireError,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A reply addressed to a client.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,11 +66,39 @@ pub struct Outgoing {
     pub reply: Reply,
 }
 
-#[derive(Debug)]
-struct Blocked {
+/// An acquire the server has not answered yet.
+#[derive(Clone, Copy, Debug)]
+struct Acquire {
     tag: u64,
-    until: Option<u64>,
+    wait: Wait,
+    /// Arrival order: waiters on one byte are served oldest first.
     seq: u64,
+}
+
+impl Acquire {
+    fn until(&self) -> Option<u64> {
+        match self.wait {
+            Wait::Until(x) => Some(x),
+            Wait::NonBlocking | Wait::All => None,
+        }
+    }
+}
+
+/// What the server still owes a request's client.
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    /// A blocking acquire waiting for the request's `next` byte (in the file's waiters).
+    Waiting(Acquire),
+    /// An acquire that used up a step's work budget; continued from `runnable`.
+    Granting(Acquire),
+    /// A release cut back from the top in slices, down to `to` (`None`: the whole
+    /// request, which then closes); continued from `runnable`. An `orphan`'s client is
+    /// gone (or lapsed): nobody is answered and it no longer counts as the client's.
+    Releasing {
+        tag: u64,
+        to: Option<u64>,
+        orphan: bool,
+    },
 }
 
 /// What a request holds in the indexes.
@@ -79,6 +117,22 @@ impl Held {
             Held::Read(v) => v.len(),
         }
     }
+
+    /// Entries a release down to `floor` removes or trims.
+    fn above(&self, floor: u64) -> usize {
+        match self {
+            Held::Write(v) => v.len() - v.partition_point(|&s| s < floor).saturating_sub(1),
+            Held::Read(v) => v.len() - v.partition_point(|r| r.end <= floor),
+        }
+    }
+
+    /// Where to cut so that exactly the top `k` entries (1 ≤ k < entries) go.
+    fn cut_below_top(&self, k: usize) -> u64 {
+        match self {
+            Held::Write(v) => v[v.len() - k],
+            Held::Read(v) => v[v.len() - k].start,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -94,7 +148,7 @@ struct LockRequest {
     /// One past the highest granted byte; 0 when none is granted.
     last: u64,
     held: Held,
-    blocked: Option<Blocked>,
+    pending: Option<Pending>,
 }
 
 impl LockRequest {
@@ -140,6 +194,8 @@ enum Grant {
     Complete,
     /// Stopped at a conflicting byte.
     Blocked(u64),
+    /// The step's work budget ran out before `next`; continue in a later step.
+    Paused,
     /// The server's lock table is full.
     Full,
 }
@@ -154,6 +210,8 @@ pub struct ServerStats {
     pub waits: u64,
     /// Clients released because their lease lapsed.
     pub lapses: u64,
+    /// Times a grant or release ran out of its step's slice and was queued to continue.
+    pub sliced: u64,
 }
 
 /// One server's lock manager for all files.
@@ -176,9 +234,22 @@ pub struct LockServer {
     leases: Option<Leases>,
     /// The driver's clock, in ms (see `set_now`).
     now: u64,
+    /// Requests with work left over from an earlier step (`Pending::Granting` or
+    /// `Pending::Releasing`), each once, served in order by `work`.
+    runnable: VecDeque<LockId>,
+    /// Ranges one step may grant or release (0: `DEFAULT_WORK_SLICE`).
+    slice: u64,
+    /// What is left of the current step's slice.
+    budget: u64,
     /// Negative-control fault for the simulator: readers and writers ignore each other.
     pub(crate) ignore_conflicts: bool,
 }
+
+/// Ranges granted or released per step unless `with_work_slice` says otherwise: ≤ ~20 ms
+/// of index work on this project's 2-core test machine (read-index updates of structured
+/// requests cost up to ~2.5 µs per range), so a request of the largest size the limits
+/// admit (2²⁴ runs) delays others by one slice at a time, not by seconds.
+pub const DEFAULT_WORK_SLICE: u64 = 1 << 13;
 
 fn error(to: ClientId, tag: u64, code: ErrorCode, message: impl Into<String>) -> Outgoing {
     Outgoing {
@@ -311,6 +382,56 @@ impl LockServer {
         self
     }
 
+    /// Grants or releases at most `ranges` ranges per step (a message handled, or one call
+    /// of `work`); what is left waits in the run queue. Tests and the simulator use tiny
+    /// slices to interleave long requests with everything else.
+    pub fn with_work_slice(mut self, ranges: u64) -> Self {
+        self.slice = ranges.max(1);
+        self
+    }
+
+    /// Starts a step: a fresh slice of work.
+    fn new_step(&mut self) {
+        self.budget = if self.slice == 0 {
+            DEFAULT_WORK_SLICE
+        } else {
+            self.slice
+        };
+    }
+
+    /// Whether requests have work left over from earlier steps: the driver must call
+    /// `work` (between messages, so long requests never hold the others up).
+    pub fn has_work(&self) -> bool {
+        !self.runnable.is_empty()
+    }
+
+    /// One step of left-over work: continues queued grants and releases, oldest first,
+    /// until the slice is used up. Answers go to `out` as for `handle`.
+    pub fn work(&mut self, out: &mut Vec<Outgoing>) {
+        self.new_step();
+        while self.budget > 0 {
+            let Some(lock) = self.runnable.pop_front() else {
+                break;
+            };
+            match self.requests.get(&lock).and_then(|r| r.pending) {
+                Some(Pending::Granting(acq)) => {
+                    self.requests.get_mut(&lock).expect("just seen").pending = None;
+                    let outcome = self.grant(lock, acq.until());
+                    self.settle(lock, acq, outcome, out);
+                }
+                Some(Pending::Releasing { .. }) => {
+                    if !self.continue_release(lock, out) {
+                        self.runnable.push_back(lock);
+                        self.stats.sliced += 1;
+                    }
+                }
+                Some(Pending::Waiting(_)) | None => {
+                    debug_assert!(false, "{lock} queued to run with nothing to do");
+                }
+            }
+        }
+    }
+
     /// The lease length, if this server keeps leases.
     pub fn lease_ms(&self) -> Option<u64> {
         self.leases.as_ref().map(Leases::duration_ms)
@@ -344,11 +465,15 @@ impl LockServer {
     /// answered `LeaseExpired`, so it learns why when it wakes up. It stays lapsed: its
     /// later lock requests are refused until it disconnects.
     pub fn release_lapsed(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
+        self.new_step();
         let waiting: Vec<u64> = self
             .requests
             .values()
             .filter(|r| r.owner == client)
-            .filter_map(|r| r.blocked.as_ref().map(|b| b.tag))
+            .filter_map(|r| match r.pending {
+                Some(Pending::Waiting(a) | Pending::Granting(a)) => Some(a.tag),
+                _ => None,
+            })
             .collect();
         self.release_all(client, out);
         self.stats.lapses += 1;
@@ -406,6 +531,7 @@ impl LockServer {
         request: Request,
         out: &mut Vec<Outgoing>,
     ) {
+        self.new_step();
         // Without leases nothing needs to know (one lookup less per lock frame).
         let holds = self.leases.is_some() && self.holds_anything(client);
         if let Some(leases) = &mut self.leases {
@@ -482,23 +608,44 @@ impl LockServer {
             } => self.lock_new(client, tag, file, mode, desc, wait, out),
             Request::LockMore { lock, wait } => match self.owned(client, lock) {
                 Err(e) => out.push(error(client, tag, e.code, e.message)),
-                Ok(req) if req.blocked.is_some() => out.push(error(
-                    client,
-                    tag,
-                    ErrorCode::InvalidState,
-                    format!("{lock} already has an acquire waiting"),
-                )),
-                Ok(_) => self.acquire(lock, tag, wait, out),
+                Ok(req) => match req.pending {
+                    None => self.acquire(lock, tag, wait, out),
+                    Some(Pending::Releasing { .. }) => out.push(error(
+                        client,
+                        tag,
+                        ErrorCode::InvalidState,
+                        format!("{lock} is being released"),
+                    )),
+                    Some(_) => out.push(error(
+                        client,
+                        tag,
+                        ErrorCode::InvalidState,
+                        format!("{lock} already has an acquire waiting"),
+                    )),
+                },
             },
             Request::LockRelease { lock, from } => match self.owned(client, lock) {
                 Err(e) => out.push(error(client, tag, e.code, e.message)),
-                Ok(req) if from.is_some() && req.blocked.is_some() => out.push(error(
-                    client,
-                    tag,
-                    ErrorCode::InvalidState,
-                    format!("{lock} has an acquire waiting; only a full release can cancel it"),
-                )),
-                Ok(_) => self.release(lock, tag, from, out),
+                Ok(req) => match req.pending {
+                    Some(Pending::Releasing {
+                        tag: partial,
+                        to: Some(x),
+                        orphan: false,
+                    }) if from.is_none() => self.supersede_release(lock, partial, x, tag, out),
+                    Some(Pending::Releasing { .. }) => out.push(error(
+                        client,
+                        tag,
+                        ErrorCode::InvalidState,
+                        format!("{lock} is already being released"),
+                    )),
+                    Some(_) if from.is_some() => out.push(error(
+                        client,
+                        tag,
+                        ErrorCode::InvalidState,
+                        format!("{lock} has an acquire waiting; only a full release can cancel it"),
+                    )),
+                    _ => self.release(lock, tag, from, false, out),
+                },
             },
             Request::Ping { nonce } => out.push(Outgoing {
                 to: client,
@@ -529,6 +676,7 @@ impl LockServer {
 
     /// Releases everything a vanished client held or waited for.
     pub fn disconnect(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
+        self.new_step();
         self.release_all(client, out);
         if let Some(l) = &mut self.leases {
             l.forget(client);
@@ -545,13 +693,15 @@ impl LockServer {
             .map(|(&id, _)| id)
             .collect();
         mine.sort_unstable();
+        // Its requests stop counting as its own now (a later session under the same id
+        // starts empty), even those whose release continues in later steps.
+        self.per_client.remove(&client);
         let mut scratch = Vec::new();
         for lock in mine {
-            self.release(lock, 0, None, &mut scratch);
+            self.release(lock, 0, None, true, &mut scratch);
         }
         // Replies to the departed client are dropped; notifications to others are kept.
         out.extend(scratch.into_iter().filter(|o| o.to != client));
-        self.per_client.remove(&client);
     }
 
     fn owned(&self, client: ClientId, lock: LockId) -> Result<&LockRequest, WireError> {
@@ -617,7 +767,7 @@ impl LockServer {
                     LockMode::Write => Held::Write(Vec::new()),
                     LockMode::Read => Held::Read(Vec::new()),
                 },
-                blocked: None,
+                pending: None,
             },
         );
         *self.per_client.entry(client).or_default() += 1;
@@ -628,19 +778,29 @@ impl LockServer {
 
     /// Extends `lock`'s granted prefix as `wait` allows and replies now, or parks it.
     fn acquire(&mut self, lock: LockId, tag: u64, wait: Wait, out: &mut Vec<Outgoing>) {
-        let until = match wait {
-            Wait::Until(x) => Some(x),
-            Wait::NonBlocking | Wait::All => None,
-        };
-        let outcome = self.grant(lock, until);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let acq = Acquire { tag, wait, seq };
+        let outcome = self.grant(lock, acq.until());
+        self.settle(lock, acq, outcome, out);
+    }
+
+    /// After a grant attempt for `acq` (which is not pending any more): answers it, queues
+    /// it as a waiter, or queues it to continue in a later step.
+    fn settle(&mut self, lock: LockId, acq: Acquire, outcome: Grant, out: &mut Vec<Outgoing>) {
         let req = self.requests.get_mut(&lock).expect("caller checked");
         let owner = req.owner;
         match outcome {
-            Grant::Blocked(at) if wait != Wait::NonBlocking => {
+            Grant::Paused => {
+                req.pending = Some(Pending::Granting(acq));
+                self.runnable.push_back(lock);
+                self.stats.sliced += 1;
+            }
+            Grant::Blocked(at) if acq.wait != Wait::NonBlocking => {
                 if self.waiting >= MAX_WAITING_REQUESTS {
                     return out.push(error(
                         owner,
-                        tag,
+                        acq.tag,
                         ErrorCode::LimitExceeded,
                         format!(
                             "{MAX_WAITING_REQUESTS} requests are already waiting at this server"
@@ -651,7 +811,7 @@ impl LockServer {
                 if *mine >= MAX_WAITING_PER_CLIENT {
                     return out.push(error(
                         owner,
-                        tag,
+                        acq.tag,
                         ErrorCode::LimitExceeded,
                         format!(
                             "this client already has {MAX_WAITING_PER_CLIENT} requests waiting \
@@ -660,27 +820,25 @@ impl LockServer {
                     ));
                 }
                 *mine += 1;
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                req.blocked = Some(Blocked { tag, until, seq });
+                req.pending = Some(Pending::Waiting(acq));
                 let file = req.file;
                 self.files
                     .get_mut(&file)
                     .expect("open request has a table")
                     .waiters
-                    .insert((at, seq), lock);
+                    .insert((at, acq.seq), lock);
                 self.waiting += 1;
                 self.stats.waits += 1;
             }
             Grant::Full => out.push(error(
                 owner,
-                tag,
+                acq.tag,
                 ErrorCode::LimitExceeded,
                 format!("the server holds {MAX_LOCKS_PER_SERVER} lock entries, its limit"),
             )),
             Grant::Reached | Grant::Complete | Grant::Blocked(_) => out.push(Outgoing {
                 to: owner,
-                tag,
+                tag: acq.tag,
                 reply: Reply::Lock(req.progress(lock)),
             }),
         }
@@ -708,6 +866,7 @@ impl LockServer {
                 &mut self.requests,
                 &mut self.entries,
                 &mut ranges,
+                &mut self.budget,
                 self.ignore_conflicts,
             )
         };
@@ -716,8 +875,157 @@ impl LockServer {
         outcome
     }
 
-    fn release(&mut self, lock: LockId, tag: u64, from: Option<u64>, out: &mut Vec<Outgoing>) {
+    /// Starts releasing `lock` down to `from` (`None`: all of it, closing the request),
+    /// cancelling a pending acquire; what does not fit in this step continues in `work`.
+    /// An `orphan`'s client is gone: it is not answered.
+    fn release(
+        &mut self,
+        lock: LockId,
+        tag: u64,
+        from: Option<u64>,
+        orphan: bool,
+        out: &mut Vec<Outgoing>,
+    ) {
         self.stats.releases += 1;
+        let req = self.requests.get_mut(&lock).expect("caller checked");
+        let owner = req.owner;
+        let queued = match req.pending.take() {
+            None => false,
+            Some(Pending::Waiting(acq)) => {
+                let at = req.next.expect("waiting requests have a next byte");
+                self.files
+                    .get_mut(&req.file)
+                    .expect("open request has a table")
+                    .waiters
+                    .remove(&(at, acq.seq));
+                self.waiting -= 1;
+                waited(&mut self.waiting_of, owner);
+                out.push(error(
+                    owner,
+                    acq.tag,
+                    ErrorCode::InvalidState,
+                    format!("{lock} was released while its acquire waited"),
+                ));
+                false
+            }
+            Some(Pending::Granting(acq)) => {
+                out.push(error(
+                    owner,
+                    acq.tag,
+                    ErrorCode::InvalidState,
+                    format!("{lock} was released while its acquire waited"),
+                ));
+                true
+            }
+            // Only a departing client's cleanup meets a release in progress: it goes on,
+            // unanswered, and down to nothing (a partial one would leave an orphan
+            // holding bytes for ever).
+            Some(Pending::Releasing { tag, .. }) => {
+                debug_assert!(orphan && from.is_none());
+                req.pending = Some(Pending::Releasing {
+                    tag,
+                    to: None,
+                    orphan: true,
+                });
+                return;
+            }
+        };
+        req.pending = Some(Pending::Releasing {
+            tag,
+            to: from,
+            orphan,
+        });
+        if !queued && !self.continue_release(lock, out) {
+            self.runnable.push_back(lock);
+            self.stats.sliced += 1;
+        }
+    }
+
+    /// A full release (tag `tag`) arrives while a partial one down to `x` (tag `partial`)
+    /// is still being carried out — a client abandoning an operation frees everything it
+    /// knows of. The partial release is answered now as if done (the client then believes
+    /// it holds less than it does until the slices finish, which is never unsafe) and the
+    /// release goes on down to nothing.
+    fn supersede_release(
+        &mut self,
+        lock: LockId,
+        partial: u64,
+        x: u64,
+        tag: u64,
+        out: &mut Vec<Outgoing>,
+    ) {
+        self.stats.releases += 1;
+        let req = self.requests.get_mut(&lock).expect("caller checked");
+        let progress = if req.cursor > x {
+            LockProgress {
+                lock,
+                last_abs_offset: req.desc.last_before(x, 0).map_or(0, |b| b + 1),
+                next_abs_offset: req.desc.first_at_or_after(x),
+            }
+        } else {
+            req.progress(lock)
+        };
+        out.push(Outgoing {
+            to: req.owner,
+            tag: partial,
+            reply: Reply::Released(progress),
+        });
+        req.pending = Some(Pending::Releasing {
+            tag,
+            to: None,
+            orphan: false,
+        });
+    }
+
+    /// Releases as much of a `Pending::Releasing` request as the step's budget allows, from
+    /// the top; returns whether the release is complete (and answered).
+    fn continue_release(&mut self, lock: LockId, out: &mut Vec<Outgoing>) -> bool {
+        let req = &self.requests[&lock];
+        let Some(Pending::Releasing { tag, to, orphan }) = req.pending else {
+            unreachable!("continue_release on a request that is not releasing")
+        };
+        let left = req.held.above(to.unwrap_or(0));
+        if left as u64 <= self.budget {
+            self.budget -= left as u64;
+            self.requests.get_mut(&lock).expect("just seen").pending = None;
+            self.release_now(lock, tag, to, orphan, out);
+            return true;
+        }
+        let k = self.budget as usize;
+        if k > 0 {
+            self.budget = 0;
+            let cut = req.held.cut_below_top(k);
+            self.cut_back(lock, cut, out);
+        }
+        false
+    }
+
+    /// Releases every granted byte of `lock` at or above `x` (a slice of a longer release:
+    /// nobody is answered).
+    fn cut_back(&mut self, lock: LockId, x: u64, out: &mut Vec<Outgoing>) {
+        let req = self.requests.get_mut(&lock).expect("caller checked");
+        let table = self
+            .files
+            .get_mut(&req.file)
+            .expect("open request has a table");
+        let file = req.file;
+        let before = req.held.entries();
+        let freed = cut_held(req, table, x);
+        self.entries = self.entries + req.held.entries() - before;
+        if !freed.is_empty() {
+            self.reexamine(file, &freed, out);
+        }
+    }
+
+    /// Completes a release: down to `from`, or all of it and closes the request.
+    fn release_now(
+        &mut self,
+        lock: LockId,
+        tag: u64,
+        from: Option<u64>,
+        orphan: bool,
+        out: &mut Vec<Outgoing>,
+    ) {
         let req = self.requests.get_mut(&lock).expect("caller checked");
         let table = self
             .files
@@ -731,18 +1039,6 @@ impl LockServer {
         let mut freed: Vec<ByteRange> = Vec::new();
         match from {
             None => {
-                if let Some(b) = req.blocked.take() {
-                    let at = req.next.expect("blocked requests have a next byte");
-                    table.waiters.remove(&(at, b.seq));
-                    self.waiting -= 1;
-                    waited(&mut self.waiting_of, owner);
-                    out.push(error(
-                        owner,
-                        b.tag,
-                        ErrorCode::InvalidState,
-                        format!("{lock} was released while its acquire waited"),
-                    ));
-                }
                 match &mut req.held {
                     Held::Write(starts) => {
                         for &s in starts.iter() {
@@ -761,82 +1057,37 @@ impl LockServer {
                         freed = std::mem::take(chain);
                     }
                 }
-                out.push(Outgoing {
-                    to: owner,
-                    tag,
-                    reply: Reply::Released(LockProgress {
-                        lock,
-                        last_abs_offset: 0,
-                        next_abs_offset: None,
-                    }),
-                });
-                self.requests.remove(&lock);
-                table.requests -= 1;
-                if let Some(n) = self.per_client.get_mut(&owner) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.per_client.remove(&owner);
+                if !orphan {
+                    out.push(Outgoing {
+                        to: owner,
+                        tag,
+                        reply: Reply::Released(LockProgress {
+                            lock,
+                            last_abs_offset: 0,
+                            next_abs_offset: None,
+                        }),
+                    });
+                    if let Some(n) = self.per_client.get_mut(&owner) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.per_client.remove(&owner);
+                        }
                     }
                 }
+                self.requests.remove(&lock);
+                table.requests -= 1;
                 self.entries -= before;
             }
             Some(x) => {
-                match &mut req.held {
-                    Held::Write(starts) => {
-                        let cut = starts.partition_point(|&s| s < x);
-                        if let Some(&s) = cut.checked_sub(1).and_then(|i| starts.get(i)) {
-                            let h = table.writes.get(s).expect("listed hulls exist");
-                            if h.end > x {
-                                table.writes.set_end(s, x);
-                                freed.push(ByteRange {
-                                    start: x,
-                                    end: h.end,
-                                });
-                            }
-                        }
-                        for &s in &starts[cut..] {
-                            let h = table.writes.remove(s).expect("listed hulls exist");
-                            freed.push(ByteRange {
-                                start: s,
-                                end: h.end,
-                            });
-                        }
-                        starts.truncate(cut);
-                    }
-                    Held::Read(chain) => {
-                        let cut = chain.partition_point(|r| r.end <= x);
-                        let mut tail = chain.split_off(cut);
-                        if let Some(first) = tail.first_mut() {
-                            if first.start < x {
-                                let kept = ByteRange {
-                                    start: first.start,
-                                    end: x,
-                                };
-                                table.reads.remove(*first);
-                                table.reads.add(kept);
-                                chain.push(kept);
-                                first.start = x;
-                            } else {
-                                table.reads.remove(*first);
-                            }
-                        }
-                        for r in tail.iter().skip(1) {
-                            table.reads.remove(*r);
-                        }
-                        freed = tail;
-                    }
-                }
-                if req.cursor > x {
-                    req.cursor = x;
-                    req.next = req.desc.first_at_or_after(x);
-                    req.last = req.desc.last_before(x, 0).map_or(0, |b| b + 1);
-                }
+                freed = cut_held(req, table, x);
                 self.entries = self.entries + req.held.entries() - before;
-                out.push(Outgoing {
-                    to: owner,
-                    tag,
-                    reply: Reply::Released(req.progress(lock)),
-                });
+                if !orphan {
+                    out.push(Outgoing {
+                        to: owner,
+                        tag,
+                        reply: Reply::Released(req.progress(lock)),
+                    });
+                }
             }
         }
         if self.files.get(&file).is_some_and(|t| t.requests == 0) {
@@ -878,52 +1129,34 @@ impl LockServer {
                 .expect("still open")
                 .waiters
                 .remove(&(at, seq));
-            let until = self.requests[&lock]
-                .blocked
-                .as_ref()
-                .expect("waiters are blocked")
-                .until;
-            let outcome = self.grant(lock, until);
             let req = self.requests.get_mut(&lock).expect("waiters are open");
-            match outcome {
-                Grant::Blocked(at2) => {
-                    self.files
-                        .get_mut(&file)
-                        .expect("still open")
-                        .waiters
-                        .insert((at2, seq), lock);
-                }
-                Grant::Reached | Grant::Complete => {
-                    let b = req.blocked.take().expect("waiters are blocked");
-                    self.waiting -= 1;
-                    waited(&mut self.waiting_of, req.owner);
-                    out.push(Outgoing {
-                        to: req.owner,
-                        tag: b.tag,
-                        reply: Reply::Lock(req.progress(lock)),
-                    });
-                }
-                Grant::Full => {
-                    let b = req.blocked.take().expect("waiters are blocked");
-                    self.waiting -= 1;
-                    waited(&mut self.waiting_of, req.owner);
-                    out.push(error(
-                        req.owner,
-                        b.tag,
-                        ErrorCode::LimitExceeded,
-                        format!("the server holds {MAX_LOCKS_PER_SERVER} lock entries, its limit"),
-                    ));
-                }
+            let Some(Pending::Waiting(acq)) = req.pending else {
+                unreachable!("waiters are waiting")
+            };
+            let owner = req.owner;
+            let outcome = self.grant(lock, acq.until());
+            if let Grant::Blocked(at2) = outcome {
+                // Still waiting (now perhaps for a later byte), in its old place in line.
+                self.files
+                    .get_mut(&file)
+                    .expect("still open")
+                    .waiters
+                    .insert((at2, seq), lock);
+                continue;
             }
+            self.waiting -= 1;
+            waited(&mut self.waiting_of, owner);
+            self.requests.get_mut(&lock).expect("open").pending = None;
+            self.settle(lock, acq, outcome, out);
         }
     }
 
-    /// Every open request: (lock, owner, waiting?). For the simulator's leak reports.
+    /// Every open request: (lock, owner, owed an answer?). For the simulator's leak reports.
     pub fn open(&self) -> Vec<(LockId, ClientId, bool)> {
         let mut v: Vec<_> = self
             .requests
             .iter()
-            .map(|(&id, r)| (id, r.owner, r.blocked.is_some()))
+            .map(|(&id, r)| (id, r.owner, r.pending.is_some()))
             .collect();
         v.sort_unstable_by_key(|x| x.0);
         v
@@ -954,8 +1187,17 @@ impl LockServer {
         let mut per_file: HashMap<FileId, usize> = HashMap::new();
         // Granted ranges keyed by file first: locks on different files never conflict.
         let mut all: Vec<(FileId, ByteRange, LockMode, LockId)> = Vec::new();
+        let mut to_run: Vec<LockId> = Vec::new();
         for (&id, r) in &self.requests {
-            *per_client.entry(r.owner).or_default() += 1;
+            if !matches!(r.pending, Some(Pending::Releasing { orphan: true, .. })) {
+                *per_client.entry(r.owner).or_default() += 1;
+            }
+            if matches!(
+                r.pending,
+                Some(Pending::Granting(_) | Pending::Releasing { .. })
+            ) {
+                to_run.push(id);
+            }
             *per_file.entry(r.file).or_default() += 1;
             let table = self
                 .files
@@ -1044,7 +1286,7 @@ impl LockServer {
             for g in granted {
                 all.push((r.file, g, r.mode, id));
             }
-            if let Some(b) = &r.blocked {
+            if let Some(Pending::Waiting(b)) = &r.pending {
                 waiting += 1;
                 *waiting_per.entry(r.owner).or_default() += 1;
                 let at = r
@@ -1111,6 +1353,14 @@ impl LockServer {
         if waiting_per != self.waiting_of {
             return Err("per-client waiting counts are wrong".into());
         }
+        let mut queued_to_run: Vec<LockId> = self.runnable.iter().copied().collect();
+        queued_to_run.sort_unstable();
+        to_run.sort_unstable();
+        if queued_to_run != to_run {
+            return Err(format!(
+                "run queue {queued_to_run:?} but requests with work left {to_run:?}"
+            ));
+        }
         Ok(())
     }
 }
@@ -1125,6 +1375,7 @@ fn grant_into(
     others: &mut HashMap<LockId, LockRequest>,
     entries: &mut usize,
     ranges: &mut u64,
+    budget: &mut u64,
     ignore_conflicts: bool,
 ) -> Grant {
     let mode = req.mode;
@@ -1145,6 +1396,13 @@ fn grant_into(
             req.next = Some(r.start);
             break Grant::Reached;
         }
+        if *budget == 0 {
+            // `r` is the request's first byte at or after the cursor (the source was
+            // sought there and is clipped): the state is exactly a granted prefix.
+            req.next = Some(r.start);
+            break Grant::Paused;
+        }
+        *budget -= 1;
         let want = ByteRange {
             start: r.start,
             end: r.end.min(limit),
@@ -1230,6 +1488,78 @@ fn grant_into(
         add_write_hull(table, &mut req.held, lock, x, entries);
     }
     outcome
+}
+
+/// Releases `req`'s granted bytes at or above `x` from the indexes and moves its cursor
+/// back; returns what was freed, in increasing order.
+fn cut_held(req: &mut LockRequest, table: &mut FileTable, x: u64) -> Vec<ByteRange> {
+    let mut freed = Vec::new();
+    match &mut req.held {
+        Held::Write(starts) => {
+            let cut = starts.partition_point(|&s| s < x);
+            if let Some(&s) = cut.checked_sub(1).and_then(|i| starts.get(i)) {
+                let h = table.writes.get(s).expect("listed hulls exist");
+                if h.end > x {
+                    table.writes.set_end(s, x);
+                    freed.push(ByteRange {
+                        start: x,
+                        end: h.end,
+                    });
+                }
+            }
+            for &s in &starts[cut..] {
+                let h = table.writes.remove(s).expect("listed hulls exist");
+                freed.push(ByteRange {
+                    start: s,
+                    end: h.end,
+                });
+            }
+            starts.truncate(cut);
+        }
+        Held::Read(chain) => {
+            let cut = chain.partition_point(|r| r.end <= x);
+            let mut tail = chain.split_off(cut);
+            if let Some(first) = tail.first_mut() {
+                if first.start < x {
+                    let kept = ByteRange {
+                        start: first.start,
+                        end: x,
+                    };
+                    table.reads.remove(*first);
+                    table.reads.add(kept);
+                    chain.push(kept);
+                    first.start = x;
+                } else {
+                    table.reads.remove(*first);
+                }
+            }
+            for r in tail.iter().skip(1) {
+                table.reads.remove(*r);
+            }
+            freed = tail;
+        }
+    }
+    if req.cursor > x {
+        req.cursor = x;
+        match &req.held {
+            // The chain is exactly the granted bytes, and a freed range starting at `x`
+            // means `x` is the request's own byte: no walk of the description (which would
+            // cost a sliced release of millions of runs a seek per slice).
+            Held::Read(chain) => {
+                req.last = chain.last().map_or(0, |r| r.end);
+                req.next = if freed.first().is_some_and(|r| r.start == x) {
+                    Some(x)
+                } else {
+                    req.desc.first_at_or_after(x)
+                };
+            }
+            Held::Write(_) => {
+                req.next = req.desc.first_at_or_after(x);
+                req.last = req.desc.last_before(x, 0).map_or(0, |b| b + 1);
+            }
+        }
+    }
+    freed
 }
 
 fn add_read(table: &mut FileTable, held: &mut Held, r: ByteRange, entries: &mut usize) {

@@ -59,6 +59,9 @@ pub struct SimConfig {
     pub faults: bool,
     /// The servers' lease, in steps (virtual ms).
     pub lease_ms: u64,
+    /// Ranges a server grants or releases per step; 0: drawn per server from the seed,
+    /// mostly tiny, so long requests are continued by `work` between other messages.
+    pub work_slice: u64,
 }
 
 /// Deliberate bugs the simulator can inject; a correct checker must catch each.
@@ -100,6 +103,7 @@ impl SimConfig {
             fault: SimFault::None,
             faults: false,
             lease_ms: 300,
+            work_slice: 0,
         }
     }
 
@@ -125,6 +129,8 @@ pub struct SimReport {
     pub resets: u64,
     pub lapses: u64,
     pub abandoned: u64,
+    /// Grants and releases the servers continued in a later step (work slices).
+    pub sliced: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -249,7 +255,13 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         .expect("valid sim layout");
     let mut servers: Vec<LockServer> = (0..cfg.servers)
         .map(|s| {
-            let mut srv = LockServer::with_id(ServerId(s));
+            // Drawn even when fixed, so a replay with another slice is the same run.
+            let drawn = [1, 2, 4, 16, crate::server::DEFAULT_WORK_SLICE][rng.gen_range(0..5)];
+            let slice = match cfg.work_slice {
+                0 => drawn,
+                n => n,
+            };
+            let mut srv = LockServer::with_id(ServerId(s)).with_work_slice(slice);
             srv.ignore_conflicts = cfg.fault == SimFault::ServerIgnoresConflicts;
             if cfg.faults {
                 let lease = match cfg.fault {
@@ -292,6 +304,9 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     }
     if let [only] = cfg.protocols[..] {
         flags.push_str(&format!(" --protocol {only}"));
+    }
+    if cfg.work_slice != 0 {
+        flags.push_str(&format!(" --work-slice {}", cfg.work_slice));
     }
     let fail = |step: u64, what: String| SimFailure {
         seed: cfg.seed,
@@ -342,7 +357,11 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                     }
             })
             .collect();
-        let events = deliverable.len() + actors.len();
+        // Servers with left-over work (long requests run in slices) are actors too.
+        let workers: Vec<usize> = (0..servers.len())
+            .filter(|&s| servers[s].has_work())
+            .collect();
+        let events = deliverable.len() + actors.len() + workers.len();
         if events == 0 {
             // Time can still unblock: a frozen client wakes (or its lease lapses and its
             // locks go), and it may have answers waiting (an orphan's grant to release).
@@ -374,6 +393,10 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                 }
             }
             holders.truncate(12);
+            for (i, srv) in servers.iter().enumerate() {
+                eprintln!("DEBUG s{i}: {:?}", srv.open());
+                eprintln!("DEBUG inv {:?}", srv.check_invariants());
+            }
             return Err(fail(
                 step,
                 format!(
@@ -432,6 +455,12 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                     // errors to a lapsed session) — nothing to do.
                 }
             }
+        } else if pick >= deliverable.len() + actors.len() {
+            let s = workers[pick - deliverable.len() - actors.len()];
+            outgoing.clear();
+            servers[s].set_now(now);
+            servers[s].work(&mut outgoing);
+            push_replies(ServerId(s as u32), &mut outgoing, &mut inflight);
         } else {
             let c = actors[pick - deliverable.len()];
             let cl = &mut clients[c];
@@ -539,6 +568,7 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             ));
         }
         report.waits += s.stats().waits;
+        report.sliced += s.stats().sliced;
     }
     report.steps = step;
     Ok(report)

@@ -193,20 +193,42 @@ async fn run<S: Service>(
         t
     });
     loop {
+        if actor.service.has_work() {
+            // A long request runs one slice per turn; whatever arrived meanwhile (and a
+            // due tick) is served between slices, so nobody waits behind it for long.
+            actor.work();
+            tokio::select! {
+                biased;
+                event = inbox.recv() => {
+                    let Some(event) = event else { return };
+                    actor.step(event);
+                    drain(&mut actor, &mut inbox);
+                }
+                Some(event) = recv_or_never(&mut control) => actor.step(event),
+                () = tick_or_never(&mut ticker) => actor.tick(),
+                () = std::future::ready(()) => {}
+            }
+            tokio::task::yield_now().await;
+            continue;
+        }
         tokio::select! {
             event = inbox.recv() => {
                 let Some(event) = event else { return };
                 actor.step(event);
-                // Drain what is already queued before yielding: fewer wake-ups under load.
-                for _ in 0..256 {
-                    match inbox.try_recv() {
-                        Ok(e) => actor.step(e),
-                        Err(_) => break,
-                    }
-                }
+                drain(&mut actor, &mut inbox);
             }
             Some(event) = recv_or_never(&mut control) => actor.step(event),
             () = tick_or_never(&mut ticker) => actor.tick(),
+        }
+    }
+}
+
+/// Handles what is already queued before yielding: fewer wake-ups under load.
+fn drain<S: Service>(actor: &mut Actor<S>, inbox: &mut mpsc::Receiver<Event>) {
+    for _ in 0..256 {
+        match inbox.try_recv() {
+            Ok(e) => actor.step(e),
+            Err(_) => break,
         }
     }
 }
@@ -299,6 +321,12 @@ impl<S: Service> Actor<S> {
                 self.step(Event::Fenced { client });
             }
         }
+    }
+
+    /// One slice of the service's left-over work.
+    fn work(&mut self) {
+        self.service.work(&mut self.out);
+        self.step_deliver();
     }
 
     /// Completes a `Stats` answer with what only the actor knows.

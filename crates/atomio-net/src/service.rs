@@ -33,6 +33,12 @@ pub trait Service: Send + 'static {
     fn fence(&mut self, _client: ClientId) {}
     /// `client` is fenced on every actor of this server: release what it holds.
     fn fenced(&mut self, _client: ClientId, _out: &mut Vec<Outgoing>) {}
+    /// Whether work is left over from earlier steps (long requests run in slices).
+    fn has_work(&self) -> bool {
+        false
+    }
+    /// One slice of that work; the driver interleaves it with new messages.
+    fn work(&mut self, _out: &mut Vec<Outgoing>) {}
 }
 
 impl Service for LockServer {
@@ -55,6 +61,12 @@ impl Service for LockServer {
     }
     fn fenced(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
         LockServer::release_lapsed(self, client, out)
+    }
+    fn has_work(&self) -> bool {
+        LockServer::has_work(self)
+    }
+    fn work(&mut self, out: &mut Vec<Outgoing>) {
+        LockServer::work(self, out)
     }
 }
 

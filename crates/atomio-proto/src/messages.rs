@@ -101,6 +101,11 @@ pub enum ValidDesc {
     },
 }
 
+/// Most touching pattern pieces a lock server's cursor merges into one range: bounds the
+/// cost of a seek (one per acquire and per work slice) whatever the pattern, at the price of
+/// one more range per this many touching pieces.
+const COALESCE_MAX: u64 = 1024;
+
 impl ValidDesc {
     /// A structured description of `access` at `server` under `layout`.
     pub fn pattern(access: Access, layout: Layout, server: ServerId) -> Self {
@@ -460,7 +465,7 @@ impl ValidDesc {
                 owned,
                 ..
             } => DescCursor::Pattern(atomio_layout::Share::borrowed(
-                access.ranges(),
+                access.ranges().coalescing_at_most(COALESCE_MAX),
                 layout,
                 owned,
             )),
