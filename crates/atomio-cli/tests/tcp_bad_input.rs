@@ -572,3 +572,86 @@ fn stalled_partial_frames_cost_at_most_the_partial_frame_budget() {
     ping_ok(&mut other, 12);
     server.assert_alive_and_clean();
 }
+
+/// Six structured lock requests of 2²³ runs each (the run limit is 2²⁴): the single lock
+/// thread used to be busy with such requests for seconds (two of 2²⁴ runs froze a server
+/// for 19 s); now they are granted in slices between other messages, so another client's
+/// pings are answered promptly the whole time, and every request still completes.
+#[test]
+fn huge_lock_requests_run_in_slices_while_others_are_served() {
+    const RUNS: u64 = 1 << 23;
+    let mut server = Server::start();
+    let pid = server.child.id();
+    let before = peak_rss(pid);
+    let mut a = server.connect();
+    a.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    const LOCKS: u64 = 6;
+    for file in 1..=LOCKS {
+        send(
+            &mut a,
+            file,
+            Request::LockNew {
+                file: FileId(file),
+                mode: LockMode::Write,
+                desc: LockDesc::Pattern(WirePattern {
+                    base: 0,
+                    nodes: vec![
+                        Node::Bytes { len: 8 },
+                        Node::Vector {
+                            count: RUNS,
+                            blocklen: 1,
+                            stride: 16,
+                            elem: 0,
+                        },
+                    ],
+                    stripe_size: 65536,
+                    object_servers: vec![ServerId(0)],
+                    server: ServerId(0),
+                }),
+                wait: Wait::All,
+            },
+        );
+    }
+    let t0 = std::time::Instant::now();
+    let granted = std::thread::spawn(move || {
+        for _ in 0..LOCKS {
+            let f = recv(&mut a).expect("a lock reply");
+            assert!(
+                matches!(f.reply, Reply::Lock(p) if p.next_abs_offset.is_none()),
+                "{f:?}"
+            );
+        }
+        t0.elapsed()
+    });
+    let mut b = server.connect();
+    let mut pings = Vec::new();
+    while !granted.is_finished() {
+        let t = std::time::Instant::now();
+        ping_ok(&mut b, 20);
+        pings.push(t.elapsed());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = granted.join().unwrap();
+    pings.sort();
+    let worst = *pings.last().expect("at least one ping");
+    let grown = peak_rss(pid).saturating_sub(before);
+    eprintln!(
+        "{LOCKS} locks of {RUNS} runs granted in {took:?}; {} pings meanwhile, median {:?}, worst \
+         {worst:?}; server grew {} MiB",
+        pings.len(),
+        pings[pings.len() / 2],
+        grown >> 20
+    );
+    // The target is 100 ms; the bound leaves room for a loaded 2-core machine (before
+    // slicing, a ping waited for the whole grant: 900 ms for these six).
+    assert!(
+        worst < Duration::from_millis(250),
+        "a ping waited {worst:?}"
+    );
+    assert!(
+        pings.len() >= 2,
+        "the grants took {took:?}: too fast to probe"
+    );
+    assert!(grown < 256 << 20, "the server grew {} MiB", grown >> 20);
+    server.assert_alive_and_clean();
+}
