@@ -22,10 +22,15 @@ struct Server {
 
 impl Server {
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    fn start_with(env: &[(&str, &str)]) -> Self {
         let dir = std::env::temp_dir().join(format!("atomio-badinput-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let stderr = dir.join("stderr.log");
         let mut child = Command::new(env!("CARGO_BIN_EXE_atomio"))
+            .envs(env.iter().copied())
             .args(["server", "--listen", "127.0.0.1:0", "--data"])
             .arg(dir.join("data"))
             .stdout(Stdio::piped())
@@ -653,5 +658,72 @@ fn huge_lock_requests_run_in_slices_while_others_are_served() {
         "the grants took {took:?}: too fast to probe"
     );
     assert!(grown < 256 << 20, "the server grew {} MiB", grown >> 20);
+    server.assert_alive_and_clean();
+}
+
+/// Connects to `addr` from the loopback address `from` (another "host" on one machine).
+fn connect_from(from: &str, addr: &str) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        socket.connect(addr.parse().unwrap()).await.unwrap()
+    });
+    let s = s.into_std().unwrap();
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_nodelay(true).unwrap();
+    s
+}
+
+/// One host opening connections until refused takes only its own share of the server:
+/// the connection over the per-host limit gets `LimitExceeded` and is closed, another host
+/// still connects and is served, and a slot freed is a slot reusable.
+#[test]
+fn one_host_cannot_take_every_connection() {
+    const CAP: usize = 64;
+    let cap = CAP.to_string();
+    let mut server = Server::start_with(&[("ATOMIO_MAX_CONNECTIONS_PER_HOST", &cap)]);
+    let pid = server.child.id();
+    let before = peak_rss(pid);
+    let mut mine: Vec<TcpStream> = (0..CAP).map(|_| server.connect()).collect();
+    for (i, c) in mine.iter_mut().enumerate() {
+        ping_ok(c, i as u64);
+    }
+    let mut over = server.connect();
+    expect_error(&mut over, 0, ErrorCode::LimitExceeded, "connections");
+    assert!(
+        recv(&mut over).is_none(),
+        "the refused connection is closed"
+    );
+    let mut other = connect_from("127.0.0.2", &server.addr);
+    let t0 = std::time::Instant::now();
+    ping_ok(&mut other, 1);
+    let ping = t0.elapsed();
+    let grown = peak_rss(pid).saturating_sub(before);
+    eprintln!(
+        "{CAP} connections from one host, the next refused; another host's ping {ping:?}; \
+         server grew {} MiB",
+        grown >> 20
+    );
+    assert!(ping < Duration::from_millis(100), "ping took {ping:?}");
+    drop(mine.pop());
+    // The slot comes back once the server has seen the close.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = server.connect();
+        send(&mut again, 1, Request::Ping { nonce: 2 });
+        match recv(&mut again).map(|f| f.reply) {
+            Some(Reply::Pong { nonce: 2 }) => break,
+            r if std::time::Instant::now() < deadline => {
+                assert!(matches!(r, Some(Reply::Error(_)) | None), "{r:?}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => panic!("the freed slot was not given back: {r:?}"),
+        }
+    }
     server.assert_alive_and_clean();
 }

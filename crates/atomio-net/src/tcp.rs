@@ -54,6 +54,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let token = token.map(Arc::new);
     let memory = frame_memory();
+    let per_host = Arc::new(PerHost::from_env());
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -65,13 +66,87 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_connection(
-            stream,
-            peer,
-            server.clone(),
-            memory.clone(),
-            token.clone(),
-        ));
+        let Some(slot) = per_host.take(peer.ip()) else {
+            tracing::warn!(
+                %peer,
+                "connection refused: {} connections from this host already",
+                per_host.cap
+            );
+            tokio::spawn(refuse(stream, per_host.cap));
+            continue;
+        };
+        let connection =
+            serve_connection(stream, peer, server.clone(), memory.clone(), token.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            connection.await
+        });
+    }
+}
+
+/// Connections per peer address (see `MAX_CONNECTIONS_PER_HOST`).
+struct PerHost {
+    cap: usize,
+    open: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+}
+
+/// One connection's place in its host's count, given back on drop.
+struct HostSlot {
+    hosts: Arc<PerHost>,
+    ip: std::net::IpAddr,
+}
+
+impl PerHost {
+    fn from_env() -> Self {
+        let cap = std::env::var("ATOMIO_MAX_CONNECTIONS_PER_HOST")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(atomio_proto::limits::MAX_CONNECTIONS_PER_HOST)
+            .max(1);
+        Self {
+            cap,
+            open: Default::default(),
+        }
+    }
+
+    fn take(self: &Arc<Self>, ip: std::net::IpAddr) -> Option<HostSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(ip).or_default();
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(HostSlot {
+            hosts: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for HostSlot {
+    fn drop(&mut self) {
+        let mut open = self.hosts.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Tells a peer over its host's connection limit why, then closes.
+async fn refuse(mut stream: TcpStream, cap: usize) {
+    let frame = ServerFrame {
+        tag: 0,
+        reply: Reply::Error(WireError::new(
+            ErrorCode::LimitExceeded,
+            format!("this host already has {cap} connections to the server, its limit"),
+        )),
+    };
+    let mut buf = Vec::new();
+    if encode(&frame, &mut buf).is_ok() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&buf)).await;
     }
 }
 

@@ -19,6 +19,10 @@ pub const MAX_WAITING_PER_CLIENT: usize = 1 << 10;
 pub const MAX_LOCKS_PER_SERVER: usize = 1 << 25;
 /// Most client connections a server serves at once.
 pub const MAX_CLIENTS_PER_SERVER: usize = 4096;
+/// Most TCP connections from one host (IP address) a server serves at once, so one host
+/// cannot take every slot (a process needs two per server: requests and lease renewals;
+/// 1024 is 512 processes per node). `ATOMIO_MAX_CONNECTIONS_PER_HOST` lowers or raises it.
+pub const MAX_CONNECTIONS_PER_HOST: usize = 1024;
 /// Bytes of replies one TCP client may have coming (expected for requests in progress, or
 /// queued unwritten) before the server stops reading its requests until it reads its
 /// replies: a client that never reads costs the server at most this (`reply_budget` in
