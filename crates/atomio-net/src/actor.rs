@@ -193,23 +193,12 @@ async fn run<S: Service>(
         t
     });
     loop {
-        if actor.service.has_work() {
-            // A long request runs one slice per turn; whatever arrived meanwhile (and a
-            // due tick) is served between slices, so nobody waits behind it for long.
+        // A long request runs one slice per turn; whatever arrived meanwhile (and a due
+        // tick) is served between slices, so nobody waits behind it for long. Branches are
+        // polled in random order, so neither a busy inbox nor long work starves the ticks.
+        let busy = actor.service.has_work();
+        if busy {
             actor.work();
-            tokio::select! {
-                biased;
-                event = inbox.recv() => {
-                    let Some(event) = event else { return };
-                    actor.step(event);
-                    drain(&mut actor, &mut inbox);
-                }
-                Some(event) = recv_or_never(&mut control) => actor.step(event),
-                () = tick_or_never(&mut ticker) => actor.tick(),
-                () = std::future::ready(()) => {}
-            }
-            tokio::task::yield_now().await;
-            continue;
         }
         tokio::select! {
             event = inbox.recv() => {
@@ -219,6 +208,7 @@ async fn run<S: Service>(
             }
             Some(event) = recv_or_never(&mut control) => actor.step(event),
             () = tick_or_never(&mut ticker) => actor.tick(),
+            () = std::future::ready(()), if busy => tokio::task::yield_now().await,
         }
     }
 }
