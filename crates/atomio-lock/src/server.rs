@@ -118,7 +118,8 @@ impl Held {
         }
     }
 
-    /// Entries a release down to `floor` removes or trims.
+    /// Entries a release down to `floor` removes or trims (for writes, counting the hull
+    /// below `floor` even when it ends before it: a budget estimate, never short).
     fn above(&self, floor: u64) -> usize {
         match self {
             Held::Write(v) => v.len() - v.partition_point(|&s| s < floor).saturating_sub(1),
@@ -995,35 +996,21 @@ impl LockServer {
         if k > 0 {
             self.budget = 0;
             let cut = req.held.cut_below_top(k);
-            self.cut_back(lock, cut, out);
+            // One slice of a longer release: nobody is answered yet.
+            self.release_now(lock, tag, Some(cut), true, out);
         }
         false
     }
 
-    /// Releases every granted byte of `lock` at or above `x` (a slice of a longer release:
-    /// nobody is answered).
-    fn cut_back(&mut self, lock: LockId, x: u64, out: &mut Vec<Outgoing>) {
-        let req = self.requests.get_mut(&lock).expect("caller checked");
-        let table = self
-            .files
-            .get_mut(&req.file)
-            .expect("open request has a table");
-        let file = req.file;
-        let before = req.held.entries();
-        let freed = cut_held(req, table, x);
-        self.entries = self.entries + req.held.entries() - before;
-        if !freed.is_empty() {
-            self.reexamine(file, &freed, out);
-        }
-    }
-
-    /// Completes a release: down to `from`, or all of it and closes the request.
+    /// Releases `lock` down to `from`, or all of it and closes the request. `quiet`: nobody
+    /// is answered (a slice of a longer release, or an orphan's — whose closing then counts
+    /// for no client).
     fn release_now(
         &mut self,
         lock: LockId,
         tag: u64,
         from: Option<u64>,
-        orphan: bool,
+        quiet: bool,
         out: &mut Vec<Outgoing>,
     ) {
         let req = self.requests.get_mut(&lock).expect("caller checked");
@@ -1057,7 +1044,7 @@ impl LockServer {
                         freed = std::mem::take(chain);
                     }
                 }
-                if !orphan {
+                if !quiet {
                     out.push(Outgoing {
                         to: owner,
                         tag,
@@ -1081,7 +1068,7 @@ impl LockServer {
             Some(x) => {
                 freed = cut_held(req, table, x);
                 self.entries = self.entries + req.held.entries() - before;
-                if !orphan {
+                if !quiet {
                     out.push(Outgoing {
                         to: owner,
                         tag,
