@@ -319,6 +319,9 @@ fn run(script: &[u8], control: Control, slice: u64, checks: bool) -> std::time::
             let started = std::time::Instant::now();
             node.disconnect(ClientId(c));
             longest = longest.max(started.elapsed());
+            if tracing_on() {
+                eprintln!("  end: {c} disconnected, took {:?}", started.elapsed());
+            }
         }
     }
     longest = longest.max(drain(&mut node));
