@@ -5,6 +5,7 @@
 //! deterministic network that delivers messages in random order and checks safety and
 //! liveness as it goes.
 
+pub mod chain;
 pub mod index;
 pub mod lease;
 pub mod plan;

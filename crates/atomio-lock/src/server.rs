@@ -46,11 +46,13 @@
 //! * counters (`entries`, `waiting`, per-client requests) match the tables; a request
 //!   whose client is gone (an orphan, still being released) counts for nobody.
 
+use crate::chain::Chain;
 use crate::index::{Hull, ReadIndex, WriteHulls};
 use crate::lease::{LeaseConfig, Leases};
 use atomio_layout::{ByteRange, RangeCursor, RangeList, ServerId, MAX_OFFSET};
 use atomio_proto::limits::{
-    MAX_LOCKS_PER_SERVER, MAX_REQUESTS_PER_CLIENT, MAX_WAITING_PER_CLIENT, MAX_WAITING_REQUESTS,
+    MAX_LOCKS_PER_CLIENT, MAX_LOCKS_PER_SERVER, MAX_REQUESTS_PER_CLIENT, MAX_WAITING_PER_CLIENT,
+    MAX_WAITING_REQUESTS,
 };
 use atomio_proto::{
     ClientId, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, Reply, Request,
@@ -107,7 +109,7 @@ enum Held {
     /// Starts of this request's write hulls, ascending.
     Write(Vec<u64>),
     /// This request's read ranges, ascending (the paper's per-request lock chain).
-    Read(Vec<ByteRange>),
+    Read(Chain),
 }
 
 impl Held {
@@ -131,7 +133,7 @@ impl Held {
     fn cut_below_top(&self, k: usize) -> u64 {
         match self {
             Held::Write(v) => v[v.len() - k],
-            Held::Read(v) => v[v.len() - k].start,
+            Held::Read(v) => v.get(v.len() - k).expect("1 ≤ k < entries").start,
         }
     }
 }
@@ -199,6 +201,8 @@ enum Grant {
     Paused,
     /// The server's lock table is full.
     Full,
+    /// The request's client holds its share of the table.
+    ClientFull,
 }
 
 /// Counters a driver may report.
@@ -224,8 +228,8 @@ pub struct LockServer {
     per_client: HashMap<ClientId, usize>,
     next_lock: u64,
     next_seq: u64,
-    /// Index entries: write hulls plus read ranges.
-    entries: usize,
+    /// Index entries (write hulls plus read ranges), in all and per client.
+    entries: Entries,
     waiting: usize,
     /// Waiting requests per client (only clients with some), against one client taking
     /// every wait slot.
@@ -246,11 +250,49 @@ pub struct LockServer {
     pub(crate) ignore_conflicts: bool,
 }
 
-/// Ranges granted or released per step unless `with_work_slice` says otherwise: ≤ ~20 ms
+/// Index entries in use: each costs memory (about 60 B), so they are bounded in all and per
+/// client (a client's share costs only that client).
+#[derive(Debug)]
+struct Entries {
+    total: usize,
+    /// Entries of each client's requests (only clients with some).
+    of_client: HashMap<ClientId, usize>,
+    client_limit: usize,
+}
+
+impl Default for Entries {
+    fn default() -> Self {
+        Self {
+            total: 0,
+            of_client: HashMap::new(),
+            client_limit: MAX_LOCKS_PER_CLIENT,
+        }
+    }
+}
+
+impl Entries {
+    fn of(&self, client: ClientId) -> usize {
+        self.of_client.get(&client).copied().unwrap_or(0)
+    }
+
+    /// `client`'s requests went from `before` to `after` entries.
+    fn moved(&mut self, client: ClientId, before: usize, after: usize) {
+        let n = self.of_client.entry(client).or_default();
+        *n = *n + after - before;
+        if *n == 0 {
+            self.of_client.remove(&client);
+        }
+    }
+}
+
+/// Ranges granted or released per step unless `with_work_slice` says otherwise: ≤ ~5 ms
 /// of index work on this project's 2-core test machine (read-index updates of structured
 /// requests cost up to ~2.5 µs per range), so a request of the largest size the limits
-/// admit (2²⁴ runs) delays others by one slice at a time, not by seconds.
-pub const DEFAULT_WORK_SLICE: u64 = 1 << 13;
+/// admit (2²⁴ runs) delays others by one slice at a time, not by seconds. A message that
+/// arrives during long work waits a few slices (its connection's task and the reply's
+/// writer run between them on a single-threaded server): 8,192-range slices gave pings of
+/// 25 ms median, 110 ms worst behind huge read locks; 2,048 gave 7 ms and 36 ms.
+pub const DEFAULT_WORK_SLICE: u64 = 1 << 11;
 
 fn error(to: ClientId, tag: u64, code: ErrorCode, message: impl Into<String>) -> Outgoing {
     Outgoing {
@@ -391,6 +433,12 @@ impl LockServer {
         self
     }
 
+    /// Index entries one client may hold (default `MAX_LOCKS_PER_CLIENT`; tests lower it).
+    pub fn with_client_entry_limit(mut self, entries: usize) -> Self {
+        self.entries.client_limit = entries;
+        self
+    }
+
     /// Starts a step: a fresh slice of work.
     fn new_step(&mut self) {
         self.budget = if self.slice == 0 {
@@ -503,7 +551,7 @@ impl LockServer {
             files: self.files.len() as u64,
             open_requests: self.requests.len() as u64,
             waiting: self.waiting as u64,
-            index_entries: self.entries as u64,
+            index_entries: self.entries.total as u64,
             lease_ms: self.lease_ms().unwrap_or(0),
             leases_lapsed: st.lapses,
             requests_opened: st.requests_opened,
@@ -516,7 +564,7 @@ impl LockServer {
 
     /// Index entries in use (write hulls + read ranges): what the memory limit counts.
     pub fn index_entries(&self) -> usize {
-        self.entries
+        self.entries.total
     }
 
     /// Open lock requests.
@@ -766,7 +814,7 @@ impl LockServer {
                 last: 0,
                 held: match mode {
                     LockMode::Write => Held::Write(Vec::new()),
-                    LockMode::Read => Held::Read(Vec::new()),
+                    LockMode::Read => Held::Read(Chain::new()),
                 },
                 pending: None,
             },
@@ -837,6 +885,17 @@ impl LockServer {
                 ErrorCode::LimitExceeded,
                 format!("the server holds {MAX_LOCKS_PER_SERVER} lock entries, its limit"),
             )),
+            Grant::ClientFull => out.push(error(
+                owner,
+                acq.tag,
+                ErrorCode::LimitExceeded,
+                format!(
+                    "this client holds {} lock entries (byte ranges) at this server, its \
+                     limit; what is granted stays granted (release it, or lock fewer \
+                     separate ranges: a coarser or bounding-extent lock)",
+                    self.entries.client_limit
+                ),
+            )),
             Grant::Reached | Grant::Complete | Grant::Blocked(_) => out.push(Outgoing {
                 to: owner,
                 tag: acq.tag,
@@ -856,6 +915,7 @@ impl LockServer {
             .get_mut(&req.file)
             .expect("open request has a table");
         let mut ranges = 0u64;
+        let before = req.held.entries();
         let outcome = if req.next.is_none() {
             Grant::Complete
         } else {
@@ -871,6 +931,7 @@ impl LockServer {
                 self.ignore_conflicts,
             )
         };
+        self.entries.moved(req.owner, before, req.held.entries());
         self.requests.insert(lock, req);
         self.stats.ranges_granted += ranges;
         outcome
@@ -1038,10 +1099,10 @@ impl LockServer {
                         starts.clear();
                     }
                     Held::Read(chain) => {
-                        for &r in chain.iter() {
+                        freed = chain.take_all();
+                        for &r in &freed {
                             table.reads.remove(r);
                         }
-                        freed = std::mem::take(chain);
                     }
                 }
                 if !quiet {
@@ -1063,11 +1124,13 @@ impl LockServer {
                 }
                 self.requests.remove(&lock);
                 table.requests -= 1;
-                self.entries -= before;
+                self.entries.total -= before;
+                self.entries.moved(owner, before, 0);
             }
             Some(x) => {
                 freed = cut_held(req, table, x);
-                self.entries = self.entries + req.held.entries() - before;
+                self.entries.total = self.entries.total + req.held.entries() - before;
+                self.entries.moved(owner, before, req.held.entries());
                 if !quiet {
                     out.push(Outgoing {
                         to: owner,
@@ -1171,11 +1234,15 @@ impl LockServer {
         let mut waiting = 0usize;
         let mut per_client: HashMap<ClientId, usize> = HashMap::new();
         let mut waiting_per: HashMap<ClientId, usize> = HashMap::new();
+        let mut entries_of: HashMap<ClientId, usize> = HashMap::new();
         let mut per_file: HashMap<FileId, usize> = HashMap::new();
         // Granted ranges keyed by file first: locks on different files never conflict.
         let mut all: Vec<(FileId, ByteRange, LockMode, LockId)> = Vec::new();
         let mut to_run: Vec<LockId> = Vec::new();
         for (&id, r) in &self.requests {
+            if r.held.entries() > 0 {
+                *entries_of.entry(r.owner).or_default() += r.held.entries();
+            }
             if !matches!(r.pending, Some(Pending::Releasing { orphan: true, .. })) {
                 *per_client.entry(r.owner).or_default() += 1;
             }
@@ -1252,6 +1319,7 @@ impl LockServer {
                     if r.mode != LockMode::Read {
                         return Err(format!("{id}: write request holds read ranges"));
                     }
+                    let chain: Vec<ByteRange> = chain.iter().copied().collect();
                     if chain.windows(2).any(|w| w[0].end > w[1].start) {
                         return Err(format!("{id}: chain not sorted/disjoint {chain:?}"));
                     }
@@ -1262,7 +1330,7 @@ impl LockServer {
                             "{id}: chain {chain:?} but granted bytes {granted:?}"
                         ));
                     }
-                    for &g in chain {
+                    for &g in &chain {
                         if table.reads.count_at(g.start) == 0 {
                             return Err(format!("{id}: read lock {g:?} missing from the index"));
                         }
@@ -1328,14 +1396,20 @@ impl LockServer {
             }
         }
         let queued: usize = self.files.values().map(|t| t.waiters.len()).sum();
-        if entries != self.entries || waiting != self.waiting || queued != waiting {
+        if entries != self.entries.total || waiting != self.waiting || queued != waiting {
             return Err(format!(
                 "counters: entries {entries}/{} waiting {waiting}/{} queued {queued}",
-                self.entries, self.waiting
+                self.entries.total, self.waiting
             ));
         }
         if per_client != self.per_client {
             return Err("per-client request counts are wrong".into());
+        }
+        if entries_of != self.entries.of_client {
+            return Err(format!(
+                "per-client entry counts are wrong: {entries_of:?} in the tables, {:?} counted",
+                self.entries.of_client
+            ));
         }
         if waiting_per != self.waiting_of {
             return Err("per-client waiting counts are wrong".into());
@@ -1360,12 +1434,15 @@ fn grant_into(
     limit: u64,
     table: &mut FileTable,
     others: &mut HashMap<LockId, LockRequest>,
-    entries: &mut usize,
+    entries: &mut Entries,
     ranges: &mut u64,
     budget: &mut u64,
     ignore_conflicts: bool,
 ) -> Grant {
     let mode = req.mode;
+    // What this request may still add before its client reaches its share.
+    let room = entries.client_limit.saturating_sub(entries.of(req.owner));
+    let held_before = req.held.entries();
     let desc = &req.desc;
     let mut src = desc.cursor();
     src.seek(req.cursor);
@@ -1399,9 +1476,13 @@ fn grant_into(
             // Fast path: nobody else holds anything in [cursor, horizon).
             match mode {
                 LockMode::Write => {
-                    if run.is_none() && *entries >= MAX_LOCKS_PER_SERVER {
-                        req.next = Some(want.start);
-                        break Grant::Full;
+                    if run.is_none() {
+                        if let Some(full) =
+                            full(entries.total, 1, req.held.entries() - held_before, room)
+                        {
+                            req.next = Some(want.start);
+                            break full;
+                        }
                     }
                     run = Some(run.map_or(want, |x| ByteRange {
                         start: x.start,
@@ -1409,17 +1490,19 @@ fn grant_into(
                     }));
                 }
                 LockMode::Read => {
-                    if *entries >= MAX_LOCKS_PER_SERVER {
+                    if let Some(full) =
+                        full(entries.total, 1, req.held.entries() - held_before, room)
+                    {
                         req.next = Some(want.start);
-                        break Grant::Full;
+                        break full;
                     }
-                    add_read(table, &mut req.held, want, entries);
+                    add_read(table, &mut req.held, want, &mut entries.total);
                 }
             }
             (want.end, None)
         } else {
             if let Some(x) = run.take() {
-                add_write_hull(table, &mut req.held, lock, x, entries);
+                add_write_hull(table, &mut req.held, lock, x, &mut entries.total);
             }
             let (mut conflict, covering) = if mode == LockMode::Write || !ignore_conflicts {
                 write_conflict(&table.writes, others, lock, want)
@@ -1433,9 +1516,9 @@ fn grant_into(
             }
             let end = conflict.unwrap_or(want.end);
             if end > want.start {
-                if *entries + 2 > MAX_LOCKS_PER_SERVER {
+                if let Some(full) = full(entries.total, 2, req.held.entries() - held_before, room) {
                     req.next = Some(want.start);
-                    break Grant::Full;
+                    break full;
                 }
                 let piece = ByteRange {
                     start: want.start,
@@ -1446,9 +1529,9 @@ fn grant_into(
                         if let Some(c) = covering {
                             split_foreign_hull(table, others, piece, c, entries);
                         }
-                        add_write_hull(table, &mut req.held, lock, piece, entries);
+                        add_write_hull(table, &mut req.held, lock, piece, &mut entries.total);
                     }
-                    LockMode::Read => add_read(table, &mut req.held, piece, entries),
+                    LockMode::Read => add_read(table, &mut req.held, piece, &mut entries.total),
                 }
             }
             (end, conflict)
@@ -1472,7 +1555,7 @@ fn grant_into(
         }
     };
     if let Some(x) = run.take() {
-        add_write_hull(table, &mut req.held, lock, x, entries);
+        add_write_hull(table, &mut req.held, lock, x, &mut entries.total);
     }
     outcome
 }
@@ -1549,6 +1632,18 @@ fn cut_held(req: &mut LockRequest, table: &mut FileTable, x: u64) -> Vec<ByteRan
     freed
 }
 
+/// `Some` limit a grant would pass by adding `n` entries: the server's (with `total` in use)
+/// or the client's (this request added `added` of the `room` its client had).
+fn full(total: usize, n: usize, added: usize, room: usize) -> Option<Grant> {
+    if total + n > MAX_LOCKS_PER_SERVER {
+        Some(Grant::Full)
+    } else if added + n > room {
+        Some(Grant::ClientFull)
+    } else {
+        None
+    }
+}
+
 fn add_read(table: &mut FileTable, held: &mut Held, r: ByteRange, entries: &mut usize) {
     table.reads.add(r);
     if let Held::Read(chain) = held {
@@ -1595,7 +1690,7 @@ fn split_foreign_hull(
     others: &mut HashMap<LockId, LockRequest>,
     w: ByteRange,
     c: Covering,
-    entries: &mut usize,
+    entries: &mut Entries,
 ) {
     debug_assert!(c.start < w.start && w.start < c.hull.end);
     debug_assert!(c.owner_next.is_none_or(|b| b >= w.end || b >= c.hull.end));
@@ -1613,6 +1708,9 @@ fn split_foreign_hull(
             let i = starts.partition_point(|&s| s < rs);
             starts.insert(i, rs);
         }
-        *entries += 1;
+        // The split hull is the owner's entry (it goes when the owner releases), counted
+        // in its share though this request caused it.
+        entries.total += 1;
+        entries.moved(owner.owner, 0, 1);
     }
 }

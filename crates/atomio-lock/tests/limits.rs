@@ -95,3 +95,95 @@ fn a_pattern_cut_into_too_many_stripe_pieces_is_refused_quickly() {
         "{out:?}"
     );
 }
+
+/// A client's share of the lock table costs only that client: read locks over a strided
+/// access hold one entry per separate range, so one client could fill the table (and the
+/// server's memory). Past its share its request is refused with the prefix it got (still
+/// held, released normally); another client still locks; writes, whose touching grants
+/// share one entry, stay far from the limit.
+#[test]
+fn one_client_cannot_take_every_lock_entry() {
+    use atomio_layout::{Access, Layout, Pattern, ServerId};
+    use atomio_proto::WirePattern;
+    const SHARE: usize = 1000;
+    let strided = |runs: u64| {
+        let p = Pattern::vector(runs, 8, 64, &Pattern::bytes(1).unwrap()).unwrap();
+        let access = Access::new(0, p).unwrap();
+        let layout = Layout::new(1 << 30, vec![ServerId(0)]).unwrap();
+        LockDesc::Pattern(WirePattern::new(&access, &layout, ServerId(0)))
+    };
+    let mut s = LockServer::new()
+        .with_work_slice(64)
+        .with_client_entry_limit(SHARE);
+    let mut out = Vec::new();
+    let read = |desc| Request::LockNew {
+        file: FileId(1),
+        mode: LockMode::Read,
+        desc,
+        wait: Wait::All,
+    };
+    for tag in [1, 2] {
+        s.handle(ClientId(1), tag, read(strided(600)), &mut out);
+        while s.has_work() {
+            s.work(&mut out);
+            s.check_invariants().unwrap();
+        }
+    }
+    let by_tag = |tag| out.iter().find(|o| o.tag == tag).map(|o| o.reply.clone());
+    assert!(
+        matches!(by_tag(1), Some(Reply::Lock(p)) if p.next_abs_offset.is_none()),
+        "{out:?}"
+    );
+    match by_tag(2) {
+        Some(Reply::Error(e)) => {
+            assert_eq!(e.code, ErrorCode::LimitExceeded, "{e}");
+            assert!(e.message.contains("this client holds 1000"), "{e}");
+        }
+        other => panic!("the second read lock passed the share: {other:?}"),
+    }
+    assert_eq!(
+        s.index_entries(),
+        SHARE,
+        "the refused request keeps its prefix"
+    );
+    // Another client is not charged for the first one's entries.
+    out.clear();
+    s.handle(ClientId(2), 1, read(strided(600)), &mut out);
+    while s.has_work() {
+        s.work(&mut out);
+    }
+    assert!(
+        matches!(&out[..], [o] if matches!(o.reply, Reply::Lock(p) if p.next_abs_offset.is_none())),
+        "{out:?}"
+    );
+    // A write lock over as many runs of its own (no one else between) is one entry.
+    out.clear();
+    s.handle(
+        ClientId(3),
+        1,
+        Request::LockNew {
+            file: FileId(2),
+            mode: LockMode::Write,
+            desc: strided(100_000),
+            wait: Wait::All,
+        },
+        &mut out,
+    );
+    while s.has_work() {
+        s.work(&mut out);
+    }
+    assert!(
+        matches!(&out[..], [o] if matches!(o.reply, Reply::Lock(p) if p.next_abs_offset.is_none())),
+        "{out:?}"
+    );
+    s.check_invariants().unwrap();
+    // Leaving frees the share.
+    for c in 1..=3 {
+        s.disconnect(ClientId(c), &mut out);
+    }
+    while s.has_work() {
+        s.work(&mut out);
+    }
+    s.check_invariants().unwrap();
+    assert_eq!((s.open_requests(), s.index_entries()), (0, 0));
+}

@@ -17,6 +17,11 @@ pub const MAX_WAITING_REQUESTS: usize = 1 << 16;
 pub const MAX_WAITING_PER_CLIENT: usize = 1 << 10;
 /// Most granted byte-range locks a server holds at once (about 60 B of memory each).
 pub const MAX_LOCKS_PER_SERVER: usize = 1 << 25;
+/// Most of those one client may hold at one server (~250 MiB): a read lock over a
+/// structured access holds one entry per separate range, so without a share one client's
+/// few requests could take the whole table (and gigabytes). Write locks rarely come near:
+/// a request's touching grants share one entry.
+pub const MAX_LOCKS_PER_CLIENT: usize = 1 << 21;
 /// Most client connections a server serves at once.
 pub const MAX_CLIENTS_PER_SERVER: usize = 4096;
 /// Most TCP connections from one host (IP address) a server serves at once, so one host
