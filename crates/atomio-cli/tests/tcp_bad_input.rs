@@ -533,9 +533,10 @@ fn a_client_that_does_not_read_its_replies_costs_only_its_budget() {
     server.assert_alive_and_clean();
 }
 
-/// Twenty clients each announce a 60 MiB frame, send 59 MiB of it and stall (1.2 GB of
-/// partial frames): the server buffers at most its partial-frame budget (256 MiB) and keeps
-/// answering other clients promptly.
+/// Twenty clients of one host each announce a 60 MiB frame, send 59 MiB of it and stall
+/// (1.2 GB of partial frames): the server buffers at most that host's share of the
+/// partial-frame budget (128 MiB of 256), keeps answering other clients promptly, and
+/// another host's large write goes through at once.
 #[test]
 fn stalled_partial_frames_cost_at_most_the_partial_frame_budget() {
     const MIB: usize = 1 << 20;
@@ -557,17 +558,41 @@ fn stalled_partial_frames_cost_at_most_the_partial_frame_budget() {
     let t0 = std::time::Instant::now();
     ping_ok(&mut other, 11);
     let ping = t0.elapsed();
+    // Another host's large write is not stuck behind the stalled host's frames.
+    let mut elsewhere = connect_from("127.0.0.2", &server.addr);
+    let t0 = std::time::Instant::now();
+    send(
+        &mut elsewhere,
+        1,
+        Request::Write {
+            file: FileId(1),
+            object: 0,
+            pieces: vec![atomio_proto::data::ObjPiece {
+                offset: 0,
+                len: 8 * MIB as u64,
+            }],
+            data: atomio_proto::data::Bytes::from(vec![5u8; 8 * MIB]),
+        },
+    );
+    let written = recv(&mut elsewhere).expect("a reply to the write");
+    let write = t0.elapsed();
     let grown = peak_rss(pid).saturating_sub(before);
     eprintln!(
-        "20 stalled 60 MiB frames: server grew {} MiB; another client's ping {ping:?}",
+        "20 stalled 60 MiB frames from one host: server grew {} MiB; another client's ping \
+         {ping:?}; another host's 8 MiB write {write:?}",
         grown >> 20
     );
     assert!(
-        grown <= (256 + 64) as u64 * MIB as u64,
+        matches!(written.reply, Reply::Written { bytes } if bytes == 8 * MIB as u64),
+        "{written:?}"
+    );
+    assert!(
+        grown <= (128 + 64) as u64 * MIB as u64,
         "the server grew by {} MiB holding partial frames",
         grown >> 20
     );
     assert!(ping < Duration::from_millis(100), "ping took {ping:?}");
+    assert!(write < Duration::from_secs(2), "the write took {write:?}");
     for c in &closers {
         let _ = c.shutdown(std::net::Shutdown::Both);
     }

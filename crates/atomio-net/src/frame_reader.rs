@@ -6,9 +6,11 @@
 //! Two bounds close that:
 //!
 //! * **memory**: a frame larger than `SMALL_FRAME` is buffered only after it takes its size
-//!   (in KiB) from a server-wide semaphore of `PARTIAL_FRAME_BYTES`; until then its bytes
-//!   stay in the peer's socket (TCP pushes back on the peer). Small frames need no permit:
-//!   they are bounded by `SMALL_FRAME` × connections.
+//!   (in KiB) from its host's semaphore of `PARTIAL_FRAME_BYTES_PER_HOST` and then from a
+//!   server-wide one of `PARTIAL_FRAME_BYTES`; until then its bytes stay in the peer's
+//!   socket (TCP pushes back on the peer). The host's share comes first, so one host that
+//!   stalls frames waits for itself and leaves the rest of the server's budget to the others.
+//!   Small frames need no permit: they are bounded by `SMALL_FRAME` × connections.
 //! * **time**: once its length prefix has arrived, a frame must arrive whole within
 //!   `FRAME_DEADLINE`, or the connection is closed with a `Timeout` error — so a stalled
 //!   peer gives its permits back.
@@ -29,6 +31,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub const SMALL_FRAME: usize = 64 << 10;
 /// Bytes all connections of a server together may hold in large frames being received.
 pub const PARTIAL_FRAME_BYTES: usize = 256 << 20;
+/// Bytes the connections from one host (IP address) may hold in large frames being
+/// received: two full frames at once, or 128 writes of 1 MiB (a client's largest data
+/// message) from the processes of one node.
+pub const PARTIAL_FRAME_BYTES_PER_HOST: usize = 128 << 20;
 /// Time a frame may take to arrive once its length prefix has.
 pub const FRAME_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -37,23 +43,31 @@ pub fn frame_memory() -> Arc<Semaphore> {
     Arc::new(Semaphore::new(PARTIAL_FRAME_BYTES >> 10))
 }
 
-/// One received frame (without its length prefix) and the memory permit it holds.
+/// One host's budget of large-frame bytes, in KiB permits.
+pub fn host_frame_memory() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(PARTIAL_FRAME_BYTES_PER_HOST >> 10))
+}
+
+/// One received frame (without its length prefix) and the memory permits it holds.
 pub struct Frame {
     pub body: Vec<u8>,
-    _permit: Option<OwnedSemaphorePermit>,
+    _permits: Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)>,
 }
 
 pub struct FrameReader<R> {
     rd: BufReader<R>,
+    /// The server's budget and this connection's host's.
     memory: Arc<Semaphore>,
+    host_memory: Arc<Semaphore>,
     deadline: Duration,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
-    pub fn new(rd: R, memory: Arc<Semaphore>) -> Self {
+    pub fn new(rd: R, memory: Arc<Semaphore>, host_memory: Arc<Semaphore>) -> Self {
         Self {
             rd: BufReader::with_capacity(SMALL_FRAME, rd),
             memory,
+            host_memory,
             deadline: FRAME_DEADLINE,
         }
     }
@@ -90,11 +104,13 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 )))
             }
         };
-        let permit = if n > SMALL_FRAME {
+        let permits = if n > SMALL_FRAME {
             let kib = n.div_ceil(1024) as u32;
-            match self.memory.clone().acquire_many_owned(kib).await {
-                Ok(p) => Some(p),
-                Err(_) => return Some(Err(closed("the server is stopping"))),
+            let host = self.host_memory.clone().acquire_many_owned(kib).await;
+            let server = self.memory.clone().acquire_many_owned(kib).await;
+            match (host, server) {
+                (Ok(h), Ok(s)) => Some((h, s)),
+                _ => return Some(Err(closed("the server is stopping"))),
             }
         } else {
             None
@@ -106,7 +122,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
         Some(Ok(Frame {
             body,
-            _permit: permit,
+            _permits: permits,
         }))
     }
 
@@ -151,7 +167,7 @@ mod tests {
     #[tokio::test]
     async fn frames_arrive_whole_and_a_clean_end_is_none() {
         let (mut tx, rx) = tokio::io::duplex(1 << 20);
-        let mut r = FrameReader::new(rx, frame_memory());
+        let mut r = FrameReader::new(rx, frame_memory(), host_frame_memory());
         let big = vec![7u8; SMALL_FRAME + 10];
         tx.write_all(&framed(b"abc")).await.unwrap();
         tx.write_all(&framed(&big)).await.unwrap();
@@ -164,13 +180,13 @@ mod tests {
     #[tokio::test]
     async fn oversized_truncated_and_stalled_frames_are_errors() {
         let (mut tx, rx) = tokio::io::duplex(1 << 20);
-        let mut r = FrameReader::new(rx, frame_memory());
+        let mut r = FrameReader::new(rx, frame_memory(), host_frame_memory());
         tx.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
         let e = r.next().await.unwrap().err().unwrap();
         assert_eq!(e.code, ErrorCode::LimitExceeded);
 
         let (mut tx, rx) = tokio::io::duplex(1 << 20);
-        let mut r = FrameReader::new(rx, frame_memory());
+        let mut r = FrameReader::new(rx, frame_memory(), host_frame_memory());
         tx.write_all(&100u32.to_be_bytes()).await.unwrap();
         tx.write_all(&[1, 2, 3]).await.unwrap();
         drop(tx);
@@ -178,7 +194,8 @@ mod tests {
         assert_eq!(e.code, ErrorCode::Malformed);
 
         let (mut tx, rx) = tokio::io::duplex(1 << 20);
-        let mut r = FrameReader::new(rx, frame_memory()).with_deadline(Duration::from_millis(50));
+        let mut r = FrameReader::new(rx, frame_memory(), host_frame_memory())
+            .with_deadline(Duration::from_millis(50));
         tx.write_all(&100u32.to_be_bytes()).await.unwrap();
         tx.write_all(&[1, 2, 3]).await.unwrap(); // and then nothing
         let e = r.next().await.unwrap().err().unwrap();
@@ -192,8 +209,8 @@ mod tests {
     async fn large_frames_wait_for_the_shared_memory_budget() {
         let memory = Arc::new(Semaphore::new(100)); // 100 KiB
         let (mut stalled_tx, stalled_rx) = tokio::io::duplex(1 << 20);
-        let mut stalled =
-            FrameReader::new(stalled_rx, memory.clone()).with_deadline(Duration::from_millis(300));
+        let mut stalled = FrameReader::new(stalled_rx, memory.clone(), host_frame_memory())
+            .with_deadline(Duration::from_millis(300));
         stalled_tx
             .write_all(&(90u32 << 10).to_be_bytes())
             .await
@@ -208,7 +225,7 @@ mod tests {
         );
 
         let (mut tx, rx) = tokio::io::duplex(1 << 20);
-        let mut r = FrameReader::new(rx, memory.clone());
+        let mut r = FrameReader::new(rx, memory.clone(), host_frame_memory());
         tx.write_all(&framed(&vec![1u8; 80 << 10])).await.unwrap();
         let t0 = std::time::Instant::now();
         let f = r.next().await.unwrap().unwrap();
@@ -220,5 +237,65 @@ mod tests {
         assert_eq!(stalled_task.await.unwrap(), Some(true));
         drop(f);
         assert_eq!(memory.available_permits(), 100);
+    }
+
+    /// A host's share comes first: with its share taken by its own stalled frame, the
+    /// host's next large frame waits, while another host's is read at once from the
+    /// server's budget that is left.
+    #[tokio::test]
+    async fn one_hosts_stalled_frames_wait_for_its_own_share() {
+        let server = Arc::new(Semaphore::new(200)); // KiB
+        let (host_a, host_b) = (Arc::new(Semaphore::new(100)), Arc::new(Semaphore::new(100)));
+        let (mut stalled_tx, stalled_rx) = tokio::io::duplex(1 << 20);
+        let mut stalled = FrameReader::new(stalled_rx, server.clone(), host_a.clone())
+            .with_deadline(Duration::from_millis(300));
+        stalled_tx
+            .write_all(&(90u32 << 10).to_be_bytes())
+            .await
+            .unwrap();
+        stalled_tx.write_all(&[0u8; 1000]).await.unwrap();
+        let stalled_task = tokio::spawn(async move { stalled.next().await.map(|r| r.is_err()) });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            (host_a.available_permits(), server.available_permits()),
+            (10, 110)
+        );
+
+        // Host A's next large frame waits for A's share...
+        let (mut a_tx, a_rx) = tokio::io::duplex(1 << 20);
+        let mut a = FrameReader::new(a_rx, server.clone(), host_a.clone());
+        a_tx.write_all(&framed(&vec![1u8; 80 << 10])).await.unwrap();
+        let a_task = tokio::spawn(async move {
+            let t0 = std::time::Instant::now();
+            let f = a.next().await.unwrap().unwrap();
+            (f.body.len(), t0.elapsed())
+        });
+        // ...while host B's is read at once.
+        let (mut b_tx, b_rx) = tokio::io::duplex(1 << 20);
+        let mut b = FrameReader::new(b_rx, server.clone(), host_b.clone());
+        b_tx.write_all(&framed(&vec![2u8; 80 << 10])).await.unwrap();
+        let t0 = std::time::Instant::now();
+        let f = b.next().await.unwrap().unwrap();
+        assert_eq!(f.body.len(), 80 << 10);
+        assert!(
+            t0.elapsed() < Duration::from_millis(150),
+            "host B waited for host A"
+        );
+        let (len, waited) = a_task.await.unwrap();
+        assert_eq!(len, 80 << 10);
+        assert!(
+            waited >= Duration::from_millis(150),
+            "host A passed its share"
+        );
+        assert_eq!(stalled_task.await.unwrap(), Some(true));
+        drop(f);
+        assert_eq!(
+            (
+                host_a.available_permits(),
+                host_b.available_permits(),
+                server.available_permits()
+            ),
+            (100, 100, 200)
+        );
     }
 }

@@ -14,7 +14,7 @@
 
 use crate::actor::{ClientEvent, Event, ReplySink, ServerHandle};
 use crate::auth::Token;
-use crate::frame_reader::{frame_memory, FrameReader};
+use crate::frame_reader::{frame_memory, host_frame_memory, FrameReader};
 use crate::reply_budget::{expected_reply_bytes, ReplyBudget};
 use atomio_layout::ServerId;
 use atomio_proto::frame::{encode, peek_tag};
@@ -75,8 +75,8 @@ pub async fn serve(
             tokio::spawn(refuse(stream, per_host.cap));
             continue;
         };
-        let connection =
-            serve_connection(stream, peer, server.clone(), memory.clone(), token.clone());
+        let memory = (memory.clone(), slot.memory.clone());
+        let connection = serve_connection(stream, peer, server.clone(), memory, token.clone());
         tokio::spawn(async move {
             let _slot = slot;
             connection.await
@@ -84,16 +84,18 @@ pub async fn serve(
     }
 }
 
-/// Connections per peer address (see `MAX_CONNECTIONS_PER_HOST`).
+/// Connections per peer address (see `MAX_CONNECTIONS_PER_HOST`) and each host's share of
+/// the partial-frame memory (`PARTIAL_FRAME_BYTES_PER_HOST`), kept while it has connections.
 struct PerHost {
     cap: usize,
-    open: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+    open: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (usize, Arc<Semaphore>)>>,
 }
 
 /// One connection's place in its host's count, given back on drop.
 struct HostSlot {
     hosts: Arc<PerHost>,
     ip: std::net::IpAddr,
+    memory: Arc<Semaphore>,
 }
 
 impl PerHost {
@@ -111,7 +113,7 @@ impl PerHost {
 
     fn take(self: &Arc<Self>, ip: std::net::IpAddr) -> Option<HostSlot> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let n = open.entry(ip).or_default();
+        let (n, memory) = open.entry(ip).or_insert_with(|| (0, host_frame_memory()));
         if *n >= self.cap {
             return None;
         }
@@ -119,6 +121,7 @@ impl PerHost {
         Some(HostSlot {
             hosts: self.clone(),
             ip,
+            memory: memory.clone(),
         })
     }
 }
@@ -126,7 +129,7 @@ impl PerHost {
 impl Drop for HostSlot {
     fn drop(&mut self) {
         let mut open = self.hosts.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.ip) {
+        if let Some((n, _)) = open.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
                 open.remove(&self.ip);
@@ -154,7 +157,8 @@ async fn serve_connection(
     mut stream: TcpStream,
     peer: std::net::SocketAddr,
     server: ServerHandle,
-    memory: Arc<Semaphore>,
+    // The server's partial-frame budget and the peer's host's share.
+    (memory, host_memory): (Arc<Semaphore>, Arc<Semaphore>),
     token: Option<Arc<Token>>,
 ) {
     if let Some(token) = token {
@@ -187,7 +191,7 @@ async fn serve_connection(
         queued: &queued,
     };
     let ended = tokio::select! {
-        why = read_client_frames(FrameReader::new(rd, memory), client, &server, direct, &budget) => Some(why),
+        why = read_client_frames(FrameReader::new(rd, memory, host_memory), client, &server, direct, &budget) => Some(why),
         () = &mut writer => None,
     };
     let why = ended
