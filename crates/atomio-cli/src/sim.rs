@@ -23,8 +23,8 @@ pub struct SimArgs {
     /// lock operations alone.
     #[arg(long)]
     stack: bool,
-    /// Inject faults: clients frozen past their lease, connection resets, abandoned
-    /// operations (lock simulation only).
+    /// Inject faults: clients frozen past their lease, connection resets, partitions,
+    /// server crashes and restarts, abandoned operations (lock simulation only).
     #[arg(long)]
     faults: bool,
     /// Only this lock protocol (two-phase, one-try, alt-try); default: all, drawn per op.
@@ -65,6 +65,8 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
                 total.resets += r.resets;
                 total.lapses += r.lapses;
                 total.abandoned += r.abandoned;
+                total.partitions += r.partitions;
+                total.crashes += r.crashes;
             }
             Err(f) => bail!("{f}"),
         }
@@ -84,8 +86,14 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
     );
     if a.faults {
         println!(
-            "faults: {} freezes, {} connection resets, {} leases lapsed, {} operations abandoned",
-            total.freezes, total.resets, total.lapses, total.abandoned
+            "faults: {} freezes, {} connection resets, {} partitions, {} server crashes, {} \
+             leases lapsed, {} operations abandoned",
+            total.freezes,
+            total.resets,
+            total.partitions,
+            total.crashes,
+            total.lapses,
+            total.abandoned
         );
     }
     Ok(())

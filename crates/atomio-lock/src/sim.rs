@@ -26,6 +26,19 @@
 //! lapsed drops its operation and reconnects. Liveness: frozen clients wake, lapsed
 //! leases expire, so every waiter eventually gets its lock or an error.
 //!
+//! Two more faults: a client may be **cut off** (a partition: it runs on, but nothing it
+//! sends arrives and nothing reaches it — renewals included — until the partition heals;
+//! then it goes on if its lease view held, else drops its operation and reconnects), and a
+//! **server may crash** (its table and every message to or from it are lost; every client's
+//! session there is gone: operations in progress are abandoned and cleaned up elsewhere, and
+//! a client that *held* its locks goes on acting on them — it is in its I/O and does not
+//! know yet, and its lease view lapses by itself since renewals at the crashed server now
+//! fail; when it releases, it frees what it holds at the other servers).
+//! The server restarts empty after a while and serves nothing for one lease (the **grace
+//! period**, as `atomio server` does after a restart), so no old holder's view can still be
+//! valid when the new table grants its bytes. Message loss or duplication inside a live
+//! connection is not modelled: over TCP a lost message surfaces as a reset, which is.
+//!
 //! A failure carries the seed; `atomio sim --seed N` (or `SimConfig { seed: N, .. }`)
 //! replays it exactly.
 
@@ -59,6 +72,8 @@ pub struct SimConfig {
     pub faults: bool,
     /// The servers' lease, in steps (virtual ms).
     pub lease_ms: u64,
+    /// Crash and restart servers, and cut clients off (partitions); needs `faults`.
+    pub crashes: bool,
     /// Ranges a server grants or releases per step; 0: drawn per server from the seed,
     /// mostly tiny, so long requests are continued by `work` between other messages.
     pub work_slice: u64,
@@ -80,6 +95,9 @@ pub enum SimFault {
     /// A client that abandons an operation frees nothing at the other servers: its locks
     /// leak while it lives on (deadlock; needs `faults`).
     NoCleanup,
+    /// A restarted server serves at once, without waiting out a lease: it grants bytes an
+    /// old holder still acts on (unsafe; needs `crashes`).
+    NoGrace,
 }
 
 impl SimConfig {
@@ -103,14 +121,16 @@ impl SimConfig {
             fault: SimFault::None,
             faults: false,
             lease_ms: 300,
+            crashes: false,
             work_slice: 0,
         }
     }
 
-    /// `new` with freezes, resets and leases.
+    /// `new` with freezes, resets, partitions, server crashes and leases.
     pub fn with_faults(seed: u64) -> Self {
         Self {
             faults: true,
+            crashes: true,
             ..Self::new(seed)
         }
     }
@@ -129,6 +149,9 @@ pub struct SimReport {
     pub resets: u64,
     pub lapses: u64,
     pub abandoned: u64,
+    /// Clients cut off (partitions) and server crashes.
+    pub partitions: u64,
+    pub crashes: u64,
     /// Grants and releases the servers continued in a later step (work slices).
     pub sliced: u64,
 }
@@ -182,12 +205,31 @@ struct SimClient {
     renewed: u64,
     /// (server, tag) of opening requests of abandoned operations: release what they name.
     orphans: Vec<(ServerId, u64)>,
+    /// Cut off from every server (a partition) until this time.
+    cut_off_until: Option<u64>,
+    /// Its session at a crashed server is gone: renewals fail until it reconnects (at its
+    /// next operation).
+    stale: bool,
+    /// Servers that crashed while it held its operation's locks: it goes on (it is in its
+    /// I/O and does not know), and when it releases, it frees what it holds elsewhere.
+    lost: Vec<ServerId>,
 }
 
 impl SimClient {
     /// The client's own view: may it act on locks it believes it holds?
     fn lease_valid(&self, now: u64, lease: u64) -> bool {
         now.saturating_sub(self.renewed) <= lease * 3 / 4
+    }
+
+    /// Whether it may act on `bytes`/`mode` as a holder now (for the safety check).
+    fn acts_as_holder(&self, now: u64, lease: u64, faults: bool) -> bool {
+        matches!(self.op.as_ref().map(LockOp::status), Some(Status::Held))
+            && (!faults || self.lease_valid(now, lease))
+    }
+
+    /// Whether time alone can still change what it may do.
+    fn waits_for_time(&self) -> bool {
+        self.frozen_until.is_some() || self.cut_off_until.is_some()
     }
 }
 
@@ -253,29 +295,21 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let layout = Layout::round_robin(cfg.stripe_size, cfg.servers, cfg.servers, 0)
         .expect("valid sim layout");
-    let mut servers: Vec<LockServer> = (0..cfg.servers)
-        .map(|s| {
+    let slices: Vec<u64> = (0..cfg.servers)
+        .map(|_| {
             // Drawn even when fixed, so a replay with another slice is the same run.
             let drawn = [1, 2, 4, 16, crate::server::DEFAULT_WORK_SLICE][rng.gen_range(0..5)];
-            let slice = match cfg.work_slice {
+            match cfg.work_slice {
                 0 => drawn,
                 n => n,
-            };
-            let mut srv = LockServer::with_id(ServerId(s)).with_work_slice(slice);
-            srv.ignore_conflicts = cfg.fault == SimFault::ServerIgnoresConflicts;
-            if cfg.faults {
-                let lease = match cfg.fault {
-                    SimFault::ServerLeaseTooShort => cfg.lease_ms / 2,
-                    _ => cfg.lease_ms,
-                };
-                srv = srv.with_leases(crate::lease::LeaseConfig {
-                    duration_ms: lease,
-                    key: cfg.seed,
-                });
             }
-            srv
         })
         .collect();
+    let mut servers: Vec<LockServer> = (0..cfg.servers)
+        .map(|s| new_server(cfg, ServerId(s), slices[s as usize]))
+        .collect();
+    // Per server: down (crashed, or restarted and in its grace period) until this time.
+    let mut down: Vec<Option<u64>> = vec![None; servers.len()];
     let faults = crate::protocol::Faults {
         skip_truncation: cfg.fault == SimFault::SkipTruncation,
         held_after_optimistic: cfg.fault == SimFault::HeldAfterOptimistic,
@@ -291,6 +325,9 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             frozen_until: None,
             renewed: 0,
             orphans: Vec::new(),
+            cut_off_until: None,
+            stale: false,
+            lost: Vec::new(),
         })
         .collect();
     let lease = cfg.lease_ms;
@@ -328,23 +365,28 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         }
         if cfg.faults {
             now += 1;
-            time_passes(
-                cfg,
-                &mut rng,
-                now,
-                &mut servers,
-                &mut clients,
-                &mut inflight,
-                &mut report,
-            );
+            let mut world = World {
+                servers: &mut servers,
+                down: &mut down,
+                slices: &slices,
+                clients: &mut clients,
+                inflight: &mut inflight,
+                report: &mut report,
+            };
+            time_passes(cfg, &mut rng, now, &mut world);
         }
         // Events: deliver any in-flight message (not to a frozen client), or act for a
         // client that is idle (start its next op) or holding (release). Acquiring/releasing
         // clients wait for messages.
         let deliverable: Vec<usize> = (0..inflight.len())
             .filter(|&i| match &inflight[i] {
-                Envelope::ToClient { client, .. } => clients[*client].frozen_until.is_none(),
-                Envelope::ToServer { .. } => true,
+                Envelope::ToClient { client, .. } => {
+                    let c = &clients[*client];
+                    c.frozen_until.is_none() && c.cut_off_until.is_none()
+                }
+                Envelope::ToServer { client, server, .. } => {
+                    clients[*client].cut_off_until.is_none() && down[server.0 as usize].is_none()
+                }
             })
             .collect();
         let actors: Vec<usize> = (0..clients.len())
@@ -359,14 +401,14 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             .collect();
         // Servers with left-over work (long requests run in slices) are actors too.
         let workers: Vec<usize> = (0..servers.len())
-            .filter(|&s| servers[s].has_work())
+            .filter(|&s| servers[s].has_work() && down[s].is_none())
             .collect();
         let events = deliverable.len() + actors.len() + workers.len();
         if events == 0 {
             // Time can still unblock: a frozen client wakes (or its lease lapses and its
             // locks go), and it may have answers waiting (an orphan's grant to release).
             // Only frozen clients stop renewing, so nothing else can lapse.
-            if clients.iter().any(|c| c.frozen_until.is_some()) {
+            if clients.iter().any(SimClient::waits_for_time) || down.iter().any(Option::is_some) {
                 continue;
             }
             if clients
@@ -466,6 +508,11 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
             let cl = &mut clients[c];
             match &mut cl.op {
                 None => {
+                    if cl.stale {
+                        // A new session at the restarted server: renewals count again.
+                        cl.stale = false;
+                        cl.renewed = now;
+                    }
                     let access = random_access(&mut rng, cfg.file_bytes);
                     let method = cfg.methods[rng.gen_range(0..cfg.methods.len())];
                     let protocol = cfg.protocols[rng.gen_range(0..cfg.protocols.len())];
@@ -483,7 +530,20 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                     op.start(&mut sends);
                     cl.op = Some(op);
                 }
-                Some(op) => op.release(&mut sends),
+                Some(op) if cl.lost.is_empty() => op.release(&mut sends),
+                Some(op) => {
+                    // A server it held locks at crashed meanwhile: free the rest.
+                    op.abandon(atomio_proto::WireError::new(
+                        atomio_proto::ErrorCode::Disconnected,
+                        "a server crashed",
+                    ));
+                    op.cleanup(&mut sends);
+                    sends.retain(|x| !cl.lost.contains(&x.server));
+                    cl.lost.clear();
+                    cl.op = None;
+                    cl.done_ops += 1;
+                    report.abandoned += 1;
+                }
             }
             acted = Some(c);
         }
@@ -519,12 +579,10 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                 }
                 Some(Status::Held) => {
                     // Safety in lease time: nobody else who may still act on its locks
-                    // (its own lease view valid) holds a conflicting op.
+                    // (its own lease view valid; a ghost of a crash included) holds a
+                    // conflicting op.
                     for (o, other) in clients.iter().enumerate() {
-                        if o == c
-                            || !matches!(other.op.as_ref().map(LockOp::status), Some(Status::Held))
-                            || (cfg.faults && !other.lease_valid(now, lease))
-                        {
+                        if o == c || !other.acts_as_holder(now, lease, cfg.faults) {
                             continue;
                         }
                         let me = &clients[c];
@@ -574,42 +632,129 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
     Ok(report)
 }
 
-/// One virtual ms: renewals, wake-ups, lease expiry, and new freezes and resets.
-#[allow(clippy::too_many_arguments)]
-fn time_passes(
-    cfg: &SimConfig,
-    rng: &mut ChaCha8Rng,
-    now: u64,
-    servers: &mut [LockServer],
-    clients: &mut [SimClient],
-    inflight: &mut Vec<Envelope>,
-    report: &mut SimReport,
-) {
+/// The simulation's mutable state, as `time_passes` needs it.
+struct World<'a> {
+    servers: &'a mut Vec<LockServer>,
+    down: &'a mut Vec<Option<u64>>,
+    slices: &'a [u64],
+    clients: &'a mut Vec<SimClient>,
+    inflight: &'a mut Vec<Envelope>,
+    report: &'a mut SimReport,
+}
+
+/// A fresh server `s` (at start, and when it restarts after a crash: an empty table).
+fn new_server(cfg: &SimConfig, s: ServerId, slice: u64) -> LockServer {
+    let mut srv = LockServer::with_id(s).with_work_slice(slice);
+    srv.ignore_conflicts = cfg.fault == SimFault::ServerIgnoresConflicts;
+    if cfg.faults {
+        let lease = match cfg.fault {
+            SimFault::ServerLeaseTooShort => cfg.lease_ms / 2,
+            _ => cfg.lease_ms,
+        };
+        srv = srv.with_leases(crate::lease::LeaseConfig {
+            duration_ms: lease,
+            key: cfg.seed,
+        });
+    }
+    srv
+}
+
+/// Client `c` cannot know what it still holds (its lease view lapsed while it was frozen or
+/// cut off): it drops its operation and reconnects everywhere (new sessions; the servers
+/// fenced and released the old one).
+fn reconnect(c: usize, now: u64, w: &mut World) {
+    let cl = &mut w.clients[c];
+    w.report.abandoned += u64::from(cl.op.is_some());
+    if cl.op.take().is_some() {
+        cl.done_ops += 1;
+    }
+    cl.orphans.clear();
+    cl.lost.clear();
+    cl.stale = false;
+    cl.renewed = now;
+    w.inflight.retain(|e| !matches!(e, Envelope::ToServer { client, .. } | Envelope::ToClient { client, .. } if *client == c));
+    let mut out = Vec::new();
+    for (s, srv) in w.servers.iter_mut().enumerate() {
+        srv.disconnect(ClientId(c as u64), &mut out);
+        // Notifications carry the server they come from (orphan answers are matched by it).
+        push_replies(ServerId(s as u32), &mut out, w.inflight);
+    }
+}
+
+/// Client `c`'s connection to `s` is gone (a reset, or `s` crashed): what was in flight
+/// between them is lost; an operation in progress is abandoned and what it holds elsewhere
+/// freed — except one that holds its locks when `crashed`: it goes on (see the module docs).
+fn link_lost(cfg: &SimConfig, c: usize, s: ServerId, crashed: bool, w: &mut World) {
+    let cl = &mut w.clients[c];
+    w.inflight.retain(|e| match e {
+        Envelope::ToServer { client, server, .. } | Envelope::ToClient { client, server, .. } => {
+            !(*client == c && *server == s)
+        }
+    });
+    cl.orphans.retain(|o| o.0 != s);
+    let holds = matches!(cl.op.as_ref().map(LockOp::status), Some(Status::Held));
+    if crashed && holds {
+        cl.lost.push(s);
+        return;
+    }
+    let Some(mut op) = cl.op.take() else { return };
+    op.abandon(atomio_proto::WireError::new(
+        atomio_proto::ErrorCode::Disconnected,
+        "connection reset",
+    ));
+    let mut sends = Vec::new();
+    let orphans = if cfg.fault == SimFault::NoCleanup {
+        Vec::new()
+    } else {
+        op.cleanup(&mut sends)
+    };
+    let gone = |x: ServerId| x == s || cl.lost.contains(&x);
+    for x in sends.into_iter().filter(|x| !gone(x.server)) {
+        w.inflight.push(Envelope::ToServer {
+            client: c,
+            server: x.server,
+            tag: (cl.op_seq << 32) | u64::from(x.sub),
+            request: x.request,
+        });
+    }
+    for (server, sub) in orphans.into_iter().filter(|o| !gone(o.0)) {
+        cl.orphans
+            .push((server, (cl.op_seq << 32) | u64::from(sub)));
+    }
+    cl.lost.clear();
+    cl.done_ops += 1;
+    w.report.abandoned += 1;
+}
+
+/// One virtual ms: renewals, wake-ups, lease expiry, restarts, and new freezes, resets,
+/// partitions and crashes.
+fn time_passes(cfg: &SimConfig, rng: &mut ChaCha8Rng, now: u64, w: &mut World) {
     let lease = cfg.lease_ms;
     let mut out = Vec::new();
-    for (c, cl) in clients.iter_mut().enumerate() {
-        if cl.frozen_until.is_some_and(|t| now >= t) {
-            cl.frozen_until = None;
-            if !cl.lease_valid(now, lease) {
-                // It cannot know what it still holds: drop the operation and reconnect
-                // everywhere (new sessions; the servers fenced and released the old one).
-                report.abandoned += u64::from(cl.op.is_some());
-                if cl.op.take().is_some() {
-                    cl.done_ops += 1;
-                }
-                cl.orphans.clear();
-                inflight.retain(|e| !matches!(e, Envelope::ToServer { client, .. } | Envelope::ToClient { client, .. } if *client == c));
-                for (s, srv) in servers.iter_mut().enumerate() {
-                    srv.disconnect(ClientId(c as u64), &mut out);
-                    // Notifications carry the server they come from (orphan answers are
-                    // matched by it).
-                    push_replies(ServerId(s as u32), &mut out, inflight);
-                }
-                cl.renewed = now;
-            }
+    for s in 0..w.servers.len() {
+        if w.down[s].is_some_and(|t| now >= t) {
+            w.down[s] = None;
         }
-        if cl.frozen_until.is_none() && now - cl.renewed >= lease / 5 {
-            for srv in servers.iter_mut() {
+    }
+    for c in 0..w.clients.len() {
+        let cl = &mut w.clients[c];
+        let frozen_ends = cl.frozen_until.is_some_and(|t| now >= t);
+        let cut_off_ends = cl.cut_off_until.is_some_and(|t| now >= t);
+        if frozen_ends {
+            cl.frozen_until = None;
+        }
+        if cut_off_ends {
+            cl.cut_off_until = None;
+        }
+        if (frozen_ends || cut_off_ends) && !cl.waits_for_time() && !cl.lease_valid(now, lease) {
+            reconnect(c, now, w);
+        }
+        let cl = &mut w.clients[c];
+        if !cl.waits_for_time() && now - cl.renewed >= lease / 5 {
+            for (s, srv) in w.servers.iter_mut().enumerate() {
+                if w.down[s].is_some() {
+                    continue;
+                }
                 srv.set_now(now);
                 let mut pong = Vec::new();
                 srv.handle(
@@ -619,65 +764,65 @@ fn time_passes(
                     &mut pong,
                 );
             }
-            cl.renewed = now;
+            // A session lost in a crash renews nothing until the client reconnects.
+            if !cl.stale {
+                cl.renewed = now;
+            }
         }
     }
-    for (s, srv) in servers.iter_mut().enumerate() {
+    for (s, srv) in w.servers.iter_mut().enumerate() {
+        if w.down[s].is_some() {
+            continue;
+        }
         srv.set_now(now);
         for lapsed in srv.expire() {
-            report.lapses += 1;
+            w.report.lapses += 1;
             // No data path here: fencing is immediate.
             srv.release_lapsed(lapsed, &mut out);
         }
-        push_replies(ServerId(s as u32), &mut out, inflight);
+        push_replies(ServerId(s as u32), &mut out, w.inflight);
     }
-    // New faults, rarely: a freeze of up to two leases, or a connection reset.
+    // New faults, rarely: a freeze of up to two leases, a connection reset, a partition of
+    // up to two leases, a server crash.
     if rng.gen_bool(0.002) {
-        let c = rng.gen_range(0..clients.len());
-        if clients[c].frozen_until.is_none() {
-            clients[c].frozen_until = Some(now + rng.gen_range(1..=2 * lease));
-            report.freezes += 1;
+        let c = rng.gen_range(0..w.clients.len());
+        if w.clients[c].frozen_until.is_none() {
+            w.clients[c].frozen_until = Some(now + rng.gen_range(1..=2 * lease));
+            w.report.freezes += 1;
         }
     } else if rng.gen_bool(0.001) {
-        let c = rng.gen_range(0..clients.len());
-        let s = ServerId(rng.gen_range(0..servers.len() as u32));
-        let cl = &mut clients[c];
-        if cl.frozen_until.is_some() {
+        let c = rng.gen_range(0..w.clients.len());
+        let s = ServerId(rng.gen_range(0..w.servers.len() as u32));
+        if w.clients[c].waits_for_time() || w.down[s.0 as usize].is_some() {
             return;
         }
-        report.resets += 1;
-        inflight.retain(|e| match e {
-            Envelope::ToServer { client, server, .. }
-            | Envelope::ToClient { client, server, .. } => !(*client == c && *server == s),
-        });
-        cl.orphans.retain(|o| o.0 != s);
-        servers[s.0 as usize].disconnect(ClientId(c as u64), &mut out);
-        push_replies(s, &mut out, inflight);
-        if let Some(mut op) = cl.op.take() {
-            op.abandon(atomio_proto::WireError::new(
-                atomio_proto::ErrorCode::Disconnected,
-                "connection reset",
-            ));
-            let mut sends = Vec::new();
-            let orphans = if cfg.fault == SimFault::NoCleanup {
-                Vec::new()
-            } else {
-                op.cleanup(&mut sends)
-            };
-            for x in sends.into_iter().filter(|x| x.server != s) {
-                inflight.push(Envelope::ToServer {
-                    client: c,
-                    server: x.server,
-                    tag: (cl.op_seq << 32) | u64::from(x.sub),
-                    request: x.request,
-                });
-            }
-            for (server, sub) in orphans.into_iter().filter(|o| o.0 != s) {
-                cl.orphans
-                    .push((server, (cl.op_seq << 32) | u64::from(sub)));
-            }
-            cl.done_ops += 1;
-            report.abandoned += 1;
+        w.report.resets += 1;
+        w.servers[s.0 as usize].disconnect(ClientId(c as u64), &mut out);
+        push_replies(s, &mut out, w.inflight);
+        link_lost(cfg, c, s, false, w);
+    } else if cfg.crashes && rng.gen_bool(0.0005) {
+        let c = rng.gen_range(0..w.clients.len());
+        if w.clients[c].cut_off_until.is_none() {
+            w.clients[c].cut_off_until = Some(now + rng.gen_range(1..=2 * lease));
+            w.report.partitions += 1;
+        }
+    } else if cfg.crashes && rng.gen_bool(0.0004) {
+        let s = rng.gen_range(0..w.servers.len());
+        if w.down[s].is_some() {
+            return;
+        }
+        w.report.crashes += 1;
+        w.servers[s] = new_server(cfg, ServerId(s as u32), w.slices[s]);
+        let restart = rng.gen_range(1..=lease / 10);
+        let grace = if cfg.fault == SimFault::NoGrace {
+            0
+        } else {
+            lease
+        };
+        w.down[s] = Some(now + restart + grace);
+        for c in 0..w.clients.len() {
+            w.clients[c].stale = true;
+            link_lost(cfg, c, ServerId(s as u32), true, w);
         }
     }
 }

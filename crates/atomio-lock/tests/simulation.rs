@@ -88,8 +88,8 @@ fn the_checks_catch_deliberate_bugs() {
     }
 }
 
-/// Freezes (lease lapses), connection resets and abandoned operations, for every protocol:
-/// safe in lease time and live. `ATOMIO_SIM_FAULT_SEEDS` widens the sweep (the closing
+/// Freezes (lease lapses), connection resets, partitions, server crashes and restarts, and
+/// abandoned operations, for every protocol: safe in lease time and live. `ATOMIO_SIM_FAULT_SEEDS` widens the sweep (the closing
 /// note's 10,000+ seeds per protocol ran that way).
 #[test]
 fn every_protocol_survives_freezes_resets_and_lapsed_leases() {
@@ -108,14 +108,23 @@ fn every_protocol_survives_freezes_resets_and_lapsed_leases() {
             totals.resets += r.resets;
             totals.lapses += r.lapses;
             totals.abandoned += r.abandoned;
+            totals.partitions += r.partitions;
+            totals.crashes += r.crashes;
         }
         eprintln!(
-            "{protocol}: {n} seeds, ops {} freezes {} resets {} lapses {} abandoned {}",
-            totals.ops, totals.freezes, totals.resets, totals.lapses, totals.abandoned
+            "{protocol}: {n} seeds, ops {} freezes {} resets {} partitions {} crashes {} \
+             lapses {} abandoned {}",
+            totals.ops,
+            totals.freezes,
+            totals.resets,
+            totals.partitions,
+            totals.crashes,
+            totals.lapses,
+            totals.abandoned
         );
         // The faults must actually happen, or the test proves nothing.
         assert!(
-            totals.freezes > 0 && totals.resets > 0,
+            totals.freezes > 0 && totals.resets > 0 && totals.partitions > 0 && totals.crashes > 0,
             "{protocol}: {totals:?}"
         );
         assert!(
@@ -126,13 +135,15 @@ fn every_protocol_survives_freezes_resets_and_lapsed_leases() {
 }
 
 /// Negative controls for the fault mechanisms: expiring leases before the clients' view
-/// of them ends, and abandoning without freeing the other servers' locks, must be caught.
+/// of them ends, abandoning without freeing the other servers' locks, and a restarted
+/// server that serves before its grace period ends, must be caught.
 #[test]
 fn the_fault_checks_catch_broken_leases_and_missing_cleanup() {
     use atomio_lock::sim::SimFault;
     for (fault, expect) in [
         (SimFault::ServerLeaseTooShort, "conflicting"),
         (SimFault::NoCleanup, "still holds"),
+        (SimFault::NoGrace, "conflicting"),
     ] {
         let caught = (0..300u64).find_map(|seed| {
             let mut cfg = SimConfig::with_faults(seed);
