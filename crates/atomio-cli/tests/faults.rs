@@ -21,7 +21,7 @@ fn exe() -> std::path::PathBuf {
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("atomio-faults-{name}-{}", std::process::id()));
+    let d = scratch_path(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -299,4 +299,66 @@ async fn stats_show_holders_waiters_and_lapsed_leases() {
     );
     assert_eq!(total("waiting"), 0, "{table}");
     drop(holder);
+}
+
+/// A server killed (`kill -9`) while a client holds locks there, restarted at once on the
+/// same data directory: it serves nothing for its grace period, so the old holder — which
+/// may still be in its I/O and does not know — has stopped acting on its locks (its lease
+/// view lapsed: renewals at the new instance cannot succeed) before anyone else gets them,
+/// and a waiter still proceeds within the lease + 1 s. Control: restarted on a directory
+/// without the previous instance's mark, the server grants at once — while the old holder
+/// may still act (what the grace period prevents).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_waits_out_its_grace_period_before_granting() {
+    for grace in [true, false] {
+        let name = if grace { "restart" } else { "restart-nograce" };
+        let mut cluster = servers(name, 1, LEASE_MS).await;
+        let mut holder = ClusterClient::connect_tcp(&cluster.addresses)
+            .await
+            .unwrap();
+        holder.create(name, 64 << 10, 1, false).await.unwrap();
+        let _held = lock(&mut holder, name, &whole()).await.unwrap();
+        assert!(holder.check_lease().is_ok());
+        let killed = Instant::now();
+        cluster.kill(0).await;
+        if !grace {
+            let mark = scratch_path(name)
+                .join("server-0")
+                .join(atomio_net::grace::ALIVE_FILE);
+            std::fs::remove_file(&mark).expect("a running server marks its directory");
+        }
+        cluster.restart(0).await.unwrap();
+        let mut waiter = ClusterClient::connect_tcp(&cluster.addresses)
+            .await
+            .unwrap();
+        let held = lock(&mut waiter, name, &whole()).await.unwrap();
+        let waited = killed.elapsed();
+        let old_holder = holder.check_lease();
+        eprintln!(
+            "restart (grace {grace}): waiter got the lock {waited:?} after the kill; the old \
+             holder's lease view then: {old_holder:?}"
+        );
+        if grace {
+            assert!(
+                waited >= Duration::from_millis(LEASE_MS * 3 / 4),
+                "granted {waited:?} after the kill: the old holder may still act"
+            );
+            assert!(
+                waited <= Duration::from_millis(LEASE_MS + 1000),
+                "the waiter got the lock only {waited:?} after the kill (lease {LEASE_MS} ms)"
+            );
+            let e = old_holder.expect_err("the old holder must know its locks are gone");
+            assert_eq!(e.code, ErrorCode::LeaseExpired, "{e}");
+        } else {
+            assert!(
+                waited < Duration::from_millis(LEASE_MS * 3 / 4),
+                "without the mark the restarted server should serve at once: {waited:?}"
+            );
+        }
+        waiter.unlock(held).await.unwrap();
+    }
+}
+
+fn scratch_path(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("atomio-faults-{name}-{}", std::process::id()))
 }

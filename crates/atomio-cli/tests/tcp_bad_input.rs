@@ -26,7 +26,12 @@ impl Server {
     }
 
     fn start_with(env: &[(&str, &str)]) -> Self {
-        let dir = std::env::temp_dir().join(format!("atomio-badinput-{}", std::process::id()));
+        // A directory per server: one restarted on a directory another server left less
+        // than a lease ago would wait out its grace period.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("atomio-badinput-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let stderr = dir.join("stderr.log");
         let mut child = Command::new(env!("CARGO_BIN_EXE_atomio"))
@@ -70,6 +75,9 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = self.stderr.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -613,7 +621,9 @@ fn huge_pattern_locks(
     answered: fn(&Reply) -> bool,
 ) -> (Duration, Duration, u64) {
     const RUNS: u64 = 1 << 23;
-    let mut server = Server::start();
+    // This raw client sends no renewals: a lease longer than the probe (on a loaded machine
+    // the grants can take longer than the default 5 s lease).
+    let mut server = Server::start_with(&[("ATOMIO_LEASE_MS", "120000")]);
     let pid = server.child.id();
     let before = peak_rss(pid);
     let mut a = server.connect();

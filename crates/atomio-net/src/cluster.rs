@@ -67,6 +67,10 @@ impl ClusterConfig {
 pub struct LocalServers {
     children: Vec<Child>,
     pub addresses: Vec<String>,
+    /// How they were started (for `restart`).
+    exe: std::path::PathBuf,
+    dirs: Vec<std::path::PathBuf>,
+    extra: Vec<String>,
 }
 
 impl LocalServers {
@@ -83,8 +87,13 @@ impl LocalServers {
         data_root: &Path,
         extra: &[&str],
     ) -> Result<Self, WireError> {
-        let mut children = Vec::new();
-        let mut addresses = Vec::new();
+        let mut servers = Self {
+            children: Vec::new(),
+            addresses: Vec::new(),
+            exe: exe.to_path_buf(),
+            dirs: Vec::new(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
         for i in 0..n {
             let dir = data_root.join(format!("server-{i}"));
             std::fs::create_dir_all(&dir).map_err(|e| {
@@ -93,66 +102,78 @@ impl LocalServers {
                     format!("cannot create {}: {e}", dir.display()),
                 )
             })?;
-            let mut child = Command::new(exe)
-                .args([
-                    "server",
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--id",
-                    &i.to_string(),
-                    "--data",
-                ])
-                .arg(&dir)
-                .args(extra)
-                // Servers started for a benchmark or a test log at the caller's level (warn
-                // by default), not at a standalone server's info, beside the caller's output.
-                .env(
-                    "ATOMIO_LOG",
-                    std::env::var("ATOMIO_LOG").unwrap_or_else(|_| "warn".into()),
-                )
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| {
-                    WireError::new(
-                        ErrorCode::Io,
-                        format!("cannot start {}: {e}", exe.display()),
-                    )
-                })?;
-            let stdout = child.stdout.take().expect("piped");
-            let mut lines = BufReader::new(stdout).lines();
-            let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-                .await
-                .map_err(|_| {
-                    WireError::new(
-                        ErrorCode::Timeout,
-                        format!("server {i} did not start in 20 s"),
-                    )
-                })?
-                .map_err(|e| WireError::new(ErrorCode::Io, format!("server {i}: {e}")))?
-                .ok_or_else(|| {
-                    WireError::new(
-                        ErrorCode::Disconnected,
-                        format!("server {i} exited at start"),
-                    )
-                })?;
-            let addr = line
-                .strip_prefix(LISTENING_PREFIX)
-                .ok_or_else(|| {
-                    WireError::new(ErrorCode::Internal, format!("server {i} said: {line}"))
-                })?
-                .trim()
-                .to_string();
-            // Keep draining its stdout so it never blocks on a full pipe.
-            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-            children.push(child);
-            addresses.push(addr);
+            let (child, addr) = servers.spawn(i, &dir, "127.0.0.1:0").await?;
+            servers.children.push(child);
+            servers.addresses.push(addr);
+            servers.dirs.push(dir);
         }
-        Ok(Self {
-            children,
-            addresses,
-        })
+        Ok(servers)
+    }
+
+    /// Starts server `i` on `dir`, listening on `listen`; returns it and its address.
+    async fn spawn(&self, i: u32, dir: &Path, listen: &str) -> Result<(Child, String), WireError> {
+        let mut child = Command::new(&self.exe)
+            .args([
+                "server",
+                "--listen",
+                listen,
+                "--id",
+                &i.to_string(),
+                "--data",
+            ])
+            .arg(dir)
+            .args(&self.extra)
+            // Servers started for a benchmark or a test log at the caller's level (warn by
+            // default), not at a standalone server's info, beside the caller's output.
+            .env(
+                "ATOMIO_LOG",
+                std::env::var("ATOMIO_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                WireError::new(
+                    ErrorCode::Io,
+                    format!("cannot start {}: {e}", self.exe.display()),
+                )
+            })?;
+        let stdout = child.stdout.take().expect("piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .map_err(|_| {
+                WireError::new(
+                    ErrorCode::Timeout,
+                    format!("server {i} did not start in 20 s"),
+                )
+            })?
+            .map_err(|e| WireError::new(ErrorCode::Io, format!("server {i}: {e}")))?
+            .ok_or_else(|| {
+                WireError::new(
+                    ErrorCode::Disconnected,
+                    format!("server {i} exited at start"),
+                )
+            })?;
+        let addr = line
+            .strip_prefix(LISTENING_PREFIX)
+            .ok_or_else(|| WireError::new(ErrorCode::Internal, format!("server {i} said: {line}")))?
+            .trim()
+            .to_string();
+        // Keep draining its stdout so it never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok((child, addr))
+    }
+
+    /// Starts server `i` again on its address and data directory (killed first if it
+    /// runs): what a restarted server does, e.g. its grace period, faces its old clients.
+    pub async fn restart(&mut self, i: usize) -> Result<(), WireError> {
+        self.kill(i).await;
+        let (dir, addr) = (self.dirs[i].clone(), self.addresses[i].clone());
+        let (child, _) = self.spawn(i as u32, &dir, &addr).await?;
+        self.children[i] = child;
+        Ok(())
     }
 
     /// Kills server `i` (to test clients facing a vanished server).

@@ -9,6 +9,7 @@ pub mod data_op;
 pub mod embedded;
 pub mod files;
 mod frame_reader;
+pub mod grace;
 pub mod lease_keeper;
 pub mod machine;
 mod reply_budget;
@@ -70,5 +71,24 @@ pub async fn run_tcp_server(
         });
     }
     let node = spawn_node(locks, FileStore::open(data_dir)?)?;
-    tcp::serve(listener, node, token).await
+    let grace = grace::grace_period(data_dir, lease_ms);
+    if let Some(g) = grace {
+        tracing::info!(
+            "the previous server on {} was alive less than a lease ago: its clients may still \
+             act on its locks, so this one serves nothing for {g:?} (grace period)",
+            data_dir.display()
+        );
+    }
+    let _alive = grace::keep_alive(data_dir, lease_ms).map(AbortOnDrop);
+    let serve_from = grace.map(|g| tokio::time::Instant::now() + g);
+    tcp::serve(listener, node, token, serve_from).await
+}
+
+/// Stops a background task when dropped (the server's liveness mark ends with it).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

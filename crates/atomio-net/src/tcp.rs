@@ -46,11 +46,13 @@ fn codec() -> LengthDelimitedCodec {
 }
 
 /// Serves clients on `listener` until the listener fails; with a `token`, only clients
-/// that prove it (see `auth`).
+/// that prove it (see `auth`). Connections are accepted at once but served only from
+/// `serve_from` on (a restarted server's grace period, see `grace`).
 pub async fn serve(
     listener: TcpListener,
     server: ServerHandle,
     token: Option<Token>,
+    serve_from: Option<tokio::time::Instant>,
 ) -> std::io::Result<()> {
     let token = token.map(Arc::new);
     let memory = frame_memory();
@@ -79,6 +81,9 @@ pub async fn serve(
         let connection = serve_connection(stream, peer, server.clone(), memory, token.clone());
         tokio::spawn(async move {
             let _slot = slot;
+            if let Some(t) = serve_from {
+                tokio::time::sleep_until(t).await;
+            }
             connection.await
         });
     }
