@@ -42,7 +42,13 @@ struct Holder {
 
 impl Holder {
     fn start(addrs: &[String], path: &str) -> Self {
-        let mut child = Command::new(exe())
+        Self::start_with(Command::new(exe()), addrs, path)
+    }
+
+    /// `start` through `cmd` (the `atomio` binary, or a wrapper that runs it, with its
+    /// environment).
+    fn start_with(mut cmd: Command, addrs: &[String], path: &str) -> Self {
+        let mut child = cmd
             .args(["probe-hold", "--servers", &addrs.join(","), "--path", path])
             .args(["--len", &LEN.to_string()])
             .stdin(Stdio::piped())
@@ -361,4 +367,174 @@ async fn a_restarted_server_waits_out_its_grace_period_before_granting() {
 
 fn scratch_path(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("atomio-faults-{name}-{}", std::process::id()))
+}
+
+/// A network namespace joined to this one by a veth pair: another "host" on this machine,
+/// whose link can be cut without a FIN or RST reaching either side (a partition).
+struct Netns {
+    name: String,
+    /// This side's and the namespace's addresses, and the namespace side's interface.
+    host_addr: String,
+    ns_addr: String,
+    ns_if: String,
+}
+
+impl Netns {
+    /// `None` (with the reason printed) where namespaces cannot be made (not root).
+    fn create() -> Option<Self> {
+        let pid = std::process::id();
+        let name = format!("atomio-part-{pid}");
+        let (host_if, ns_if) = (format!("ap{pid}h"), format!("ap{pid}n"));
+        let net = format!("10.77.{}", pid % 250);
+        let ns = Self {
+            name: name.clone(),
+            host_addr: format!("{net}.1"),
+            ns_addr: format!("{net}.2"),
+            ns_if: ns_if.clone(),
+        };
+        let _ = ip(&["netns", "del", &name]);
+        if let Err(e) = ip(&["netns", "add", &name]) {
+            eprintln!("SKIPPED: cannot make a network namespace here ({e})");
+            return None;
+        }
+        for args in [
+            vec![
+                "link", "add", &host_if, "type", "veth", "peer", "name", &ns_if,
+            ],
+            vec!["link", "set", &ns_if, "netns", &name],
+            vec![
+                "addr",
+                "add",
+                &format!("{}/30", ns.host_addr),
+                "dev",
+                &host_if,
+            ],
+            vec!["link", "set", &host_if, "up"],
+            vec![
+                "netns",
+                "exec",
+                &name,
+                "ip",
+                "addr",
+                "add",
+                &format!("{}/30", ns.ns_addr),
+                "dev",
+                &ns_if,
+            ],
+            vec!["netns", "exec", &name, "ip", "link", "set", &ns_if, "up"],
+            vec!["netns", "exec", &name, "ip", "link", "set", "lo", "up"],
+        ] {
+            ip(&args).unwrap_or_else(|e| panic!("ip {args:?}: {e}"));
+        }
+        Some(ns)
+    }
+
+    /// The link goes down (packets are dropped, nobody is told) or up again.
+    fn cut(&self, cut: bool) {
+        let state = if cut { "down" } else { "up" };
+        ip(&[
+            "netns",
+            "exec",
+            &self.name,
+            "ip",
+            "link",
+            "set",
+            &self.ns_if,
+            state,
+        ])
+        .unwrap();
+    }
+
+    /// A command that runs `atomio` inside the namespace.
+    fn atomio(&self) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name]).arg(exe());
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes the veth pair too.
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// A partition of one client: the holder runs in its own network namespace (another host)
+/// and its link is cut — no FIN, no RST, the process keeps running. Its lease lapses at the
+/// server, so a waiter on this host gets the lock within the lease + 1 s; when the link
+/// comes back, the cut-off holder's write is refused (fenced) and it knows its lease is
+/// gone. The server listens beyond loopback, so everyone proves the job's token.
+#[test]
+fn a_partitioned_holder_loses_its_locks_within_the_lease_and_its_later_writes_are_refused() {
+    let Some(ns) = Netns::create() else { return };
+    const TOKEN: &str = "partition-probe-token-0123456789";
+    let dir = scratch("partition");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let mut server = Command::new(exe())
+        .args([
+            "server",
+            "--listen",
+            "0.0.0.0:0",
+            "--lease-ms",
+            &LEASE_MS.to_string(),
+        ])
+        .arg("--token-file")
+        .arg(&token_file)
+        .arg("--data")
+        .arg(dir.join("data"))
+        .env("ATOMIO_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line.trim().rsplit(':').next().unwrap().to_string();
+    let mut in_ns = ns.atomio();
+    in_ns.env("ATOMIO_TOKEN", TOKEN);
+    let holder = Holder::start_with(in_ns, &[format!("{}:{port}", ns.host_addr)], "cut");
+
+    ns.cut(true);
+    let cut = Instant::now();
+    let mut here = Command::new(exe());
+    here.env("ATOMIO_TOKEN", TOKEN);
+    let waiter = Holder::start_with(here, &[format!("127.0.0.1:{port}")], "cut");
+    let waited = cut.elapsed();
+    ns.cut(false);
+    let said = holder.go_on();
+    let waiter_said = waiter.go_on();
+    let _ = server.kill();
+    let _ = server.wait();
+    eprintln!(
+        "partition probe: the waiter got the lock {waited:?} after the cut (lease {LEASE_MS} \
+         ms); the cut-off holder then said: {said:?}"
+    );
+    assert!(
+        waited <= Duration::from_millis(LEASE_MS + 1000),
+        "the waiter got the lock {waited:?} after the cut (lease {LEASE_MS} ms)"
+    );
+    assert!(
+        said.contains("WRITE LeaseExpired"),
+        "the cut-off holder's write was not refused: {said}"
+    );
+    assert!(
+        said.contains("LEASE LeaseExpired"),
+        "the holder does not know it lost its lease: {said}"
+    );
+    assert!(waiter_said.contains("WRITE ok"), "{waiter_said}");
 }
