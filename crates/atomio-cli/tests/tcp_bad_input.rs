@@ -789,3 +789,100 @@ fn one_host_cannot_take_every_connection() {
     }
     server.assert_alive_and_clean();
 }
+
+/// One client asking for 10,000 locks that must wait (behind a holder) takes only its own
+/// 1,024 wait slots: every request past them is refused at once with a clear error; another
+/// client still waits, is served when the holder leaves, and pings promptly throughout; the
+/// server stays small.
+#[test]
+fn one_client_filling_its_wait_slots_is_refused_and_costs_only_its_share() {
+    use atomio_proto::limits::MAX_WAITING_PER_CLIENT;
+    const ASKS: u64 = 10_000;
+    const HELD: u64 = 1 << 20;
+    let mut server = Server::start_with(&[("ATOMIO_LEASE_MS", "120000")]);
+    let pid = server.child.id();
+    let before = peak_rss(pid);
+    let mut holder = server.connect();
+    let got = lock(&mut holder, 1, vec![r(0, HELD)], Wait::NonBlocking);
+    assert!(
+        matches!(got, Reply::Lock(p) if p.next_abs_offset.is_none()),
+        "{got:?}"
+    );
+    let mut greedy = server.connect();
+    let mut pinger = server.connect();
+    let mut pings = Vec::new();
+    for i in 0..ASKS {
+        send(
+            &mut greedy,
+            100 + i,
+            Request::LockNew {
+                file: FileId(1),
+                mode: LockMode::Write,
+                desc: LockDesc::Ranges(vec![r(i, i + 1)]),
+                wait: Wait::All,
+            },
+        );
+        if i % 1000 == 0 {
+            let t = std::time::Instant::now();
+            ping_ok(&mut pinger, i);
+            pings.push(t.elapsed());
+        }
+    }
+    let refused = ASKS - MAX_WAITING_PER_CLIENT as u64;
+    for _ in 0..refused {
+        let f = recv(&mut greedy).expect("a refusal");
+        match f.reply {
+            Reply::Error(e) if e.code == ErrorCode::LimitExceeded => {
+                assert!(e.message.contains("waiting"), "{e}")
+            }
+            other => panic!("request {} was not refused: {other:?}", f.tag),
+        }
+    }
+    // Another client still gets a wait slot (its byte is the holder's, no one else's).
+    let mut other = server.connect();
+    send(
+        &mut other,
+        1,
+        Request::LockNew {
+            file: FileId(1),
+            mode: LockMode::Write,
+            desc: LockDesc::Ranges(vec![r(HELD - 1, HELD)]),
+            wait: Wait::All,
+        },
+    );
+    let t = std::time::Instant::now();
+    ping_ok(&mut pinger, 99);
+    pings.push(t.elapsed());
+    send(
+        &mut holder,
+        2,
+        Request::LockRelease {
+            lock: match got {
+                Reply::Lock(p) => p.lock,
+                _ => unreachable!(),
+            },
+            from: None,
+        },
+    );
+    let granted = recv(&mut other).expect("the other client's lock");
+    assert!(
+        matches!(granted.reply, Reply::Lock(p) if p.next_abs_offset.is_none()),
+        "{granted:?}"
+    );
+    let grown = peak_rss(pid).saturating_sub(before);
+    let worst = pings.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "{ASKS} waiting requests from one client: {refused} refused; another client waited \
+         and was granted; worst ping {worst:?}; server grew {} MiB",
+        grown >> 20
+    );
+    assert!(
+        worst < Duration::from_millis(100),
+        "a ping waited {worst:?}"
+    );
+    assert!(grown < 256 << 20, "the server grew {} MiB", grown >> 20);
+    drop(greedy);
+    drop(holder);
+    drop(other);
+    server.assert_alive_and_clean();
+}
