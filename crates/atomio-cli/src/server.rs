@@ -32,6 +32,14 @@ pub struct ServerArgs {
     /// `ATOMIO_TOKEN`, else `ATOMIO_TOKEN_FILE`. Clients read the same variables.
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// Speak TLS with this certificate chain (PEM; with --tls-key), for networks with
+    /// eavesdroppers: plain clients are refused; clients trust it through `ATOMIO_TLS_CA`.
+    /// Default: `ATOMIO_TLS_CERT` and `ATOMIO_TLS_KEY`.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 pub fn run(a: ServerArgs) -> anyhow::Result<()> {
@@ -59,6 +67,10 @@ pub fn run(a: ServerArgs) -> anyhow::Result<()> {
         Some(p) => Some(atomio_net::auth::Token::from_file(p)?),
         None => atomio_net::auth::Token::from_env()?,
     };
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(c), Some(k)) => Some(atomio_net::tls::server(c, k)?),
+        _ => atomio_net::tls::server_from_env()?,
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -74,7 +86,7 @@ pub fn run(a: ServerArgs) -> anyhow::Result<()> {
             out.flush()?;
         }
         tokio::select! {
-            r = atomio_net::run_tcp_server(listener, a.id.map(ServerId), &a.data, lease_ms, token) => r.context("server failed"),
+            r = atomio_net::run_tcp_server(listener, a.id.map(ServerId), &a.data, lease_ms, token, tls) => r.context("server failed"),
             _ = shutdown_signal() => Ok(()),
         }
     })

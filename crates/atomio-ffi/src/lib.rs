@@ -235,6 +235,7 @@ pub extern "C" fn atomio_server_start(
             .map_err(|e| err(ErrorCode::Io, e.to_string()))?;
         let token = atomio_net::auth::Token::from_env()?;
         atomio_net::auth::check_listen(bound, token.as_ref())?;
+        let tls = atomio_net::tls::server_from_env()?;
         let address = bound.to_string();
         let id = u32::try_from(id).ok().map(atomio_layout::ServerId);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -262,7 +263,7 @@ pub extern "C" fn atomio_server_start(
                     };
                     let _ = ready_tx.send(Ok(()));
                     tokio::select! {
-                        r = atomio_net::run_tcp_server(listener, id, &dir, lease_ms, token) => {
+                        r = atomio_net::run_tcp_server(listener, id, &dir, lease_ms, token, tls) => {
                             if let Err(e) = r { eprintln!("atomio server stopped: {e}"); }
                         }
                         _ = rx => {}

@@ -60,7 +60,7 @@ impl EmbeddedCluster {
                 .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
             addrs.push(addr.to_string());
             // Loopback only: no token.
-            tokio::spawn(crate::tcp::serve(listener, s.clone(), None, None));
+            tokio::spawn(crate::tcp::serve(listener, s.clone(), None, None, None));
         }
         Ok(addrs)
     }

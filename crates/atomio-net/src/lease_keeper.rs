@@ -127,7 +127,7 @@ fn renew_loop(
     every: Duration,
     stopped: &std::sync::mpsc::Receiver<()>,
 ) {
-    let mut conns: Vec<Option<TcpStream>> = (0..leases.len()).map(|_| None).collect();
+    let mut conns: Vec<Option<Conn>> = (0..leases.len()).map(|_| None).collect();
     let mut tag = 0u64;
     loop {
         for (l, conn) in leases.iter().zip(conns.iter_mut()) {
@@ -161,9 +161,14 @@ fn renew_loop(
     }
 }
 
+/// A renewal connection: plain TCP, or TLS over it (`ATOMIO_TLS_CA`).
+trait ReadWrite: std::io::Read + std::io::Write + Send {}
+impl<T: std::io::Read + std::io::Write + Send> ReadWrite for T {}
+type Conn = Box<dyn ReadWrite>;
+
 /// One renewal, answered within half a lease.
 fn renew(
-    conn: &mut Option<TcpStream>,
+    conn: &mut Option<Conn>,
     addr: &str,
     session: &Session,
     tag: u64,
@@ -178,10 +183,14 @@ fn renew(
                 format!("{addr} resolves to nothing"),
             )
         })?;
-        let mut s = TcpStream::connect_timeout(&sock, limit).map_err(io)?;
+        let s = TcpStream::connect_timeout(&sock, limit).map_err(io)?;
         s.set_nodelay(true).map_err(io)?;
         s.set_read_timeout(Some(limit)).map_err(io)?;
         s.set_write_timeout(Some(limit)).map_err(io)?;
+        let mut s: Conn = match crate::tls::client_from_env()? {
+            Some(tls) => Box::new(crate::tls::blocking(&tls, addr, s)?),
+            None => Box::new(s),
+        };
         if let Some(token) = crate::auth::Token::from_env()? {
             crate::auth::client_handshake_blocking(&mut s, &token)?;
         }

@@ -15,6 +15,7 @@ pub mod machine;
 mod reply_budget;
 pub mod service;
 pub mod tcp;
+pub mod tls;
 
 pub use client::{ClusterClient, HeldLock, DEFAULT_TIMEOUT};
 pub use cluster::{ClusterConfig, LocalServers, ServerEntry, LISTENING_PREFIX};
@@ -59,6 +60,7 @@ pub async fn run_tcp_server(
     data_dir: &std::path::Path,
     lease_ms: Option<u64>,
     token: Option<auth::Token>,
+    tls: Option<tls::TlsAcceptor>,
 ) -> std::io::Result<()> {
     let mut locks = match id {
         Some(id) => LockServer::with_id(id),
@@ -81,7 +83,7 @@ pub async fn run_tcp_server(
     }
     let _alive = grace::keep_alive(data_dir, lease_ms).map(AbortOnDrop);
     let serve_from = grace.map(|g| tokio::time::Instant::now() + g);
-    tcp::serve(listener, node, token, serve_from).await
+    tcp::serve(listener, node, token, serve_from, tls).await
 }
 
 /// Stops a background task when dropped (the server's liveness mark ends with it).

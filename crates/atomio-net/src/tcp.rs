@@ -25,8 +25,7 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::sync::Semaphore;
@@ -53,6 +52,7 @@ pub async fn serve(
     server: ServerHandle,
     token: Option<Token>,
     serve_from: Option<tokio::time::Instant>,
+    tls: Option<crate::tls::TlsAcceptor>,
 ) -> std::io::Result<()> {
     let token = token.map(Arc::new);
     let memory = frame_memory();
@@ -78,13 +78,32 @@ pub async fn serve(
             continue;
         };
         let memory = (memory.clone(), slot.memory.clone());
-        let connection = serve_connection(stream, peer, server.clone(), memory, token.clone());
+        let (server, token, tls) = (server.clone(), token.clone(), tls.clone());
         tokio::spawn(async move {
             let _slot = slot;
             if let Some(t) = serve_from {
                 tokio::time::sleep_until(t).await;
             }
-            connection.await
+            let Some(tls) = tls else {
+                let mut stream = stream;
+                if authenticated(&mut stream, peer, token).await {
+                    let (rd, wr) = stream.into_split();
+                    serve_connection(rd, wr, peer, server, memory).await;
+                }
+                return;
+            };
+            let accepted =
+                tokio::time::timeout(crate::auth::HANDSHAKE_DEADLINE, tls.accept(stream)).await;
+            match accepted {
+                Ok(Ok(mut stream)) => {
+                    if authenticated(&mut stream, peer, token).await {
+                        let (rd, wr) = tokio::io::split(stream);
+                        serve_connection(rd, wr, peer, server, memory).await;
+                    }
+                }
+                Ok(Err(e)) => tracing::warn!(%peer, "connection refused: TLS handshake: {e}"),
+                Err(_) => tracing::warn!(%peer, "connection refused: TLS handshake timed out"),
+            }
         });
     }
 }
@@ -158,23 +177,38 @@ async fn refuse(mut stream: TcpStream, cap: usize) {
     }
 }
 
-async fn serve_connection(
-    mut stream: TcpStream,
+/// Whether the peer proved the token (or none is required).
+async fn authenticated<S>(
+    stream: &mut S,
+    peer: std::net::SocketAddr,
+    token: Option<Arc<Token>>,
+) -> bool
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let Some(token) = token else { return true };
+    match crate::auth::server_handshake(stream, &token).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(%peer, "connection refused: {e}");
+            false
+        }
+    }
+}
+
+async fn serve_connection<R, W>(
+    rd: R,
+    wr: W,
     peer: std::net::SocketAddr,
     server: ServerHandle,
     // The server's partial-frame budget and the peer's host's share.
     (memory, host_memory): (Arc<Semaphore>, Arc<Semaphore>),
-    token: Option<Arc<Token>>,
-) {
-    if let Some(token) = token {
-        if let Err(e) = crate::auth::server_handshake(&mut stream, &token).await {
-            tracing::warn!(%peer, "connection refused: {e}");
-            return;
-        }
-    }
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let client = server.new_client_id();
     tracing::info!(%peer, ?client, "client connected");
-    let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::unbounded_channel::<ServerFrame>();
     let queued = Arc::new(AtomicUsize::new(0));
     let connected = Event::Connected {
@@ -230,8 +264,8 @@ impl Direct<'_> {
     }
 }
 
-async fn read_client_frames(
-    mut frames: FrameReader<OwnedReadHalf>,
+async fn read_client_frames<R: AsyncRead + Unpin>(
+    mut frames: FrameReader<R>,
     client: atomio_proto::ClientId,
     server: &ServerHandle,
     direct: Direct<'_>,
@@ -284,8 +318,8 @@ async fn read_client_frames(
 
 /// Drains `rx` into the socket, batching; ends when `rx` closes or the peer stalls.
 /// `written` is called for each message once it is on the wire.
-async fn write_loop<T: Serialize>(
-    mut wr: OwnedWriteHalf,
+async fn write_loop<T: Serialize, W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::UnboundedReceiver<T>,
     queued: Option<Arc<AtomicUsize>>,
     mut written: impl FnMut(&T),
@@ -345,13 +379,63 @@ pub async fn connect(
             )
         })?;
     let _ = stream.set_nodelay(true);
-    let mut stream = stream;
-    if let Some(token) = Token::from_env()? {
-        crate::auth::client_handshake(&mut stream, &token)
+    let token = Token::from_env()?;
+    match crate::tls::client_from_env()? {
+        None => {
+            let mut stream = stream;
+            client_authenticate(&mut stream, addr, token.as_ref()).await?;
+            let (rd, wr) = stream.into_split();
+            Ok(spawn_connection(rd, wr, addr, server, events))
+        }
+        Some(tls) => {
+            let name = crate::tls::server_name(addr)?;
+            let mut stream =
+                tokio::time::timeout(crate::auth::HANDSHAKE_DEADLINE, tls.connect(name, stream))
+                    .await
+                    .map_err(|_| {
+                        WireError::new(
+                            ErrorCode::Timeout,
+                            format!("{addr}: TLS handshake timed out"),
+                        )
+                    })?
+                    .map_err(|e| {
+                        WireError::new(ErrorCode::Disconnected, format!("{addr}: TLS: {e}"))
+                    })?;
+            client_authenticate(&mut stream, addr, token.as_ref()).await?;
+            let (rd, wr) = tokio::io::split(stream);
+            Ok(spawn_connection(rd, wr, addr, server, events))
+        }
+    }
+}
+
+async fn client_authenticate<S>(
+    stream: &mut S,
+    addr: &str,
+    token: Option<&Token>,
+) -> Result<(), WireError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    if let Some(token) = token {
+        crate::auth::client_handshake(stream, token)
             .await
             .map_err(|e| WireError::new(e.code, format!("{addr}: {}", e.message)))?;
     }
-    let (rd, wr) = stream.into_split();
+    Ok(())
+}
+
+/// Runs a client connection's reader and writer; see `connect`.
+fn spawn_connection<R, W>(
+    rd: R,
+    wr: W,
+    addr: &str,
+    server: ServerId,
+    events: mpsc::UnboundedSender<ClientEvent>,
+) -> (mpsc::UnboundedSender<ClientFrame>, Arc<AtomicUsize>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, rx) = mpsc::unbounded_channel::<ClientFrame>();
     let unsent = Arc::new(AtomicUsize::new(0));
     let counter = unsent.clone();
@@ -368,11 +452,11 @@ pub async fn connect(
             WireError::new(ErrorCode::Disconnected, why),
         ));
     });
-    Ok((tx, unsent))
+    (tx, unsent)
 }
 
-async fn read_server_frames(
-    rd: OwnedReadHalf,
+async fn read_server_frames<R: AsyncRead + Unpin>(
+    rd: R,
     server: ServerId,
     events: &mpsc::UnboundedSender<ClientEvent>,
 ) -> String {
