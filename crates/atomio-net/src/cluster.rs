@@ -102,6 +102,10 @@ impl LocalServers {
                     format!("cannot create {}: {e}", dir.display()),
                 )
             })?;
+            // A fresh cluster for a test or benchmark run: whatever ran on this directory
+            // before was ours and its clients are gone, so no restart grace is owed (a
+            // benchmark starts a cluster per run on the same scratch directory).
+            let _ = std::fs::remove_file(dir.join(crate::grace::ALIVE_FILE));
             let (child, addr) = servers.spawn(i, &dir, "127.0.0.1:0").await?;
             servers.children.push(child);
             servers.addresses.push(addr);
