@@ -170,3 +170,27 @@ mod tests {
         });
     }
 }
+
+#[cfg(test)]
+mod owner_tests {
+    use super::*;
+
+    /// One store per directory: a second open while the first lives is a clear error; once
+    /// the first is dropped the directory opens again.
+    #[test]
+    fn a_directory_is_one_servers_at_a_time() {
+        let dir = std::env::temp_dir().join(format!("atomio-owner-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = FileStore::open(&dir).unwrap();
+        let err = FileStore::open(&dir)
+            .err()
+            .expect("a second store on the same directory");
+        assert!(
+            err.to_string().contains("in use by another atomio server"),
+            "{err}"
+        );
+        drop(first);
+        FileStore::open(&dir).expect("free again");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

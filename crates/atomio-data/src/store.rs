@@ -176,15 +176,41 @@ pub struct FileStore {
     id: String,
     open: HashMap<(FileId, u32), File>,
     dirty: HashSet<(FileId, u32)>,
+    /// Holds an exclusive lock on `<dir>/.atomio-server.lock` while the store lives: two
+    /// servers on one directory would overwrite each other's objects.
+    _owner: File,
 }
+
+/// The file in a `FileStore`'s directory that its server holds locked.
+pub const OWNER_LOCK_FILE: &str = ".atomio-server.lock";
 
 impl FileStore {
     /// Uses (and creates) `<dir>/objects` and `<dir>/meta`.
+    /// Opens (or creates) the store in `dir`; fails if another live store (another server,
+    /// in this process or another) has it open.
     pub fn open(dir: &Path) -> io::Result<Self> {
         let objects_dir = dir.join("objects");
         let meta_dir = dir.join("meta");
         fs::create_dir_all(&objects_dir)?;
         fs::create_dir_all(&meta_dir)?;
+        let owner = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(OWNER_LOCK_FILE))?;
+        match owner.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!(
+                        "{} is in use by another atomio server (one server per data directory)",
+                        dir.display()
+                    ),
+                ))
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(e),
+        }
         let id_path = objects_dir.join(STORE_ID_FILE);
         let id = match fs::read_to_string(&id_path) {
             Ok(id) if !id.trim().is_empty() => id.trim().to_string(),
@@ -207,6 +233,7 @@ impl FileStore {
             id,
             open: HashMap::new(),
             dirty: HashSet::new(),
+            _owner: owner,
         })
     }
 
