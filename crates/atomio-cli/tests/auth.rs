@@ -3,6 +3,8 @@
 //! refused with a clear error, and clients with it work — their lease keepers too (a
 //! holder's lease survives several lease lengths only if its renewals authenticate).
 
+mod common;
+
 use atomio_net::LocalServers;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -45,21 +47,16 @@ fn a_server_refuses_to_listen_beyond_loopback_without_a_token() {
     // With a token it starts (and says where it listens).
     let token_file = scratch("open-token").join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    let mut child = atomio(&[])
-        .args(["server", "--listen", "0.0.0.0:0", "--token-file"])
-        .arg(&token_file)
-        .arg("--data")
-        .arg(scratch("open-ok"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (mut child, addr) = common::start_server(
+        atomio(&[])
+            .args(["server", "--listen", "0.0.0.0:0", "--token-file"])
+            .arg(&token_file)
+            .arg("--data")
+            .arg(scratch("open-ok")),
+    );
     let _ = child.kill();
     let _ = child.wait();
-    assert!(line.contains("0.0.0.0:"), "{line}");
+    assert!(addr.starts_with("0.0.0.0:"), "{addr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,8 @@
 //! the lock within the lease plus a second, a paused client's later writes are refused
 //! (fencing), and a failed operation leaves no lock behind at the servers that survive.
 
+mod common;
+
 use atomio_layout::{Access, ByteRange};
 use atomio_lock::{Method, Protocol};
 use atomio_net::{ClusterClient, LocalServers};
@@ -484,27 +486,17 @@ fn a_partitioned_holder_loses_its_locks_within_the_lease_and_its_later_writes_ar
     let dir = scratch("partition");
     let token_file = dir.join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    let mut server = Command::new(exe())
-        .args([
-            "server",
-            "--listen",
-            "0.0.0.0:0",
-            "--lease-ms",
-            &LEASE_MS.to_string(),
-        ])
-        .arg("--token-file")
-        .arg(&token_file)
-        .arg("--data")
-        .arg(dir.join("data"))
-        .env("ATOMIO_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line.trim().rsplit(':').next().unwrap().to_string();
+    let lease = LEASE_MS.to_string();
+    let (mut server, addr) = common::start_server(
+        Command::new(exe())
+            .args(["server", "--listen", "0.0.0.0:0", "--lease-ms", &lease])
+            .arg("--token-file")
+            .arg(&token_file)
+            .arg("--data")
+            .arg(dir.join("data"))
+            .env("ATOMIO_LOG", "warn"),
+    );
+    let port = addr.rsplit(':').next().unwrap().to_string();
     let mut in_ns = ns.atomio();
     in_ns.env("ATOMIO_TOKEN", TOKEN);
     let holder = Holder::start_with(in_ns, &[format!("{}:{port}", ns.host_addr)], "cut");

@@ -2,6 +2,8 @@
 //! (locks, data and the lease keeper's renewals all over TLS), and refuses a plain client
 //! and a client that trusts another certificate.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,25 +42,19 @@ impl Drop for Server {
 }
 
 fn server(dir: &Path, cert: &Path, key: &Path) -> Server {
-    let mut child = Command::new(exe())
-        .args(["server", "--listen", "127.0.0.1:0", "--lease-ms", "1000"])
-        .arg("--tls-cert")
-        .arg(cert)
-        .arg("--tls-key")
-        .arg(key)
-        .arg("--data")
-        .arg(dir.join("data"))
-        .env_remove("ATOMIO_TOKEN")
-        .env_remove("ATOMIO_TOKEN_FILE")
-        .env("ATOMIO_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+    let (child, addr) = common::start_server(
+        Command::new(exe())
+            .args(["server", "--listen", "127.0.0.1:0", "--lease-ms", "1000"])
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key)
+            .arg("--data")
+            .arg(dir.join("data"))
+            .env_remove("ATOMIO_TOKEN")
+            .env_remove("ATOMIO_TOKEN_FILE")
+            .env("ATOMIO_LOG", "warn"),
+    );
     Server(child, addr)
 }
 
