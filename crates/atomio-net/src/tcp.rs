@@ -92,8 +92,11 @@ pub async fn serve(
                 }
                 return;
             };
-            let accepted =
-                tokio::time::timeout(crate::auth::HANDSHAKE_DEADLINE, tls.accept(stream)).await;
+            let accepted = tokio::time::timeout(
+                crate::auth::HANDSHAKE_DEADLINE,
+                tls.accept(crate::tls::NoSigPipe(stream)),
+            )
+            .await;
             match accepted {
                 Ok(Ok(mut stream)) => {
                     if authenticated(&mut stream, peer, token).await {
@@ -389,18 +392,18 @@ pub async fn connect(
         }
         Some(tls) => {
             let name = crate::tls::server_name(addr)?;
-            let mut stream =
-                tokio::time::timeout(crate::auth::HANDSHAKE_DEADLINE, tls.connect(name, stream))
-                    .await
-                    .map_err(|_| {
-                        WireError::new(
-                            ErrorCode::Timeout,
-                            format!("{addr}: TLS handshake timed out"),
-                        )
-                    })?
-                    .map_err(|e| {
-                        WireError::new(ErrorCode::Disconnected, format!("{addr}: TLS: {e}"))
-                    })?;
+            let mut stream = tokio::time::timeout(
+                crate::auth::HANDSHAKE_DEADLINE,
+                tls.connect(name, crate::tls::NoSigPipe(stream)),
+            )
+            .await
+            .map_err(|_| {
+                WireError::new(
+                    ErrorCode::Timeout,
+                    format!("{addr}: TLS handshake timed out"),
+                )
+            })?
+            .map_err(|e| WireError::new(ErrorCode::Disconnected, format!("{addr}: TLS: {e}")))?;
             client_authenticate(&mut stream, addr, token.as_ref()).await?;
             let (rd, wr) = tokio::io::split(stream);
             Ok(spawn_connection(rd, wr, addr, server, events))

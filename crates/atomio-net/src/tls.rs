@@ -16,7 +16,10 @@ use atomio_proto::{ErrorCode, WireError};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 pub use tokio_rustls::{TlsAcceptor, TlsConnector};
 
@@ -98,15 +101,90 @@ pub fn server_name(addr: &str) -> Result<ServerName<'static>, WireError> {
     ServerName::try_from(host.to_string()).map_err(|e| bad(format!("server name {host:?}: {e}")))
 }
 
+/// A TCP socket whose vectored writes are plain writes. std and tokio write a TCP socket
+/// with `send(MSG_NOSIGNAL)` but a vectored write with `writev`, which raises `SIGPIPE` when
+/// the peer has gone — fatal in a C program that does not ignore it (the MPI library's
+/// ranks; found by the MPI suite's TLS step) — and rustls writes vectored.
+pub struct NoSigPipe<S>(pub S);
+
+impl<S: AsyncRead + Unpin> AsyncRead for NoSigPipe<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for NoSigPipe<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        self.poll_write(cx, first)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        false
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl<S: std::io::Read> std::io::Read for NoSigPipe<S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl<S: std::io::Write> std::io::Write for NoSigPipe<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        self.0.write(first)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// A blocking client connection over TLS (the lease keeper's), on `tcp`.
 pub fn blocking(
     connector: &TlsConnector,
     addr: &str,
     tcp: std::net::TcpStream,
-) -> Result<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>, WireError> {
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, NoSigPipe<std::net::TcpStream>>, WireError>
+{
     let conn = rustls::ClientConnection::new(connector.config().clone(), server_name(addr)?)
         .map_err(|e| WireError::new(ErrorCode::Disconnected, format!("{addr}: TLS: {e}")))?;
-    let mut s = rustls::StreamOwned::new(conn, tcp);
+    let mut s = rustls::StreamOwned::new(conn, NoSigPipe(tcp));
     // Complete the handshake now, so a bad certificate is this call's error.
     while s.conn.is_handshaking() {
         s.conn

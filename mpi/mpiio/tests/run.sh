@@ -237,5 +237,26 @@ t11() {
 }
 step "11. in-job servers on the host address authenticate with a per-job token" t11
 
+# TLS configured by the user (a certificate for 127.0.0.1 made with openssl): in-job servers
+# read ATOMIO_TLS_CERT/KEY, clients and lease keepers ATOMIO_TLS_CA. Without the CA the
+# clients speak plain TCP and are refused: proof that the servers spoke TLS.
+t12() {
+  if ! command -v openssl >/dev/null; then echo "   (skipped: no openssl to make a certificate)"; return 0; fi
+  local d; d=$(fresh t12)
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 \
+    -keyout "$d/key.pem" -out "$d/cert.pem" -subj /CN=atomio-test \
+    -addext "subjectAltName=IP:127.0.0.1" -addext "basicConstraints=critical,CA:FALSE" \
+    >/dev/null 2>&1 || { echo "openssl failed"; return 1; }
+  T_DIR="$d" ATOMIO_TLS_CERT="$d/cert.pem" ATOMIO_TLS_KEY="$d/key.pem" ATOMIO_TLS_CA="$d/cert.pem" \
+    ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:datatype:one-try \
+    > "$WORK/t12.out" 2>&1 || { cat "$WORK/t12.out"; return 1; }
+  if T_DIR="$(fresh t12-plain)" ATOMIO_TLS_CERT="$d/cert.pem" ATOMIO_TLS_KEY="$d/key.pem" \
+       ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:datatype:one-try \
+       > "$WORK/t12-plain.out" 2>&1; then
+    echo "plain clients were served by TLS servers"; cat "$WORK/t12-plain.out"; return 1
+  fi
+}
+step "12. TLS between ranks and in-job servers (user's certificate); plain clients refused" t12
+
 rm -rf "$WORK"
 echo "all MPI-IO tests passed"
