@@ -107,6 +107,14 @@ pub fn server_name(addr: &str) -> Result<ServerName<'static>, WireError> {
 /// ranks; found by the MPI suite's TLS step) — and rustls writes vectored.
 pub struct NoSigPipe<S>(pub S);
 
+/// What a vectored write becomes: a plain write of its first non-empty buffer (a short
+/// write, which every caller of `write_vectored` handles).
+fn first_nonempty<'a>(bufs: &'a [std::io::IoSlice<'_>]) -> &'a [u8] {
+    bufs.iter()
+        .find(|b| !b.is_empty())
+        .map_or(&[][..], |b| &b[..])
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for NoSigPipe<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -131,11 +139,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for NoSigPipe<S> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        let first = bufs
-            .iter()
-            .find(|b| !b.is_empty())
-            .map_or(&[][..], |b| &b[..]);
-        self.poll_write(cx, first)
+        self.poll_write(cx, first_nonempty(bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -163,11 +167,7 @@ impl<S: std::io::Write> std::io::Write for NoSigPipe<S> {
     }
 
     fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-        let first = bufs
-            .iter()
-            .find(|b| !b.is_empty())
-            .map_or(&[][..], |b| &b[..]);
-        self.0.write(first)
+        self.0.write(first_nonempty(bufs))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
