@@ -48,6 +48,8 @@
 
 #define ATOMIO_EAUTH 15
 
+#define ATOMIO_EABORTED 16
+
 // `atomio_open` flag: create the file if it does not exist.
 #define ATOMIO_CREATE 1
 

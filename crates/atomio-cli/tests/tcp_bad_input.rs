@@ -477,7 +477,7 @@ fn a_client_that_does_not_read_its_replies_costs_only_its_budget() {
                 offset: 0,
                 len: 32 * MIB,
             }],
-            data: serde_bytes::ByteBuf::from(data.clone()),
+            data: atomio_proto::data::Bytes::from(data.clone()),
         },
     );
     assert_eq!(

@@ -176,6 +176,16 @@ impl CallOp {
     }
 }
 
+impl CallOp {
+    /// The call's all-or-nothing write, if it has one, and whether it is settled.
+    pub fn txn(&self) -> Option<(atomio_proto::TxnId, bool)> {
+        match &self.io {
+            CallIo::Data(d) => d.txn(),
+            CallIo::Local => None,
+        }
+    }
+}
+
 impl Machine for CallOp {
     fn on_reply(&mut self, sub: u32, reply: Reply, out: &mut Vec<Send>) {
         let inner = sub & ((1 << PHASE_SHIFT) - 1);
@@ -190,7 +200,11 @@ impl Machine for CallOp {
             }
             (DATA, Phase::Io) => {
                 if let CallIo::Data(d) = &mut self.io {
+                    // An atomic write's later steps (decide, finish) and in-doubt
+                    // resolutions are sent from here.
+                    let from = out.len();
                     d.on_reply(inner, reply, out);
+                    tagged(DATA, out, from);
                 }
                 self.after_data_step(out);
             }
@@ -221,6 +235,13 @@ impl Machine for CallOp {
     }
 
     fn cleanup(&mut self, out: &mut Vec<Send>) -> Vec<(atomio_layout::ServerId, u32)> {
+        // An unfinished all-or-nothing write is settled or left in doubt at its
+        // participants *before* the locks go (each connection is FIFO).
+        if let CallIo::Data(d) = &mut self.io {
+            let from = out.len();
+            d.cleanup(out);
+            tagged(DATA, out, from);
+        }
         let Some(l) = &mut self.lock else {
             return Vec::new();
         };

@@ -123,9 +123,16 @@ impl File {
         f
     }
 
-    /// True when bytes go through the servers' object files on this host.
+    /// True when bytes go through the servers' object files on this host (all but atomic
+    /// writes, which are staged through the servers).
     pub fn bypasses_messages(&self) -> bool {
         self.objects.is_some()
+    }
+
+    /// The object files can be used for this call: on this host, and no server has writes
+    /// in doubt (those are resolved only through messages).
+    fn local_objects_usable(&self) -> bool {
+        self.objects.as_ref().is_some_and(|o| !o.any_in_doubt())
     }
 
     pub fn from_info(info: FileInfo) -> Self {
@@ -317,8 +324,24 @@ impl File {
         };
         let what = self.atomic.name();
         let c = c.ok_or_else(|| no_client(&what))?;
+        // An atomic write on the servers is all-or-nothing: staged everywhere, then
+        // committed at one server (never through the object files, which cannot stage).
+        let all_or_nothing = self.atomic.is_atomic() && matches!(op, Op::Write(_));
         let io = match (&self.placement, &op) {
-            (Placement::Servers(_), _) if self.objects.is_some() => CallIo::Local,
+            (Placement::Servers(_), _) if !all_or_nothing && self.local_objects_usable() => {
+                CallIo::Local
+            }
+            (Placement::Servers(info), Op::Write(data)) if all_or_nothing => {
+                let (txn, settled_below) = c.next_txn();
+                CallIo::Data(DataOp::write_atomic(
+                    info.id(),
+                    &info.layout,
+                    access.ranges(),
+                    data,
+                    txn,
+                    settled_below,
+                ))
+            }
             (Placement::Servers(info), Op::Write(data)) => CallIo::Data(DataOp::write(
                 info.id(),
                 &info.layout,
@@ -338,6 +361,9 @@ impl File {
         call.start(&mut sends);
         let locked = c.run(&mut call, sends).await;
         self.stats.lock_messages += call.lock_messages();
+        if let Some((txn, settled)) = call.txn() {
+            c.txn_done(txn, settled);
+        }
         locked?;
         if call.needs_local_io() {
             let (holes_ok, is_read) = match &op {

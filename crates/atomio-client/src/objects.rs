@@ -9,12 +9,17 @@
 //! coherent through the page cache of one file. Sizes, truncation and removal stay with
 //! the servers (they act on the same files). `ATOMIO_LOCAL_BYPASS=0` turns it off.
 //!
+//! Atomic writes never take this path: they are all-or-nothing, staged at every server and
+//! committed at one (`atomio_data::txn`), which object files cannot do. Reads take it
+//! unless a server has writes in doubt (its `IN_DOUBT_FILE` exists), which only the
+//! servers can resolve.
+//!
 //! **Invariants:** bytes are written only inside the call's pieces; `sync` fsyncs every
 //! object file this client wrote before asking the servers to sync theirs; bytes past an
 //! object's end read as zero, as the servers return them.
 
 use crate::direct::io_err;
-use atomio_data::{object_file_name, STORE_ID_FILE};
+use atomio_data::{object_file_name, IN_DOUBT_FILE, STORE_ID_FILE};
 use atomio_layout::{ByteRange, ServerId};
 use atomio_net::data_op::chunks;
 use atomio_net::{ClusterClient, FileInfo};
@@ -55,6 +60,15 @@ impl ObjectFiles {
             dirs,
             open: HashMap::new(),
         })
+    }
+
+    /// Whether a server here has writes in doubt (a vanished writer's staged bytes): reads
+    /// must then go through the servers, which resolve them.
+    pub fn any_in_doubt(&self) -> bool {
+        self.dirs
+            .iter()
+            .flatten()
+            .any(|d| d.join(IN_DOUBT_FILE).exists())
     }
 
     fn file(

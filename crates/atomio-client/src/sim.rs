@@ -280,7 +280,16 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
                         op_no,
                         call.access.clone(),
                     ));
-                    DataOp::write(file, &layout, call.access.ranges(), &data)
+                    if call.strategy.is_atomic() {
+                        // All or nothing, as `File` writes atomically on servers.
+                        let txn = atomio_proto::TxnId {
+                            origin: ci as u64 + 1,
+                            seq: c.seq,
+                        };
+                        DataOp::write_atomic(file, &layout, call.access.ranges(), &data, txn, c.seq)
+                    } else {
+                        DataOp::write(file, &layout, call.access.ranges(), &data)
+                    }
                 }
                 LockMode::Read => DataOp::read(
                     file,

@@ -3,9 +3,13 @@
 
 pub mod service;
 pub mod store;
+pub mod txn;
 
 pub use service::DataService;
-pub use store::{object_file_name, FileStore, MemStore, ObjectStore, STORE_ID_FILE};
+pub use store::{
+    object_file_name, DecisionRecord, FileStore, MemStore, ObjectStore, Recovered, StagedWrite,
+    IN_DOUBT_FILE, STORE_ID_FILE,
+};
 
 #[cfg(test)]
 mod tests {

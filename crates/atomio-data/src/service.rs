@@ -6,43 +6,73 @@
 //! *before* its locks are released; from then on every data request it sends is refused
 //! (`LeaseExpired`). Requests it sent earlier were applied while it still held its locks.
 //!
+//! **All-or-nothing writes** (`Stage`, `Decide`, `Finish`, `Resolve`) are run by `txn::Txns`;
+//! every plain access (`Write`, `Read`, `SetObjectSize`, `DropObjects`) is first checked
+//! against writes in doubt and answered `InDoubt` when it touches one.
+//!
 //! **Invariants:** every request is validated before it touches the store; every store error
 //! becomes an `Io` error reply naming the operation; the service never panics on input; no
 //! request of a fenced client reaches the store.
 
 use crate::store::ObjectStore;
+use crate::txn::Txns;
 use atomio_layout::Layout;
 use atomio_proto::data::{file_id, validate_path, validate_pieces, Bytes};
 use atomio_proto::limits::MAX_FRAME_BYTES;
-use atomio_proto::{ClientId, ErrorCode, FileId, FileMeta, Reply, Request, WireError};
+use atomio_proto::{ClientId, ErrorCode, FileId, FileMeta, ObjPiece, Reply, Request, WireError};
 use std::collections::HashSet;
 
 pub struct DataService<S: ObjectStore> {
     store: S,
     fenced: HashSet<ClientId>,
+    txns: Txns,
 }
+
+/// The client `handle` acts for (tests and tools that call the service directly).
+pub const LOCAL_CLIENT: ClientId = ClientId(u64::MAX);
 
 fn io_err(what: &str, e: std::io::Error) -> WireError {
     WireError::new(ErrorCode::Io, format!("{what}: {e}"))
 }
 
 impl<S: ObjectStore> DataService<S> {
-    pub fn new(store: S) -> Self {
+    /// Serves `store`, first recovering the all-or-nothing writes its last server left.
+    pub fn new(mut store: S) -> Self {
+        let txns = Txns::recover(&mut store);
         Self {
             store,
             fenced: HashSet::new(),
+            txns,
         }
     }
 
     /// Refuses every later request of `client` (its lease lapsed; its locks are about to
-    /// be released).
+    /// be released). Its staged writes are settled or left in doubt first, so nobody who
+    /// gets its locks next can see half of one.
     pub fn fence(&mut self, client: ClientId) {
         self.fenced.insert(client);
+        self.txns.client_gone(&mut self.store, client);
     }
 
-    /// `client` disconnected: forget it.
+    /// `client` disconnected: settle or leave in doubt its staged writes, and forget it.
     pub fn forget(&mut self, client: ClientId) {
         self.fenced.remove(&client);
+        self.txns.client_gone(&mut self.store, client);
+    }
+
+    /// The transaction state (for tests and reports).
+    pub fn txns(&self) -> &Txns {
+        &self.txns
+    }
+
+    /// The store (for tests).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Takes the store back (a test's "crash": a new service on it recovers).
+    pub fn into_store(self) -> S {
+        self.store
     }
 
     /// `handle` for a request from `client`: refused if `client` is fenced.
@@ -53,7 +83,10 @@ impl<S: ObjectStore> DataService<S> {
                 "refused: this client's lease lapsed and its locks were released (fenced)",
             ));
         }
-        self.handle(request)
+        match self.answer(client, request) {
+            Ok(r) => r,
+            Err(e) => Reply::Error(e),
+        }
     }
 
     /// True for the requests this service answers.
@@ -65,6 +98,10 @@ impl<S: ObjectStore> DataService<S> {
                 | Request::Remove { .. }
                 | Request::DropObjects { .. }
                 | Request::Write { .. }
+                | Request::Stage { .. }
+                | Request::Decide { .. }
+                | Request::Finish { .. }
+                | Request::Resolve { .. }
                 | Request::Read { .. }
                 | Request::Sync { .. }
                 | Request::ObjectSizes { .. }
@@ -73,11 +110,49 @@ impl<S: ObjectStore> DataService<S> {
         )
     }
 
+    /// `handle_from` for `LOCAL_CLIENT`.
     pub fn handle(&mut self, request: Request) -> Reply {
-        match self.answer(request) {
-            Ok(r) => r,
-            Err(e) => Reply::Error(e),
+        self.handle_from(LOCAL_CLIENT, request)
+    }
+
+    /// An access to `pieces` of an object: `Some(InDoubt)` when it touches a write in
+    /// doubt (settled here first when this server decides it).
+    fn in_doubt(
+        &mut self,
+        file: FileId,
+        object: u32,
+        pieces: &[ObjPiece],
+    ) -> Result<Option<Reply>, WireError> {
+        Ok(self
+            .txns
+            .check_access(&mut self.store, file, object, pieces)?
+            .map(|(txn, decider)| Reply::InDoubt { txn, decider }))
+    }
+
+    fn file_in_doubt(
+        &mut self,
+        file: FileId,
+        object: Option<u32>,
+    ) -> Result<Option<Reply>, WireError> {
+        Ok(self
+            .txns
+            .check_file(&mut self.store, file, object)?
+            .map(|(txn, decider)| Reply::InDoubt { txn, decider }))
+    }
+
+    /// Checks a write's pieces against its data.
+    fn check_write(pieces: &[ObjPiece], data: &[u8]) -> Result<u64, WireError> {
+        let total = validate_pieces(pieces)?;
+        if total != data.len() as u64 {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "pieces cover {total} bytes but {} bytes came with them",
+                    data.len()
+                ),
+            ));
         }
+        Ok(total)
     }
 
     fn lookup(&mut self, path: &str) -> Result<Option<FileMeta>, WireError> {
@@ -100,8 +175,44 @@ impl<S: ObjectStore> DataService<S> {
         }
     }
 
-    fn answer(&mut self, request: Request) -> Result<Reply, WireError> {
+    fn answer(&mut self, client: ClientId, request: Request) -> Result<Reply, WireError> {
         match request {
+            Request::Stage {
+                txn,
+                decider,
+                file,
+                object,
+                pieces,
+                data,
+            } => {
+                let total = Self::check_write(&pieces, &data)?;
+                if let Some(r) = self.in_doubt(file, object, &pieces)? {
+                    return Ok(r);
+                }
+                self.txns.stage(
+                    &mut self.store,
+                    client,
+                    txn,
+                    decider,
+                    file,
+                    object,
+                    pieces,
+                    data,
+                )?;
+                Ok(Reply::Written { bytes: total })
+            }
+            Request::Decide { txn, settled_below } => {
+                self.txns
+                    .decide(&mut self.store, client, txn, settled_below)?;
+                Ok(Reply::Done)
+            }
+            Request::Finish { txn, outcome } => {
+                self.txns.finish(&mut self.store, client, txn, outcome)?;
+                Ok(Reply::Done)
+            }
+            Request::Resolve { txn } => Ok(Reply::Outcome {
+                committed: self.txns.resolve(&mut self.store, txn)?,
+            }),
             Request::Create {
                 path,
                 stripe_size,
@@ -149,6 +260,9 @@ impl<S: ObjectStore> DataService<S> {
                 )),
             },
             Request::DropObjects { file } => {
+                if let Some(r) = self.file_in_doubt(file, None)? {
+                    return Ok(r);
+                }
                 self.store
                     .drop_objects(file)
                     .map_err(|e| io_err("dropping objects", e))?;
@@ -160,15 +274,9 @@ impl<S: ObjectStore> DataService<S> {
                 pieces,
                 data,
             } => {
-                let total = validate_pieces(&pieces)?;
-                if total != data.len() as u64 {
-                    return Err(WireError::new(
-                        ErrorCode::InvalidArgument,
-                        format!(
-                            "pieces cover {total} bytes but {} bytes came with them",
-                            data.len()
-                        ),
-                    ));
+                let total = Self::check_write(&pieces, &data)?;
+                if let Some(r) = self.in_doubt(file, object, &pieces)? {
+                    return Ok(r);
                 }
                 self.store
                     .write(file, object, &pieces, &data)
@@ -190,6 +298,9 @@ impl<S: ObjectStore> DataService<S> {
                         ),
                     ));
                 }
+                if let Some(r) = self.in_doubt(file, object, &pieces)? {
+                    return Ok(r);
+                }
                 let mut out = Vec::with_capacity(total as usize);
                 self.store
                     .read(file, object, &pieces, &mut out)
@@ -208,6 +319,9 @@ impl<S: ObjectStore> DataService<S> {
                         ErrorCode::InvalidArgument,
                         format!("object size {size} passes the largest offset"),
                     ));
+                }
+                if let Some(r) = self.file_in_doubt(file, Some(object))? {
+                    return Ok(r);
                 }
                 self.store
                     .set_size(file, object, size)

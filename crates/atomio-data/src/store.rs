@@ -8,15 +8,60 @@
 //!   completed sync survives a crash. Metadata records are written to a temporary file,
 //!   fsynced and renamed, so a record is either the old one or the new one.
 //!
+//! Both also keep what all-or-nothing writes need (see `txn`): *staged* writes (bytes kept
+//! aside under a slot number, invisible to reads, until applied or dropped) and the *decision
+//! log* of the writes this server decides. `FileStore` keeps each staged write in
+//! `<dir>/staging/<slot>.stage` (written as `.tmp`, then renamed: a staged write is whole or
+//! absent) after reserving its bytes in the object file (`fallocate`, size unchanged), so a
+//! full disk fails the staging, never the apply; decisions are appended to
+//! `<dir>/decisions.log`. Neither is `fsync`ed per write: both live in the page cache, which
+//! survives the server process being killed (`kill -9`); `sync` makes them durable against
+//! a machine crash with the objects.
+//!
 //! **Invariants:** reading a byte never written (a hole, or past an object's end) yields
-//! zero; pieces are applied in order; a store never panics on I/O errors, it returns them.
+//! zero; pieces are applied in order; a store never panics on I/O errors, it returns them;
+//! a staged write is never visible to `read` before `apply_staged`; applying a staged write
+//! twice leaves the same bytes (recovery may redo one).
 
-use atomio_proto::{FileId, FileMeta, ObjPiece};
+use atomio_layout::ServerId;
+use atomio_proto::{FileId, FileMeta, ObjPiece, TxnId};
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+/// A write staged under a transaction: where its bytes go once it commits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedWrite {
+    pub txn: TxnId,
+    /// The server deciding the write; `None` when this server decides it.
+    pub decider: Option<ServerId>,
+    pub file: FileId,
+    pub object: u32,
+    pub pieces: Vec<ObjPiece>,
+}
+
+/// One record of the decision log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecisionRecord {
+    Committed(TxnId),
+    Aborted(TxnId),
+    /// Every decision of `origin` below `seq` is forgotten (its writes are settled).
+    ForgetBelow {
+        origin: u64,
+        seq: u64,
+    },
+}
+
+/// What a store found when it opened: the staged writes and decisions its server left.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    pub staged: Vec<(u64, StagedWrite)>,
+    /// Live decisions (`true`: committed), after replaying the log.
+    pub decisions: Vec<(TxnId, bool)>,
+}
 
 pub trait ObjectStore: Send + 'static {
     fn put_meta(&mut self, meta: &FileMeta) -> io::Result<()>;
@@ -49,6 +94,86 @@ pub trait ObjectStore: Send + 'static {
     fn local(&self) -> Option<(PathBuf, String)> {
         None
     }
+    /// Keeps `data` for `w` under `slot`, invisible, and makes sure applying it later
+    /// cannot run out of space.
+    fn stage(&mut self, slot: u64, w: &StagedWrite, data: &[u8]) -> io::Result<()>;
+    /// Writes what `slot` staged into its object (idempotent).
+    fn apply_staged(&mut self, slot: u64, w: &StagedWrite) -> io::Result<()>;
+    /// Forgets what `slot` staged.
+    fn unstage(&mut self, slot: u64) -> io::Result<()>;
+    /// Appends to the decision log.
+    fn log_decision(&mut self, record: DecisionRecord) -> io::Result<()>;
+    /// Rewrites the decision log to hold exactly `live` (compaction).
+    fn rewrite_decisions(&mut self, live: &[(TxnId, bool)]) -> io::Result<()>;
+    /// What the store found at open (taken once).
+    fn take_recovered(&mut self) -> Recovered {
+        Recovered::default()
+    }
+    /// Tells clients on this host that some staged writes are in doubt, so they must read
+    /// through the server (which resolves them) instead of the object files.
+    fn set_in_doubt(&mut self, _any: bool) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The file in a `FileStore`'s objects directory that exists while writes are in doubt.
+pub const IN_DOUBT_FILE: &str = ".atomio-in-doubt";
+
+/// Replays decision records into the live decisions.
+fn replay_decisions(records: impl Iterator<Item = DecisionRecord>) -> Vec<(TxnId, bool)> {
+    let mut live: HashMap<u64, std::collections::BTreeMap<u64, bool>> = HashMap::new();
+    for r in records {
+        match r {
+            DecisionRecord::Committed(t) => {
+                live.entry(t.origin).or_default().insert(t.seq, true);
+            }
+            DecisionRecord::Aborted(t) => {
+                live.entry(t.origin).or_default().insert(t.seq, false);
+            }
+            DecisionRecord::ForgetBelow { origin, seq } => {
+                if let Some(m) = live.get_mut(&origin) {
+                    *m = m.split_off(&seq);
+                }
+            }
+        }
+    }
+    let mut v: Vec<(TxnId, bool)> = live
+        .into_iter()
+        .flat_map(|(origin, m)| {
+            m.into_iter()
+                .map(move |(seq, c)| (TxnId { origin, seq }, c))
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// A decision record on disk: origin, seq (little-endian), kind.
+const DECISION_BYTES: usize = 17;
+
+fn encode_decision(r: DecisionRecord) -> [u8; DECISION_BYTES] {
+    let (origin, seq, kind) = match r {
+        DecisionRecord::Committed(t) => (t.origin, t.seq, 1u8),
+        DecisionRecord::Aborted(t) => (t.origin, t.seq, 2),
+        DecisionRecord::ForgetBelow { origin, seq } => (origin, seq, 3),
+    };
+    let mut b = [0u8; DECISION_BYTES];
+    b[..8].copy_from_slice(&origin.to_le_bytes());
+    b[8..16].copy_from_slice(&seq.to_le_bytes());
+    b[16] = kind;
+    b
+}
+
+fn decode_decision(b: &[u8]) -> Option<DecisionRecord> {
+    let origin = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+    let seq = u64::from_le_bytes(b.get(8..16)?.try_into().ok()?);
+    let t = TxnId { origin, seq };
+    match b.get(16)? {
+        1 => Some(DecisionRecord::Committed(t)),
+        2 => Some(DecisionRecord::Aborted(t)),
+        3 => Some(DecisionRecord::ForgetBelow { origin, seq }),
+        _ => None,
+    }
 }
 
 /// The name of an object's file in a `FileStore`'s objects directory.
@@ -64,6 +189,8 @@ pub const STORE_ID_FILE: &str = ".atomio-store-id";
 pub struct MemStore {
     objects: HashMap<(FileId, u32), Vec<u8>>,
     meta: HashMap<FileId, FileMeta>,
+    /// Staged bytes by slot (the process is the failure domain: nothing to recover).
+    staged: HashMap<u64, Vec<u8>>,
 }
 
 impl MemStore {
@@ -162,6 +289,34 @@ impl ObjectStore for MemStore {
         obj.resize(size, 0);
         Ok(())
     }
+
+    fn stage(&mut self, slot: u64, _w: &StagedWrite, data: &[u8]) -> io::Result<()> {
+        self.staged.insert(slot, data.to_vec());
+        Ok(())
+    }
+
+    fn apply_staged(&mut self, slot: u64, w: &StagedWrite) -> io::Result<()> {
+        let data = self.staged.get(&slot).cloned().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("nothing staged in slot {slot}"),
+            )
+        })?;
+        self.write(w.file, w.object, &w.pieces, &data)
+    }
+
+    fn unstage(&mut self, slot: u64) -> io::Result<()> {
+        self.staged.remove(&slot);
+        Ok(())
+    }
+
+    fn log_decision(&mut self, _record: DecisionRecord) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn rewrite_decisions(&mut self, _live: &[(TxnId, bool)]) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Most object files kept open at once.
@@ -176,6 +331,12 @@ pub struct FileStore {
     id: String,
     open: HashMap<(FileId, u32), File>,
     dirty: HashSet<(FileId, u32)>,
+    staging_dir: PathBuf,
+    /// The decision log, opened for appending.
+    decisions: File,
+    decisions_path: PathBuf,
+    /// What `open` found, until the data service takes it.
+    recovered: Option<Recovered>,
     /// Holds an exclusive lock on `<dir>/.atomio-server.lock` while the store lives: two
     /// servers on one directory would overwrite each other's objects.
     _owner: File,
@@ -227,16 +388,150 @@ impl FileStore {
                 id
             }
         };
+        let staging_dir = dir.join("staging");
+        fs::create_dir_all(&staging_dir)?;
+        let decisions_path = dir.join("decisions.log");
+        let recovered = Recovered {
+            staged: recover_staged(&staging_dir)?,
+            decisions: recover_decisions(&decisions_path)?,
+        };
+        let decisions = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&decisions_path)?;
         Ok(Self {
             objects_dir,
             meta_dir,
             id,
             open: HashMap::new(),
             dirty: HashSet::new(),
+            staging_dir,
+            decisions,
+            decisions_path,
+            recovered: Some(recovered),
             _owner: owner,
         })
     }
 
+    fn staged_path(&self, slot: u64) -> PathBuf {
+        self.staging_dir.join(format!("{slot:016x}.stage"))
+    }
+
+    /// Reserves the blocks `pieces` will need in the object without changing its size.
+    fn reserve(&mut self, file: FileId, object: u32, pieces: &[ObjPiece]) -> io::Result<()> {
+        use nix::fcntl::{fallocate, FallocateFlags};
+        use std::os::fd::AsRawFd;
+        let (Some(first), Some(last)) = (pieces.first(), pieces.last()) else {
+            return Ok(());
+        };
+        let total: u64 = pieces.iter().map(|p| p.len).sum();
+        let hull = (first.offset, last.offset + last.len);
+        // One call over the hull when the pieces are dense; else one per piece (a sparse
+        // hull would allocate its holes).
+        let ranges: Vec<(u64, u64)> = if hull.1 - hull.0 <= total.saturating_mul(4) {
+            vec![hull]
+        } else {
+            pieces
+                .iter()
+                .map(|p| (p.offset, p.offset + p.len))
+                .collect()
+        };
+        let fd = self
+            .handle(file, object, true)?
+            .expect("created")
+            .as_raw_fd();
+        for (start, end) in ranges {
+            match fallocate(
+                fd,
+                FallocateFlags::FALLOC_FL_KEEP_SIZE,
+                start as i64,
+                (end - start) as i64,
+            ) {
+                Ok(()) => {}
+                // A file system without fallocate: applying may still run out of space.
+                Err(nix::errno::Errno::EOPNOTSUPP) => return Ok(()),
+                Err(e) => return Err(io::Error::from(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads the staged writes a server left in `dir` (half-written `.tmp` files were never
+/// acknowledged: they are removed).
+fn recover_staged(dir: &Path) -> io::Result<Vec<(u64, StagedWrite)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if let Some(slot) = name
+            .strip_suffix(".stage")
+            .and_then(|s| u64::from_str_radix(s, 16).ok())
+        {
+            match read_staged_header(&path) {
+                Ok((w, _)) => out.push((slot, w)),
+                Err(e) => {
+                    tracing::warn!("dropping unreadable staged write {}: {e}", path.display());
+                    fs::remove_file(&path)?;
+                }
+            }
+        } else if name.ends_with(".tmp") {
+            fs::remove_file(&path)?;
+        }
+    }
+    out.sort_unstable_by_key(|(slot, _)| *slot);
+    Ok(out)
+}
+
+/// A staged write's file: `[header length: u32 LE][header (postcard)][data]`.
+fn read_staged_header(path: &Path) -> io::Result<(StagedWrite, u64)> {
+    let f = File::open(path)?;
+    let mut len = [0u8; 4];
+    f.read_exact_at(&mut len, 0)?;
+    let len = u32::from_le_bytes(len) as u64;
+    let size = f.metadata()?.len();
+    if len > size.saturating_sub(4) || len > (1 << 24) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "bad header length",
+        ));
+    }
+    let mut header = vec![0u8; len as usize];
+    f.read_exact_at(&mut header, 4)?;
+    let w: StagedWrite =
+        postcard::from_bytes(&header).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let total: u64 = w.pieces.iter().map(|p| p.len).sum();
+    if size != 4 + len + total {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{size} bytes, expected {}", 4 + len + total),
+        ));
+    }
+    Ok((w, 4 + len))
+}
+
+fn recover_decisions(path: &Path) -> io::Result<Vec<(TxnId, bool)>> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let whole = bytes.len() / DECISION_BYTES * DECISION_BYTES;
+    if whole != bytes.len() {
+        // A record cut by a crash was never acted on: drop it.
+        OpenOptions::new()
+            .write(true)
+            .open(path)?
+            .set_len(whole as u64)?;
+    }
+    Ok(replay_decisions(
+        bytes[..whole]
+            .chunks_exact(DECISION_BYTES)
+            .filter_map(decode_decision),
+    ))
+}
+
+impl FileStore {
     fn object_path(&self, file: FileId, object: u32) -> PathBuf {
         self.objects_dir.join(object_file_name(file, object))
     }
@@ -441,5 +736,100 @@ impl ObjectStore for FileStore {
             fs::remove_file(p)?;
         }
         Ok(())
+    }
+
+    fn stage(&mut self, slot: u64, w: &StagedWrite, data: &[u8]) -> io::Result<()> {
+        let done = self.stage_inner(slot, w, data);
+        if done.is_err() {
+            let _ = fs::remove_file(self.staged_path(slot).with_extension("tmp"));
+        }
+        done
+    }
+
+    fn apply_staged(&mut self, slot: u64, w: &StagedWrite) -> io::Result<()> {
+        let path = self.staged_path(slot);
+        let (_, data_at) = read_staged_header(&path)?;
+        let staged = File::open(&path)?;
+        let out = self.handle(w.file, w.object, true)?.expect("created");
+        let mut from = data_at as i64;
+        for p in &w.pieces {
+            let mut to = p.offset as i64;
+            let mut left = p.len as usize;
+            while left > 0 {
+                let n =
+                    nix::fcntl::copy_file_range(&staged, Some(&mut from), out, Some(&mut to), left)
+                        .map_err(io::Error::from)?;
+                if n == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("staged write {} is shorter than its pieces", path.display()),
+                    ));
+                }
+                left -= n;
+            }
+        }
+        self.dirty.insert((w.file, w.object));
+        Ok(())
+    }
+
+    fn unstage(&mut self, slot: u64) -> io::Result<()> {
+        match fs::remove_file(self.staged_path(slot)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn log_decision(&mut self, record: DecisionRecord) -> io::Result<()> {
+        use std::io::Write;
+        self.decisions.write_all(&encode_decision(record))
+    }
+
+    fn rewrite_decisions(&mut self, live: &[(TxnId, bool)]) -> io::Result<()> {
+        let tmp = self.decisions_path.with_extension("log.tmp");
+        let mut bytes = Vec::with_capacity(live.len() * DECISION_BYTES);
+        for &(t, committed) in live {
+            let r = if committed {
+                DecisionRecord::Committed(t)
+            } else {
+                DecisionRecord::Aborted(t)
+            };
+            bytes.extend_from_slice(&encode_decision(r));
+        }
+        fs::write(&tmp, &bytes)?;
+        fs::rename(&tmp, &self.decisions_path)?;
+        self.decisions = OpenOptions::new().append(true).open(&self.decisions_path)?;
+        Ok(())
+    }
+
+    fn take_recovered(&mut self) -> Recovered {
+        self.recovered.take().unwrap_or_default()
+    }
+
+    fn set_in_doubt(&mut self, any: bool) -> io::Result<()> {
+        let path = self.objects_dir.join(IN_DOUBT_FILE);
+        if any {
+            fs::write(path, b"")
+        } else {
+            match fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+impl FileStore {
+    fn stage_inner(&mut self, slot: u64, w: &StagedWrite, data: &[u8]) -> io::Result<()> {
+        self.reserve(w.file, w.object, &w.pieces)?;
+        let header = postcard::to_stdvec(w).map_err(io::Error::other)?;
+        let path = self.staged_path(slot);
+        let tmp = path.with_extension("tmp");
+        let f = File::create(&tmp)?;
+        let mut head = Vec::with_capacity(4 + header.len());
+        head.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        head.extend_from_slice(&header);
+        f.write_all_at(&head, 0)?;
+        f.write_all_at(data, head.len() as u64)?;
+        fs::rename(&tmp, &path)
     }
 }

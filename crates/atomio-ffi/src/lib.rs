@@ -44,6 +44,7 @@ pub const ATOMIO_EINTERNAL: c_int = 12;
 pub const ATOMIO_EEXISTS: c_int = 13;
 pub const ATOMIO_ELEASE: c_int = 14;
 pub const ATOMIO_EAUTH: c_int = 15;
+pub const ATOMIO_EABORTED: c_int = 16;
 
 #[cfg(test)]
 mod codes {
@@ -69,6 +70,7 @@ mod codes {
             (ATOMIO_EEXISTS, ErrorCode::Exists),
             (ATOMIO_ELEASE, ErrorCode::LeaseExpired),
             (ATOMIO_EAUTH, ErrorCode::Unauthorized),
+            (ATOMIO_EABORTED, ErrorCode::Aborted),
         ];
         for (c, e) in pairs {
             assert_eq!(c, e as c_int, "{e:?}");

@@ -52,7 +52,7 @@ fn write(file: u64, object: u32, pieces: &[(u64, u64)], byte: u8) -> Request {
         file: FileId(file),
         object,
         pieces,
-        data: serde_bytes::ByteBuf::from(vec![byte; n as usize]),
+        data: atomio_proto::data::Bytes::from(vec![byte; n as usize]),
     }
 }
 
@@ -320,7 +320,7 @@ pub fn frames() -> Vec<(String, Vec<u8>)> {
             waiting: 1,
             ..Default::default()
         }),
-        Reply::Data(serde_bytes::ByteBuf::from(vec![1, 2, 3])),
+        Reply::Data(atomio_proto::data::Bytes::from(vec![1, 2, 3])),
         Reply::Sizes(vec![(0, 10), (1, 4096)]),
         Reply::Error(WireError::new(ErrorCode::LeaseExpired, "lapsed")),
     ];

@@ -61,7 +61,17 @@ pub struct ClusterClient {
     timeout: Duration,
     /// Renews this client's leases (TCP servers that keep them).
     keeper: Option<crate::lease_keeper::LeaseKeeper>,
+    /// All-or-nothing writes: this client's random origin, its last seq, and the seqs of
+    /// writes that committed but are not settled at every participant (their decisions
+    /// must be kept).
+    txn_origin: u64,
+    txn_seq: u64,
+    unsettled: std::collections::BTreeSet<u64>,
 }
+
+/// Most unsettled writes remembered; older ones are let go (their decisions are then
+/// kept by their deciders for good, which costs 17 bytes each).
+const MAX_UNSETTLED: usize = 1024;
 
 impl ClusterClient {
     pub(crate) fn new(links: Vec<Link>, events: mpsc::UnboundedReceiver<ClientEvent>) -> Self {
@@ -73,6 +83,32 @@ impl ClusterClient {
             seq: 0,
             timeout: DEFAULT_TIMEOUT,
             keeper: None,
+            txn_origin: rand::random(),
+            txn_seq: 0,
+            unsettled: std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// A new all-or-nothing write's id, and the seq below which every earlier write of
+    /// this client is settled (its decider may forget those decisions).
+    pub fn next_txn(&mut self) -> (atomio_proto::TxnId, u64) {
+        self.txn_seq += 1;
+        let seq = self.txn_seq;
+        let settled_below = self.unsettled.first().map_or(seq, |&u| u.min(seq));
+        let id = atomio_proto::TxnId {
+            origin: self.txn_origin,
+            seq,
+        };
+        (id, settled_below)
+    }
+
+    /// Reports how an all-or-nothing write ended.
+    pub fn txn_done(&mut self, txn: atomio_proto::TxnId, settled: bool) {
+        if !settled && txn.origin == self.txn_origin {
+            self.unsettled.insert(txn.seq);
+            while self.unsettled.len() > MAX_UNSETTLED {
+                self.unsettled.pop_first();
+            }
         }
     }
 

@@ -8,19 +8,33 @@
 //! every message at once; `on_reply` takes the answers in any order. A read assembles the
 //! returned bytes into the caller's offset order (`take_data`).
 //!
+//! `DataOp::write_atomic` writes all or nothing (see `atomio_data::txn`): every message is
+//! a `Stage`; once all are staged, `Decide` goes to the decider (the server of the first
+//! message) — the commit point — and then `Finish(Commit)` to the other participants. A
+//! failed stage aborts (`Finish(Abort)` everywhere); a decider that does not answer leaves
+//! the participants in doubt (`Finish(Unknown)`), to be resolved by whoever touches those
+//! bytes next. After the commit point the write has happened: a participant that misses
+//! its `Finish` applies it when resolved, so the call succeeds but is not *settled*.
+//!
+//! Any access answered `InDoubt` (bytes a vanished writer left staged) is resolved here:
+//! `Resolve` at the named decider, its outcome handed down with `Finish`, then the
+//! message is sent again (at most `MAX_RESOLUTIONS` times per call).
+//!
 //! The async driver (`ClusterClient::drive`) runs it over TCP or in-process links; the
 //! seeded simulator runs it against real `DataService`s with random delivery.
 //!
 //! **Invariants:** data order is the ranges' order; the op is `Done` only when every
-//! message was answered with success; the first error fails it, but it still counts the
-//! other answers so nothing is left in flight when it reports `Failed`; a reply of the
-//! wrong kind or length is an error, never a panic.
+//! message was answered with success (atomic writes: when the decider committed and every
+//! `Finish` was answered or lost); no `Decide` before every `Stage` succeeded, no
+//! `Finish(Commit)` before the decider committed; the first error fails it, but it still
+//! counts the other answers so nothing is left in flight when it reports `Failed`; a reply
+//! of the wrong kind or length is an error, never a panic.
 
 use crate::machine::{Machine, Progress};
 use atomio_layout::{ByteRange, Layout, ServerId};
 use atomio_lock::Send;
 use atomio_proto::data::Bytes;
-use atomio_proto::{ErrorCode, FileId, ObjPiece, Reply, Request, WireError};
+use atomio_proto::{ErrorCode, FileId, ObjPiece, Reply, Request, TxnId, TxnOutcome, WireError};
 use std::collections::HashMap;
 
 /// Bytes of payload per data message.
@@ -74,11 +88,51 @@ pub fn chunks(layout: &Layout, ranges: impl Iterator<Item = ByteRange>) -> Vec<C
     done
 }
 
+/// Most in-doubt resolutions one call performs before giving up.
+pub const MAX_RESOLUTIONS: u32 = 64;
+
+/// Where an all-or-nothing write is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxnPhase {
+    Staging,
+    /// `Decide` sent, not answered.
+    Deciding,
+    /// Decided (or aborted, or unknown): `Finish` sent to the participants.
+    Finishing {
+        committed: bool,
+    },
+}
+
+#[derive(Debug)]
+struct Txn {
+    id: TxnId,
+    settled_below: u64,
+    decider: ServerId,
+    phase: TxnPhase,
+    /// Every participant acknowledged its `Finish` (or the write aborted cleanly).
+    settled: bool,
+    /// Set by `abandon`: the `Finish` that `cleanup` must still send.
+    untold: Option<(TxnOutcome, bool)>,
+}
+
 #[derive(Debug)]
 enum Kind {
     Write,
+    Atomic(Txn),
     /// The bytes read so far, in the caller's order.
     Read(Vec<u8>),
+}
+
+/// What one sent message was.
+#[derive(Debug, Clone, Copy)]
+enum Sub {
+    Chunk(usize),
+    /// `Resolve` at a decider, for an in-doubt write that blocked chunk `usize`.
+    Resolve(usize, TxnId),
+    /// `Finish` handing that outcome to the chunk's server.
+    Settle(usize),
+    Decide,
+    Finish,
 }
 
 #[derive(Debug)]
@@ -86,10 +140,13 @@ pub struct DataOp {
     file: FileId,
     kind: Kind,
     chunks: Vec<Chunk>,
-    /// The requests, taken by `start`.
-    requests: Vec<Option<Request>>,
+    /// The request of each chunk (cheap to clone: the data is reference-counted).
+    requests: Vec<Request>,
+    /// Every message sent, by sub; and whether it was answered.
+    subs: Vec<Sub>,
     answered: Vec<bool>,
     pending: usize,
+    resolutions: u32,
     error: Option<WireError>,
 }
 
@@ -104,20 +161,48 @@ impl DataOp {
         let chunks = chunks(layout, ranges);
         let requests = chunks
             .iter()
-            .map(|c| {
-                let mut buf = Vec::with_capacity(c.bytes);
-                for &(at, len) in &c.spans {
-                    buf.extend_from_slice(&data[at..at + len]);
-                }
-                Some(Request::Write {
-                    file,
-                    object: c.object,
-                    pieces: c.pieces.clone(),
-                    data: Bytes::from(buf),
-                })
+            .map(|c| Request::Write {
+                file,
+                object: c.object,
+                pieces: c.pieces.clone(),
+                data: gather(c, data),
             })
             .collect();
         Self::new(file, Kind::Write, chunks, requests)
+    }
+
+    /// Writes like `write`, all or nothing: staged everywhere, committed at one server.
+    /// `settled_below`: every earlier write of `txn.origin` below this seq is settled.
+    pub fn write_atomic(
+        file: FileId,
+        layout: &Layout,
+        ranges: impl Iterator<Item = ByteRange>,
+        data: &[u8],
+        txn: TxnId,
+        settled_below: u64,
+    ) -> Self {
+        let chunks = chunks(layout, ranges);
+        let decider = chunks.first().map_or(ServerId(0), |c| c.server);
+        let requests = chunks
+            .iter()
+            .map(|c| Request::Stage {
+                txn,
+                decider: (c.server != decider).then_some(decider),
+                file,
+                object: c.object,
+                pieces: c.pieces.clone(),
+                data: gather(c, data),
+            })
+            .collect();
+        let t = Txn {
+            id: txn,
+            settled_below,
+            decider,
+            phase: TxnPhase::Staging,
+            settled: false,
+            untold: None,
+        };
+        Self::new(file, Kind::Atomic(t), chunks, requests)
     }
 
     /// Reads `ranges` (holes and bytes past the end read as zero) into a buffer of `len`
@@ -131,26 +216,25 @@ impl DataOp {
         let chunks = chunks(layout, ranges);
         let requests = chunks
             .iter()
-            .map(|c| {
-                Some(Request::Read {
-                    file,
-                    object: c.object,
-                    pieces: c.pieces.clone(),
-                })
+            .map(|c| Request::Read {
+                file,
+                object: c.object,
+                pieces: c.pieces.clone(),
             })
             .collect();
         Self::new(file, Kind::Read(vec![0u8; len]), chunks, requests)
     }
 
-    fn new(file: FileId, kind: Kind, chunks: Vec<Chunk>, requests: Vec<Option<Request>>) -> Self {
-        let n = chunks.len();
+    fn new(file: FileId, kind: Kind, chunks: Vec<Chunk>, requests: Vec<Request>) -> Self {
         Self {
             file,
             kind,
             chunks,
             requests,
-            answered: vec![false; n],
-            pending: n,
+            subs: Vec::new(),
+            answered: Vec::new(),
+            pending: 0,
+            resolutions: 0,
             error: None,
         }
     }
@@ -159,21 +243,91 @@ impl DataOp {
         self.file
     }
 
-    /// Messages this call sends (one per object chunk).
+    /// Messages this call sends in its first step (one per object chunk).
     pub fn messages(&self) -> usize {
         self.chunks.len()
     }
 
+    /// The all-or-nothing write's id, and whether it is settled (every participant has
+    /// applied or dropped its bytes); `None` for other calls.
+    pub fn txn(&self) -> Option<(TxnId, bool)> {
+        match &self.kind {
+            Kind::Atomic(t) => Some((t.id, t.settled)),
+            _ => None,
+        }
+    }
+
+    fn send(&mut self, out: &mut Vec<Send>, server: ServerId, what: Sub, request: Request) {
+        out.push(Send {
+            server,
+            sub: self.subs.len() as u32,
+            request,
+        });
+        self.subs.push(what);
+        self.answered.push(false);
+        self.pending += 1;
+    }
+
     /// Emits every message.
     pub fn start(&mut self, out: &mut Vec<Send>) {
-        for (i, (c, r)) in self.chunks.iter().zip(&mut self.requests).enumerate() {
-            if let Some(request) = r.take() {
-                out.push(Send {
-                    server: c.server,
-                    sub: i as u32,
-                    request,
-                });
+        for i in 0..self.chunks.len() {
+            self.send_chunk(i, out);
+        }
+    }
+
+    fn send_chunk(&mut self, i: usize, out: &mut Vec<Send>) {
+        let r = self.requests[i].clone();
+        self.send(out, self.chunks[i].server, Sub::Chunk(i), r);
+    }
+
+    /// The servers of the write, each once.
+    fn participants(&self) -> Vec<ServerId> {
+        let mut v: Vec<ServerId> = self.chunks.iter().map(|c| c.server).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Sends `Finish(outcome)` to every participant but the decider (and to the decider
+    /// too when `also_decider`).
+    fn finish_all(&mut self, outcome: TxnOutcome, also_decider: bool, out: &mut Vec<Send>) {
+        let Kind::Atomic(t) = &self.kind else { return };
+        let (txn, decider) = (t.id, t.decider);
+        for s in self.participants() {
+            if s != decider || also_decider {
+                self.send(out, s, Sub::Finish, Request::Finish { txn, outcome });
             }
+        }
+    }
+
+    /// The next step of an atomic write once the current one is answered.
+    fn advance(&mut self, out: &mut Vec<Send>) {
+        if self.pending > 0 {
+            return;
+        }
+        let Kind::Atomic(t) = &mut self.kind else {
+            return;
+        };
+        match t.phase {
+            TxnPhase::Staging if self.error.is_none() => {
+                t.phase = TxnPhase::Deciding;
+                let (decider, request) = (
+                    t.decider,
+                    Request::Decide {
+                        txn: t.id,
+                        settled_below: t.settled_below,
+                    },
+                );
+                self.send(out, decider, Sub::Decide, request);
+            }
+            TxnPhase::Staging => {
+                // Nothing was decided: drop what was staged, the decider's too.
+                t.phase = TxnPhase::Finishing { committed: false };
+                t.settled = true;
+                self.finish_all(TxnOutcome::Abort, true, out);
+            }
+            TxnPhase::Deciding => {}
+            TxnPhase::Finishing { .. } => {}
         }
     }
 
@@ -181,15 +335,19 @@ impl DataOp {
     pub fn take_data(&mut self) -> Vec<u8> {
         match &mut self.kind {
             Kind::Read(buf) => std::mem::take(buf),
-            Kind::Write => Vec::new(),
+            _ => Vec::new(),
         }
     }
 
-    fn answer(&mut self, sub: u32, reply: Reply) -> Result<(), WireError> {
-        let c = &self.chunks[sub as usize];
+    fn answer(&mut self, i: usize, reply: Reply) -> Result<(), WireError> {
+        let c = &self.chunks[i];
         match (&mut self.kind, reply) {
             (_, Reply::Error(e)) => Err(e),
-            (Kind::Write, Reply::Written { bytes }) if bytes == c.bytes as u64 => Ok(()),
+            (Kind::Write | Kind::Atomic(_), Reply::Written { bytes })
+                if bytes == c.bytes as u64 =>
+            {
+                Ok(())
+            }
             (Kind::Read(out), Reply::Data(data)) if data.len() == c.bytes => {
                 let mut from = 0;
                 for &(at, len) in &c.spans {
@@ -207,10 +365,53 @@ impl DataOp {
             )),
         }
     }
+
+    fn fail(&mut self, e: WireError) {
+        self.error.get_or_insert(e);
+    }
+
+    fn on_decided(&mut self, reply: Reply, out: &mut Vec<Send>) {
+        let Kind::Atomic(t) = &mut self.kind else {
+            return;
+        };
+        let (committed, outcome, error) = match reply {
+            Reply::Done => (true, TxnOutcome::Commit, None),
+            Reply::Error(e) if e.code == ErrorCode::Aborted => (false, TxnOutcome::Abort, Some(e)),
+            other => {
+                let e = match other {
+                    Reply::Error(e) => e,
+                    r => WireError::new(ErrorCode::Internal, format!("Decide answered {r:?}")),
+                };
+                let e = WireError::new(
+                    e.code,
+                    format!(
+                        "{} did not say whether {} committed ({}); its bytes stay in doubt until resolved",
+                        t.decider, t.id, e.message
+                    ),
+                );
+                (false, TxnOutcome::Unknown, Some(e))
+            }
+        };
+        t.phase = TxnPhase::Finishing { committed };
+        t.settled = true; // until a Finish fails
+        if let Some(e) = error {
+            self.fail(e);
+        }
+        self.finish_all(outcome, false, out);
+    }
+}
+
+/// The bytes of one chunk, gathered from the caller's buffer.
+fn gather(c: &Chunk, data: &[u8]) -> Bytes {
+    let mut buf = Vec::with_capacity(c.bytes);
+    for &(at, len) in &c.spans {
+        buf.extend_from_slice(&data[at..at + len]);
+    }
+    Bytes::from(buf)
 }
 
 impl Machine for DataOp {
-    fn on_reply(&mut self, sub: u32, reply: Reply, _out: &mut Vec<Send>) {
+    fn on_reply(&mut self, sub: u32, reply: Reply, out: &mut Vec<Send>) {
         let Some(seen) = self.answered.get_mut(sub as usize) else {
             return;
         };
@@ -218,22 +419,101 @@ impl Machine for DataOp {
             return; // a duplicate answer changes nothing
         }
         self.pending -= 1;
-        if let Err(e) = self.answer(sub, reply) {
-            self.error.get_or_insert(e);
+        match (self.subs[sub as usize], reply) {
+            (Sub::Chunk(i), Reply::InDoubt { txn, decider }) => {
+                if self.resolutions >= MAX_RESOLUTIONS {
+                    self.fail(WireError::new(
+                        ErrorCode::InvalidState,
+                        format!("still in doubt after {MAX_RESOLUTIONS} resolutions ({txn})"),
+                    ));
+                } else {
+                    self.resolutions += 1;
+                    self.send(out, decider, Sub::Resolve(i, txn), Request::Resolve { txn });
+                }
+            }
+            (Sub::Chunk(i), reply) => {
+                if let Err(e) = self.answer(i, reply) {
+                    self.fail(e);
+                }
+            }
+            (Sub::Resolve(i, txn), Reply::Outcome { committed }) => {
+                let outcome = if committed {
+                    TxnOutcome::Commit
+                } else {
+                    TxnOutcome::Abort
+                };
+                let server = self.chunks[i].server;
+                self.send(
+                    out,
+                    server,
+                    Sub::Settle(i),
+                    Request::Finish { txn, outcome },
+                );
+            }
+            (Sub::Resolve(_, txn), r) => self.fail(WireError::new(
+                ErrorCode::InvalidState,
+                format!("could not resolve {txn}, which holds bytes this call touches: {r:?}"),
+            )),
+            (Sub::Settle(i), Reply::Done) => self.send_chunk(i, out),
+            (Sub::Settle(_), r) => self.fail(WireError::new(
+                ErrorCode::InvalidState,
+                format!("handing down a resolved write failed: {r:?}"),
+            )),
+            (Sub::Decide, reply) => self.on_decided(reply, out),
+            (Sub::Finish, reply) => {
+                if let (Kind::Atomic(t), false) = (&mut self.kind, reply == Reply::Done) {
+                    // Decided already: the participant resolves it later.
+                    t.settled = false;
+                    tracing::debug!(txn = %t.id, "a participant missed its Finish: {reply:?}");
+                }
+            }
         }
+        self.advance(out);
     }
 
     fn progress(&self) -> Progress {
-        match (&self.error, self.pending) {
-            (Some(e), 0) => Progress::Failed(e.clone()),
-            (_, 0) => Progress::Done,
-            _ => Progress::Waiting,
+        if self.pending > 0 {
+            return Progress::Waiting;
+        }
+        if let Kind::Atomic(t) = &self.kind {
+            if matches!(t.phase, TxnPhase::Staging | TxnPhase::Deciding) {
+                return Progress::Waiting;
+            }
+        }
+        match &self.error {
+            Some(e) => Progress::Failed(e.clone()),
+            None => Progress::Done,
         }
     }
 
     fn abandon(&mut self, error: WireError) {
         self.pending = 0;
-        self.error.get_or_insert(error);
+        self.fail(error);
+        if let Kind::Atomic(t) = &mut self.kind {
+            // What `cleanup` must tell the participants: nothing was decided (`Abort`,
+            // the decider included), or only the decider knows (`Unknown`).
+            t.untold = match t.phase {
+                TxnPhase::Staging => Some((TxnOutcome::Abort, true)),
+                TxnPhase::Deciding => Some((TxnOutcome::Unknown, false)),
+                TxnPhase::Finishing { .. } => None,
+            };
+            if t.untold.is_some() {
+                t.phase = TxnPhase::Finishing { committed: false };
+                t.settled = false;
+            }
+        }
+    }
+
+    /// After `abandon`: participants of an atomic write that was not finished are told —
+    /// `Abort` if `Decide` was never sent, else `Unknown` (the decider alone knows).
+    fn cleanup(&mut self, out: &mut Vec<Send>) -> Vec<(ServerId, u32)> {
+        if let Kind::Atomic(t) = &mut self.kind {
+            if let Some((outcome, also_decider)) = t.untold.take() {
+                self.finish_all(outcome, also_decider, out);
+                self.pending = 0; // nobody waits for these answers
+            }
+        }
+        Vec::new()
     }
 }
 

@@ -16,6 +16,33 @@ pub struct ObjPiece {
     pub len: u64,
 }
 
+/// One all-or-nothing write, named by its writer: `origin` is random per client process
+/// (so ids from different clients never collide without coordination) and `seq` counts
+/// that client's writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TxnId {
+    pub origin: u64,
+    pub seq: u64,
+}
+
+impl std::fmt::Display for TxnId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "txn {:x}.{}", self.origin, self.seq)
+    }
+}
+
+/// How a participant finishes a staged write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnOutcome {
+    /// The write committed at its decider: apply the staged bytes.
+    Commit,
+    /// The write did not commit: drop the staged bytes.
+    Abort,
+    /// The writer cannot tell (its decider did not answer): keep the bytes staged and in
+    /// doubt; the next access to them resolves the write at its decider.
+    Unknown,
+}
+
 /// What a file is: its id, path and layout.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileMeta {
@@ -105,5 +132,6 @@ pub fn validate_pieces(pieces: &[ObjPiece]) -> Result<u64, WireError> {
     Ok(total)
 }
 
-/// A byte buffer that serializes as bytes (one copy), not as a sequence of integers.
-pub type Bytes = serde_bytes::ByteBuf;
+/// A byte buffer that serializes as bytes (one copy), not as a sequence of integers, and
+/// clones without copying (a write kept for a retry costs a reference count).
+pub type Bytes = bytes::Bytes;

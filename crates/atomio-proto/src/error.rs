@@ -41,6 +41,10 @@ pub enum ErrorCode {
     /// The server requires a shared-secret token (`ATOMIO_TOKEN` / `ATOMIO_TOKEN_FILE`) and
     /// this peer did not prove it holds the right one.
     Unauthorized = 15,
+    /// An all-or-nothing write was aborted: none of its bytes were applied anywhere (a
+    /// participant failed before the commit point, or the write was resolved as aborted
+    /// while its writer was gone).
+    Aborted = 16,
 }
 
 impl From<u16> for ErrorCode {
@@ -60,6 +64,7 @@ impl From<u16> for ErrorCode {
             13 => Self::Exists,
             14 => Self::LeaseExpired,
             15 => Self::Unauthorized,
+            16 => Self::Aborted,
             _ => Self::Internal,
         }
     }

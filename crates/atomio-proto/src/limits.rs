@@ -38,3 +38,7 @@ pub const MAX_QUEUED_REPLY_BYTES: usize = 2 * MAX_FRAME_BYTES;
 pub const MAX_PIECES_PER_REQUEST: usize = 1 << 16;
 /// Longest file path accepted.
 pub const MAX_PATH_BYTES: usize = 4096;
+/// Most staged (not yet decided) write pieces one client may have at one server: an
+/// all-or-nothing write stages one record per object message, so a client needs a few per
+/// call in flight; the cap keeps one client from filling a server's staging area.
+pub const MAX_STAGED_PER_CLIENT: usize = 1 << 14;
