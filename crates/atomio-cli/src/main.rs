@@ -58,6 +58,10 @@ enum Command {
     /// subject).
     #[command(hide = true)]
     ProbeHold(probe::ProbeHoldArgs),
+    /// A client that overwrites one range again and again, one byte value per write (the
+    /// all-or-nothing probes kill it, or a server, mid-write).
+    #[command(hide = true)]
+    ProbeWrite(probe::ProbeWriteArgs),
 }
 
 #[derive(Subcommand)]
@@ -135,6 +139,7 @@ fn main() -> std::process::ExitCode {
         Command::Verify(a) => files::verify(a),
         Command::Worker => worker(),
         Command::ProbeHold(a) => probe::run(a),
+        Command::ProbeWrite(a) => probe::run_writes(a),
         Command::Stats(a) => stats::run(a),
         Command::Sim(a) => sim::run(a),
     };

@@ -7,6 +7,12 @@
 //! written; then waits for a line on stdin; then tries to write `C` over the same bytes
 //! and prints `WRITE ok` or `WRITE <error>`, and `LEASE ok` or `LEASE <error>` (the
 //! client's own view of its lease).
+//!
+//! `atomio probe-write` (hidden): overwrites `[offset, offset + len)` of a cluster file
+//! `rounds` times with the strategy given, write `k` filling it with byte `k`; prints
+//! `WROTE k` after each write returns, or `FAILED k <error>` (and goes on). The
+//! all-or-nothing probes kill it — or a server — in the middle of a write and check that
+//! the range then holds one write's bytes, never a mix.
 
 use anyhow::Context;
 use atomio_layout::{Access, ByteRange};
@@ -71,6 +77,54 @@ pub fn run(a: ProbeHoldArgs) -> anyhow::Result<()> {
             lease.map_or_else(|e| e.to_string(), |()| "ok".into())
         );
         let _ = c.unlock(held).await;
+        anyhow::Ok(())
+    })
+}
+
+#[derive(Args)]
+pub struct ProbeWriteArgs {
+    /// Server addresses, comma-separated (server i of the cluster first).
+    #[arg(long, value_delimiter = ',', required = true)]
+    servers: Vec<String>,
+    /// The cluster file to create (or open).
+    #[arg(long)]
+    path: String,
+    /// Bytes to write each time, from offset 0.
+    #[arg(long)]
+    len: u64,
+    /// Writes to make.
+    #[arg(long, default_value_t = 1000)]
+    rounds: u32,
+    /// The atomicity strategy (`none`: plain writes, the negative control).
+    #[arg(long, default_value = "ching:datatype:one-try")]
+    strategy: String,
+    /// Strip size of a new file.
+    #[arg(long, default_value_t = 64 << 10)]
+    stripe: u64,
+}
+
+pub fn run_writes(a: ProbeWriteArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let mut c = ClusterClient::connect_tcp(&a.servers).await?;
+        let n = c.servers() as u32;
+        let info = c.create(&a.path, a.stripe, n, false).await?;
+        let mut f = atomio_client::File::from_info(info);
+        let strategy: atomio_client::Strategy =
+            a.strategy.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+        f.set_atomic(Some(strategy))?;
+        let access = Access::contiguous(ByteRange::new(0, a.len).context("the range")?)?;
+        let mut data = vec![0u8; a.len as usize];
+        for k in 1..=a.rounds {
+            data.fill(k as u8);
+            match f.write(&mut c, &access, &data).await {
+                Ok(()) => println!("WROTE {k}"),
+                Err(e) => println!("FAILED {k} {e}"),
+            }
+            std::io::stdout().flush()?;
+        }
         anyhow::Ok(())
     })
 }
