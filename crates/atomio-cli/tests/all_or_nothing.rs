@@ -6,7 +6,6 @@
 //! never a mix. Negative controls run the same faults with plain writes (`none`) and must
 //! see torn ranges — so the check can fail.
 
-
 use atomio_client::{File, Strategy};
 use atomio_layout::{Access, ByteRange};
 use atomio_net::{ClusterClient, LocalServers};

@@ -326,7 +326,8 @@ impl File {
         let c = c.ok_or_else(|| no_client(&what))?;
         // An atomic write on the servers is all-or-nothing: staged everywhere, then
         // committed at one server (never through the object files, which cannot stage).
-        let all_or_nothing = self.atomic.is_atomic() && matches!(op, Op::Write(_));
+        let all_or_nothing =
+            self.atomic.is_atomic() && matches!(op, Op::Write(_)) && staged_writes_enabled();
         let io = match (&self.placement, &op) {
             (Placement::Servers(_), _) if !all_or_nothing && self.local_objects_usable() => {
                 CallIo::Local
@@ -526,6 +527,14 @@ impl File {
             }
         }
     }
+}
+
+/// Whether atomic writes on servers are all-or-nothing (staged, committed at one server).
+/// `ATOMIO_STAGED_WRITES=0` turns it off — atomic against concurrent writers still, but a
+/// crash mid-write may tear — to measure what staging costs.
+fn staged_writes_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ATOMIO_STAGED_WRITES").map_or(true, |v| v != "0"))
 }
 
 /// Step 2 on the user's file with the technique's I/O method.

@@ -7,7 +7,7 @@ use atomio_layout::{Access, ByteRange, Layout, Order, Pattern, ServerId};
 use atomio_proto::frame;
 use atomio_proto::{
     ClientFrame, ClientId, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, ObjPiece,
-    Reply, Request, ServerFrame, Wait, WireError, WirePattern,
+    Reply, Request, ServerFrame, TxnId, TxnOutcome, Wait, WireError, WirePattern,
 };
 
 fn f(client: u8, tag: u64, request: Request) -> Step {
@@ -53,6 +53,33 @@ fn write(file: u64, object: u32, pieces: &[(u64, u64)], byte: u8) -> Request {
         object,
         pieces,
         data: atomio_proto::data::Bytes::from(vec![byte; n as usize]),
+    }
+}
+
+fn txn(seq: u64) -> TxnId {
+    TxnId { origin: 77, seq }
+}
+
+fn stage(
+    seq: u64,
+    decider: Option<ServerId>,
+    object: u32,
+    pieces: &[(u64, u64)],
+    byte: u8,
+) -> Request {
+    let Request::Write {
+        file, pieces, data, ..
+    } = write(1, object, pieces, byte)
+    else {
+        unreachable!("write() builds a Write")
+    };
+    Request::Stage {
+        txn: txn(seq),
+        decider,
+        file,
+        object,
+        pieces,
+        data,
     }
 }
 
@@ -246,6 +273,54 @@ pub fn scripts() -> Vec<(&'static str, Script)> {
                     4,
                     Request::Remove {
                         path: "/out/file".into(),
+                    },
+                ),
+            ]),
+        ),
+        (
+            // All-or-nothing writes: one decided here and committed; one of a client that
+            // leaves, decided elsewhere, so its bytes are in doubt until resolved; one
+            // resolved as aborted before its writer's late Decide.
+            "staged-writes",
+            Script(vec![
+                f(0, 1, stage(1, None, 0, &[(0, 8), (16, 8)], 0x21)),
+                f(0, 2, stage(1, None, 1, &[(0, 4)], 0x22)),
+                f(
+                    0,
+                    3,
+                    Request::Decide {
+                        txn: txn(1),
+                        settled_below: 1,
+                    },
+                ),
+                f(1, 1, stage(2, Some(ServerId(3)), 0, &[(4, 8)], 0x23)),
+                Step::Disconnect { client: 1 },
+                f(2, 1, write(1, 0, &[(0, 12)], 0x24)),
+                f(2, 2, Request::Resolve { txn: txn(2) }),
+                f(
+                    2,
+                    3,
+                    Request::Finish {
+                        txn: txn(2),
+                        outcome: TxnOutcome::Abort,
+                    },
+                ),
+                f(0, 4, stage(3, None, 0, &[(40, 4)], 0x25)),
+                f(2, 4, Request::Resolve { txn: txn(3) }),
+                f(
+                    0,
+                    5,
+                    Request::Decide {
+                        txn: txn(3),
+                        settled_below: 3,
+                    },
+                ),
+                f(
+                    0,
+                    6,
+                    Request::Finish {
+                        txn: txn(3),
+                        outcome: TxnOutcome::Unknown,
                     },
                 ),
             ]),

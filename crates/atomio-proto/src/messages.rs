@@ -256,35 +256,6 @@ pub enum Request {
         pieces: Vec<crate::data::ObjPiece>,
         data: crate::data::Bytes,
     },
-    /// All-or-nothing write, step 1 at every participant: keep `data` for the pieces of one
-    /// object *staged* (durable, invisible) under `txn`. `decider`: the server that decides
-    /// the write, `None` at the decider itself. Answered `Written`.
-    Stage {
-        txn: crate::data::TxnId,
-        decider: Option<ServerId>,
-        file: FileId,
-        object: u32,
-        pieces: Vec<crate::data::ObjPiece>,
-        data: crate::data::Bytes,
-    },
-    /// Step 2, at the decider once every participant staged: record the commit (the
-    /// write's commit point) and apply the decider's own staged bytes; answered `Done`, or
-    /// `Aborted` if the write was already resolved as aborted. `settled_below`: every
-    /// write of the same origin with a lower `seq` is finished everywhere, so its decision
-    /// can be forgotten.
-    Decide {
-        txn: crate::data::TxnId,
-        settled_below: u64,
-    },
-    /// Step 3 at the other participants (also how a resolver hands down a decision):
-    /// apply, drop, or leave in doubt what `txn` staged here. Answered `Done`.
-    Finish {
-        txn: crate::data::TxnId,
-        outcome: crate::data::TxnOutcome,
-    },
-    /// At a write's decider: its outcome (answered `Outcome`). A write not yet committed
-    /// is recorded aborted first, so its writer's late `Decide` fails.
-    Resolve { txn: crate::data::TxnId },
     /// Read the pieces of one object (holes read as zeros).
     Read {
         file: FileId,
@@ -314,6 +285,36 @@ pub enum Request {
     /// The server's state for operators (answered `Stats`): lock table, waiters, leases,
     /// queue depths. Served by the lock actor, so it answers even while data I/O is slow.
     Stats,
+    // Appended (existing variants keep their wire numbers):
+    /// All-or-nothing write, step 1 at every participant: keep `data` for the pieces of one
+    /// object *staged* (durable, invisible) under `txn`. `decider`: the server that decides
+    /// the write, `None` at the decider itself. Answered `Written`.
+    Stage {
+        txn: crate::data::TxnId,
+        decider: Option<ServerId>,
+        file: FileId,
+        object: u32,
+        pieces: Vec<crate::data::ObjPiece>,
+        data: crate::data::Bytes,
+    },
+    /// Step 2, at the decider once every participant staged: record the commit (the
+    /// write's commit point) and apply the decider's own staged bytes; answered `Done`, or
+    /// `Aborted` if the write was already resolved as aborted. `settled_below`: every
+    /// write of the same origin with a lower `seq` is finished everywhere, so its decision
+    /// can be forgotten.
+    Decide {
+        txn: crate::data::TxnId,
+        settled_below: u64,
+    },
+    /// Step 3 at the other participants (also how a resolver hands down a decision):
+    /// apply, drop, or leave in doubt what `txn` staged here. Answered `Done`.
+    Finish {
+        txn: crate::data::TxnId,
+        outcome: crate::data::TxnOutcome,
+    },
+    /// At a write's decider: its outcome (answered `Outcome`). A write not yet committed
+    /// is recorded aborted first, so its writer's late `Decide` fails.
+    Resolve { txn: crate::data::TxnId },
 }
 
 /// A server's object files, as a client on the same host can reach them: the directory,
@@ -401,16 +402,6 @@ pub enum Reply {
     Written {
         bytes: u64,
     },
-    /// Answer to `Resolve`: whether the write committed.
-    Outcome {
-        committed: bool,
-    },
-    /// Answer to an access that touches bytes a vanished writer staged and left in doubt:
-    /// ask `decider` (`Resolve`), pass the outcome down (`Finish`), then try again.
-    InDoubt {
-        txn: crate::data::TxnId,
-        decider: ServerId,
-    },
     /// Answer to `Read`: the pieces' bytes, in order.
     Data(crate::data::Bytes),
     /// Answer to `Remove`, `DropObjects`, `Sync`.
@@ -424,6 +415,17 @@ pub enum Reply {
     /// Answer to `AuthStart` at a server that requires a token: prove it with `Auth`.
     Challenge {
         nonce: [u8; 32],
+    },
+    // Appended (existing variants keep their wire numbers):
+    /// Answer to `Resolve`: whether the write committed.
+    Outcome {
+        committed: bool,
+    },
+    /// Answer to an access that touches bytes a vanished writer staged and left in doubt:
+    /// ask `decider` (`Resolve`), pass the outcome down (`Finish`), then try again.
+    InDoubt {
+        txn: crate::data::TxnId,
+        decider: ServerId,
     },
 }
 
