@@ -712,6 +712,8 @@ impl ObjectStore for FileStore {
             }
             self.dirty.remove(&k);
         }
+        // Commit records must be as durable as the bytes they let others apply.
+        self.decisions.sync_data()?;
         sync_dir(&self.objects_dir)
     }
 
