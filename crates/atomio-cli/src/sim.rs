@@ -23,8 +23,9 @@ pub struct SimArgs {
     /// lock operations alone.
     #[arg(long)]
     stack: bool,
-    /// Inject faults: clients frozen past their lease, connection resets, partitions,
-    /// server crashes and restarts, abandoned operations (lock simulation only).
+    /// Inject faults. Lock simulation: clients frozen past their lease, connection resets,
+    /// partitions, server crashes and restarts, abandoned operations. With `--stack`:
+    /// clients killed mid-call (their cut-short writes must appear whole or not at all).
     #[arg(long)]
     faults: bool,
     /// Only this lock protocol (two-phase, one-try, alt-try); default: all, drawn per op.
@@ -101,19 +102,29 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
 
 fn run_stack(a: &SimArgs) -> anyhow::Result<()> {
     use atomio_client::sim::{run as run_stack_sim, StackSimConfig};
-    let mut calls = 0;
+    let (mut calls, mut crashes, mut committed) = (0, 0, 0);
     for seed in a.seed..a.seed + a.seeds {
         let mut cfg = StackSimConfig::new(seed);
         cfg.clients = a.clients.min(64);
         cfg.servers = a.servers;
         cfg.calls_per_client = a.ops;
+        cfg.crashes = a.faults;
         match run_stack_sim(&cfg) {
-            Ok(r) => calls += r.calls,
+            Ok(r) => {
+                calls += r.calls;
+                crashes += r.crashes;
+                committed += r.crashed_writes_visible;
+            }
             Err(f) => bail!("{f}"),
         }
     }
+    let faults = if a.faults {
+        format!(", {crashes} clients killed mid-call ({committed} cut-short writes committed, whole; the rest left nothing)")
+    } else {
+        String::new()
+    };
     println!(
-        "{} seeds from {}: {calls} atomic calls (locks and data), verified atomic, no deadlock",
+        "{} seeds from {}: {calls} atomic calls (locks and data), verified atomic, no deadlock{faults}",
         a.seeds, a.seed
     );
     Ok(())

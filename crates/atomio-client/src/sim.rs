@@ -17,6 +17,16 @@
 //! locks as soon as the data messages are sent, must be caught by the verifier on some
 //! seed — proving the check can fail.
 //!
+//! **Crashes** (`crashes`): now and then a client dies in the middle of a call, as under
+//! `kill -9`: each message it had in flight to a server is delivered or lost (a coin flip),
+//! replies to it are lost, every server learns it is gone (data service first, then locks,
+//! as a server's actors do), and it comes back as a new client (a new id) with its next
+//! call. A write cut short this way must appear whole or not at all: after the run its
+//! decider says whether it committed; a committed one is handed to the verifier like any
+//! other (it must appear whole, or overwritten by later writes), an aborted one is not (none
+//! of its bytes may appear).
+//! Negative control `StackFault::NoStaging`: crashes with plain (unstaged) writes are caught.
+//!
 //! A failure names its seed; `atomio sim --stack --seed N` replays it.
 
 use crate::call::{CallIo, CallOp};
@@ -43,6 +53,8 @@ pub struct StackSimConfig {
     /// Fraction of calls that read.
     pub read_fraction: f64,
     pub fault: StackFault,
+    /// Clients crash mid-call now and then (see the module comment).
+    pub crashes: bool,
 }
 
 /// Deliberate bugs; the verifier must catch each on some seed.
@@ -53,6 +65,9 @@ pub enum StackFault {
     NoLocks,
     /// Calls release their locks as soon as the data messages are sent.
     EarlyRelease,
+    /// Atomic writes are sent as plain writes, not staged: a crash mid-write must then be
+    /// caught as a torn write (run with `crashes`).
+    NoStaging,
 }
 
 impl StackSimConfig {
@@ -66,6 +81,7 @@ impl StackSimConfig {
             stripe_size: 64,
             read_fraction: 0.3,
             fault: StackFault::None,
+            crashes: false,
         }
     }
 }
@@ -75,6 +91,9 @@ pub struct StackSimReport {
     pub steps: u64,
     pub calls: u64,
     pub messages: u64,
+    /// Clients that crashed mid-call, and how many of their cut-short writes committed.
+    pub crashes: u64,
+    pub crashed_writes_visible: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -122,6 +141,18 @@ struct Client {
     /// The call in flight and its sequence number (the tag's high half).
     current: Option<(CallOp, u64)>,
     seq: u64,
+    /// Incremented at each crash: the client's id at the servers changes with it.
+    incarnation: u64,
+}
+
+/// A client's id at the servers in its current incarnation.
+fn server_id(client: usize, incarnation: u64) -> ClientId {
+    ClientId((incarnation << 20) + client as u64 + 1)
+}
+
+fn client_of(id: ClientId) -> (usize, u64) {
+    let v = id.0 - 1;
+    ((v & ((1 << 20) - 1)) as usize, v >> 20)
 }
 
 struct Server {
@@ -173,6 +204,95 @@ fn random_access(rng: &mut ChaCha8Rng, file: u64) -> Access {
             })
             .collect();
         Access::from_list(&RangeList::from_ranges(ranges)).expect("disjoint after merging")
+    }
+}
+
+/// One message at a server: lock requests to the lock service, the rest to the data
+/// service, as `client`.
+fn deliver(s: &mut Server, client: ClientId, tag: u64, request: Request, out: &mut Vec<Outgoing>) {
+    if request.class() == RequestClass::Lock {
+        s.locks.handle(client, tag, request, out);
+    } else {
+        out.push(Outgoing {
+            to: client,
+            tag,
+            reply: s.data.handle_from(client, request),
+        });
+    }
+}
+
+/// Client `ci` dies mid-call (see the module comment) and comes back as a new client.
+#[allow(clippy::too_many_arguments)]
+fn crash(
+    ci: usize,
+    clients: &mut [Client],
+    servers: &mut [Server],
+    net: &mut Vec<Envelope>,
+    rng: &mut ChaCha8Rng,
+    crashed: &mut Vec<(u32, u64, Access, atomio_proto::TxnId)>,
+    writes: &mut Vec<atomio_verify::Write>,
+) {
+    let id = server_id(ci, clients[ci].incarnation);
+    let mut ignored = Vec::new();
+    let mut kept = Vec::with_capacity(net.len());
+    for e in net.drain(..) {
+        match e {
+            Envelope::ToServer {
+                client,
+                server,
+                tag,
+                request,
+            } if client == ci => {
+                // Already on the wire: it arrives before the connection is seen to close,
+                // or it is lost with the process.
+                if rng.gen_bool(0.5) {
+                    deliver(
+                        &mut servers[server.0 as usize],
+                        id,
+                        tag,
+                        request,
+                        &mut ignored,
+                    );
+                }
+            }
+            Envelope::ToClient { client, .. } if client == ci => {}
+            other => kept.push(other),
+        }
+    }
+    *net = kept;
+    for s in servers.iter_mut() {
+        s.data.forget(id);
+        s.locks.disconnect(id, &mut ignored);
+    }
+    // Grants the releases made possible go to their (live) clients.
+    for o in ignored.drain(..) {
+        let (to, incarnation) = client_of(o.to);
+        if to != ci && incarnation == clients[to].incarnation {
+            net.push(Envelope::ToClient {
+                client: to,
+                tag: o.tag,
+                reply: o.reply,
+            });
+        }
+    }
+    let c = &mut clients[ci];
+    c.current = None;
+    c.incarnation += 1;
+    let op = (c.next - 1) as u64;
+    let call = &c.calls[c.next - 1];
+    if call.mode == LockMode::Write {
+        // Judged after the run: it may have left all of its bytes or none.
+        if let Some(k) = writes
+            .iter()
+            .position(|w| w.id == atomio_verify::WriteId::new(ci as u32, op))
+        {
+            writes.swap_remove(k);
+        }
+        let txn = atomio_proto::TxnId {
+            origin: id.0,
+            seq: c.seq,
+        };
+        crashed.push((ci as u32, op, call.access.clone(), txn));
     }
 }
 
@@ -232,9 +352,12 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
             next: 0,
             current: None,
             seq: 0,
+            incarnation: 0,
         })
         .collect();
     let mut writes = Vec::new();
+    // Writes cut short by a crash: (writer, op, access, txn seq), judged after the run.
+    let mut crashed: Vec<(u32, u64, Access, atomio_proto::TxnId)> = Vec::new();
     let mut reads: Vec<(u32, u64, Access, Vec<u8>)> = Vec::new();
     let mut net: Vec<Envelope> = Vec::new();
     let mut report = StackSimReport::default();
@@ -280,10 +403,12 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
                         op_no,
                         call.access.clone(),
                     ));
-                    if call.strategy.is_atomic() {
+                    if call.strategy.is_atomic() && cfg.fault != StackFault::NoStaging {
                         // All or nothing, as `File` writes atomically on servers.
+                        // A new incarnation is a new process: a new origin, so it never
+                        // claims its predecessor's writes settled.
                         let txn = atomio_proto::TxnId {
-                            origin: ci as u64 + 1,
+                            origin: server_id(ci, c.incarnation).0,
                             seq: c.seq,
                         };
                         DataOp::write_atomic(file, &layout, call.access.ranges(), &data, txn, c.seq)
@@ -356,6 +481,26 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
             }
             continue;
         }
+        // Now and then a client with a call in flight dies.
+        if cfg.crashes && rng.gen_bool(0.004) {
+            let busy: Vec<usize> = (0..clients.len())
+                .filter(|&i| clients[i].current.is_some())
+                .collect();
+            if !busy.is_empty() {
+                let ci = busy[rng.gen_range(0..busy.len())];
+                crash(
+                    ci,
+                    &mut clients,
+                    &mut servers,
+                    &mut net,
+                    &mut rng,
+                    &mut crashed,
+                    &mut writes,
+                );
+                report.crashes += 1;
+                continue;
+            }
+        }
         // Deliver one message, chosen at random.
         let i = rng.gen_range(0..net.len());
         report.messages += 1;
@@ -367,22 +512,17 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
                 request,
             } => {
                 let s = &mut servers[server.0 as usize];
-                let id = ClientId(client as u64 + 1);
-                if request.class() == RequestClass::Lock {
-                    s.locks.handle(id, tag, request, &mut outgoing);
-                } else {
-                    outgoing.push(Outgoing {
-                        to: id,
-                        tag,
-                        reply: s.data.handle(request),
-                    });
-                }
+                let id = server_id(client, clients[client].incarnation);
+                deliver(s, id, tag, request, &mut outgoing);
                 for o in outgoing.drain(..) {
-                    net.push(Envelope::ToClient {
-                        client: o.to.0 as usize - 1,
-                        tag: o.tag,
-                        reply: o.reply,
-                    });
+                    let (to, incarnation) = client_of(o.to);
+                    if incarnation == clients[to].incarnation {
+                        net.push(Envelope::ToClient {
+                            client: to,
+                            tag: o.tag,
+                            reply: o.reply,
+                        });
+                    }
                 }
                 if step & 31 == 0 {
                     s.locks
@@ -421,6 +561,26 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
             ));
         }
     }
+    // Each write cut short by a crash either committed (it must then appear whole, or
+    // overwritten by later writes) or did not (none of its bytes may appear): its decider —
+    // the server of its first message — says which (`Resolve` records an undecided one as
+    // aborted, as any later access would).
+    for (w, op, access, txn) in crashed {
+        let decider = atomio_net::data_op::chunks(&layout, access.ranges())
+            .first()
+            .map_or(ServerId(0), |c| c.server);
+        let resolved = servers[decider.0 as usize]
+            .data
+            .handle(Request::Resolve { txn });
+        let committed = matches!(resolved, Reply::Outcome { committed: true });
+        if std::env::var_os("ATOMIO_SIM_DEBUG").is_some() {
+            eprintln!("crashed write (w{w},op{op}) {txn}: committed {committed}");
+        }
+        if committed {
+            report.crashed_writes_visible += 1;
+            writes.push(atomio_verify::Write::new(w, op, access));
+        }
+    }
     // The file as the servers hold it, read with the same data plane.
     let mut back = DataOp::read(
         file,
@@ -428,10 +588,11 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
         std::iter::once(ByteRange::new(0, cfg.file_bytes).expect("non-empty")),
         cfg.file_bytes as usize,
     );
+    // (Crashed writers may have left writes in doubt: the read resolves them.)
     back.start(&mut out);
-    for s in out.drain(..) {
+    while let Some(s) = out.pop() {
         let reply = servers[s.server.0 as usize].data.handle(s.request);
-        back.on_reply(s.sub, reply, &mut Vec::new());
+        back.on_reply(s.sub, reply, &mut out);
     }
     if back.progress() != Progress::Done {
         return Err(fail(

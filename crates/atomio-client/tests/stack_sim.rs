@@ -55,3 +55,39 @@ fn calls_without_locks_are_caught() {
 fn releasing_before_the_data_is_acknowledged_is_caught() {
     caught(StackFault::EarlyRelease);
 }
+
+/// Clients killed mid-call: every write cut short appears whole or not at all, locks and
+/// writes in doubt left by the dead are released or resolved, and the run stays live.
+#[test]
+fn crashed_writers_leave_whole_writes_or_none() {
+    let (mut crashes, mut visible) = (0, 0);
+    for seed in 5000..5000 + seeds() {
+        let mut cfg = StackSimConfig::new(seed);
+        cfg.crashes = true;
+        let r = run(&cfg).unwrap_or_else(|f| panic!("{f}"));
+        crashes += r.crashes;
+        visible += r.crashed_writes_visible;
+    }
+    eprintln!("{crashes} crashes, {visible} cut-short writes visible (whole)");
+    assert!(
+        crashes > 0,
+        "no client ever crashed: the fault is not exercised"
+    );
+}
+
+/// Negative control: with plain (unstaged) writes the same crashes tear writes.
+#[test]
+fn crashes_with_unstaged_writes_are_caught() {
+    for seed in 0..400 {
+        let mut cfg = StackSimConfig::new(seed);
+        cfg.fault = StackFault::NoStaging;
+        cfg.crashes = true;
+        cfg.read_fraction = 0.0;
+        if let Err(f) = run(&cfg) {
+            assert!(f.what.contains("not atomic"), "{f}");
+            eprintln!("NoStaging caught: {f}");
+            return;
+        }
+    }
+    panic!("unstaged writes never tore under crashes in 400 seeds: the check cannot fail");
+}
