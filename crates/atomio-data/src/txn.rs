@@ -463,44 +463,37 @@ impl Txns {
         object: u32,
         pieces: &[ObjPiece],
     ) -> Result<Option<(TxnId, ServerId)>, WireError> {
-        if self.in_doubt.is_empty() {
-            return Ok(None);
-        }
-        let touching: Vec<TxnId> = self
-            .in_doubt
-            .iter()
-            .filter(|t| {
-                self.staged[t].writes.iter().any(|(_, w)| {
-                    w.file == file && w.object == object && pieces_overlap(&w.pieces, pieces)
-                })
-            })
-            .copied()
-            .collect();
-        for txn in touching {
-            match self.staged[&txn].decider {
-                Some(d) => return Ok(Some((txn, d))),
-                None => self.settle_locally(store, txn)?,
-            }
-        }
-        Ok(None)
+        self.first_in_doubt(store, |w| {
+            w.file == file && w.object == object && pieces_overlap(&w.pieces, pieces)
+        })
     }
 
-    /// Before an access to a whole file (truncation, removal): the first write in doubt on it.
+    /// The same before an access to a whole file or object (truncation, removal).
     pub fn check_file<S: ObjectStore>(
         &mut self,
         store: &mut S,
         file: FileId,
         object: Option<u32>,
     ) -> Result<Option<(TxnId, ServerId)>, WireError> {
+        self.first_in_doubt(store, |w| {
+            w.file == file && object.is_none_or(|o| o == w.object)
+        })
+    }
+
+    /// Settles the in-doubt writes decided here that `touches`, and names the first one
+    /// decided elsewhere.
+    fn first_in_doubt<S: ObjectStore>(
+        &mut self,
+        store: &mut S,
+        touches: impl Fn(&StagedWrite) -> bool,
+    ) -> Result<Option<(TxnId, ServerId)>, WireError> {
+        if self.in_doubt.is_empty() {
+            return Ok(None);
+        }
         let touching: Vec<TxnId> = self
             .in_doubt
             .iter()
-            .filter(|t| {
-                self.staged[t]
-                    .writes
-                    .iter()
-                    .any(|(_, w)| w.file == file && object.is_none_or(|o| o == w.object))
-            })
+            .filter(|t| self.staged[t].writes.iter().any(|(_, w)| touches(w)))
             .copied()
             .collect();
         for txn in touching {
