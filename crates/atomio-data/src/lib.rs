@@ -198,3 +198,106 @@ mod owner_tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[cfg(test)]
+mod recovery_tests {
+    use super::*;
+    use atomio_proto::{ClientId, FileId, ObjPiece, Reply, Request, TxnId, TxnOutcome};
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("atomio-recover-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    /// What a crash can leave half-done is dropped at the next open, never trusted: a
+    /// staged write cut mid-file (`.tmp`), a staged file whose length disagrees with its
+    /// header, a decision record cut short. Whole records are kept.
+    #[test]
+    fn half_written_staging_and_decisions_are_dropped_whole_ones_kept() {
+        let d = dir("half");
+        let c = ClientId(1);
+        let committed = TxnId { origin: 1, seq: 1 };
+        let in_doubt = TxnId { origin: 1, seq: 2 };
+        {
+            let mut s = DataService::new(FileStore::open(&d).unwrap());
+            let stage = |txn, decider| Request::Stage {
+                txn,
+                decider,
+                file: FileId(3),
+                object: 0,
+                pieces: vec![ObjPiece { offset: 0, len: 4 }],
+                data: vec![7; 4].into(),
+            };
+            assert_eq!(
+                s.handle_from(c, stage(committed, None)),
+                Reply::Written { bytes: 4 }
+            );
+            let decide = Request::Decide {
+                txn: committed,
+                settled_below: 1,
+            };
+            assert_eq!(s.handle_from(c, decide), Reply::Done);
+            let other = Some(atomio_layout::ServerId(5));
+            assert_eq!(
+                s.handle_from(c, stage(in_doubt, other)),
+                Reply::Written { bytes: 4 }
+            );
+        }
+        let staging = d.join("staging");
+        std::fs::write(staging.join("00000000000000aa.tmp"), b"half").unwrap();
+        std::fs::write(staging.join("00000000000000bb.stage"), b"\x05\0\0\0junk").unwrap();
+        let log = d.join("decisions.log");
+        let mut bytes = std::fs::read(&log).unwrap();
+        assert_eq!(bytes.len(), 17, "one commit record");
+        bytes.extend_from_slice(&[9; 5]);
+        std::fs::write(&log, &bytes).unwrap();
+
+        let mut s = DataService::new(FileStore::open(&d).unwrap());
+        assert_eq!(
+            std::fs::read(&log).unwrap().len(),
+            17,
+            "the cut record is gone"
+        );
+        let mut left: Vec<String> = std::fs::read_dir(&staging)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left.len(),
+            1,
+            "only the in-doubt write's staged file stays: {left:?}"
+        );
+        assert_eq!(s.txns().in_doubt_count(), 1);
+        // The committed write is still known to have committed.
+        assert_eq!(
+            s.handle_from(ClientId(2), Request::Resolve { txn: committed }),
+            Reply::Outcome { committed: true }
+        );
+        // The in-doubt one blocks its bytes until its outcome is handed down.
+        let read = Request::Read {
+            file: FileId(3),
+            object: 0,
+            pieces: vec![ObjPiece { offset: 0, len: 4 }],
+        };
+        assert!(
+            matches!(s.handle_from(ClientId(2), read.clone()), Reply::InDoubt { txn, .. } if txn == in_doubt)
+        );
+        assert!(
+            d.join("objects").join(IN_DOUBT_FILE).exists(),
+            "same-host readers are told to go through the server"
+        );
+        let abort = Request::Finish {
+            txn: in_doubt,
+            outcome: TxnOutcome::Abort,
+        };
+        assert_eq!(s.handle_from(ClientId(2), abort), Reply::Done);
+        assert_eq!(
+            s.handle_from(ClientId(2), read),
+            Reply::Data(vec![7; 4].into())
+        );
+        assert!(!d.join("objects").join(IN_DOUBT_FILE).exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
