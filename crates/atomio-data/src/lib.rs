@@ -301,3 +301,37 @@ mod recovery_tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 }
+
+#[cfg(test)]
+mod decision_limit_tests {
+    use super::*;
+    use atomio_proto::limits::MAX_DECISIONS_PER_SERVER;
+    use atomio_proto::{ClientId, ErrorCode, Reply, Request, TxnId};
+
+    /// Asking about made-up writes records aborts (a real writer may still be staging
+    /// one), but only up to the server's bound; decisions already taken are still answered.
+    #[test]
+    fn resolving_made_up_writes_is_bounded() {
+        let mut s = DataService::new(MemStore::new());
+        let peer = ClientId(9);
+        for seq in 0..MAX_DECISIONS_PER_SERVER as u64 {
+            let r = s.handle_from(
+                peer,
+                Request::Resolve {
+                    txn: TxnId { origin: 1, seq },
+                },
+            );
+            assert_eq!(r, Reply::Outcome { committed: false });
+        }
+        let over = TxnId { origin: 2, seq: 0 };
+        let r = s.handle_from(peer, Request::Resolve { txn: over });
+        assert!(
+            matches!(&r, Reply::Error(e) if e.code == ErrorCode::LimitExceeded),
+            "{r:?}"
+        );
+        let known = TxnId { origin: 1, seq: 5 };
+        let r = s.handle_from(peer, Request::Resolve { txn: known });
+        assert_eq!(r, Reply::Outcome { committed: false });
+        assert_eq!(s.txns().decisions_kept(), MAX_DECISIONS_PER_SERVER);
+    }
+}

@@ -21,12 +21,13 @@
 //! the decider before any participant applies); a decision never changes once logged; the
 //! decider applies its own bytes after logging, so a restart redoes (never half-does) a
 //! committed write; an access never touches bytes of an in-doubt write; a client's staged
-//! records are bounded (`MAX_STAGED_PER_CLIENT`).
+//! records are bounded (`MAX_STAGED_PER_CLIENT`), and so are the aborts `Resolve` records
+//! for writes never decided (`MAX_DECISIONS_PER_SERVER`).
 
 use crate::store::{DecisionRecord, ObjectStore, StagedWrite};
 use atomio_layout::ServerId;
 use atomio_proto::data::Bytes;
-use atomio_proto::limits::MAX_STAGED_PER_CLIENT;
+use atomio_proto::limits::{MAX_DECISIONS_PER_SERVER, MAX_STAGED_PER_CLIENT};
 use atomio_proto::{ClientId, ErrorCode, FileId, ObjPiece, TxnId, TxnOutcome, WireError};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -408,6 +409,15 @@ impl Txns {
     ) -> Result<bool, WireError> {
         if let Some(c) = self.decision(txn) {
             return Ok(c);
+        }
+        if self.live_decisions >= MAX_DECISIONS_PER_SERVER {
+            return Err(WireError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "this server keeps {MAX_DECISIONS_PER_SERVER} decisions, its limit; \
+                     {txn} cannot be resolved now"
+                ),
+            ));
         }
         self.decide_as(store, txn, false)?;
         if self.staged.get(&txn).is_some_and(|s| s.decider.is_none()) {

@@ -42,3 +42,8 @@ pub const MAX_PATH_BYTES: usize = 4096;
 /// all-or-nothing write stages one record per object message, so a client needs a few per
 /// call in flight; the cap keeps one client from filling a server's staging area.
 pub const MAX_STAGED_PER_CLIENT: usize = 1 << 14;
+/// Most decisions a server keeps for the writes it decides. Committed ones are forgotten
+/// once their writer says they are settled; `Resolve` of a write never decided records it
+/// aborted (needed: its writer may still be staging it), so without a bound any peer could
+/// grow the table by asking about made-up writes. Past it, such a `Resolve` is refused.
+pub const MAX_DECISIONS_PER_SERVER: usize = 1 << 20;
