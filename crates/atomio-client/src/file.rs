@@ -380,7 +380,8 @@ impl File {
             };
             // Servers cannot fence local I/O: do not start it on a lease that may be gone.
             let mut result = c
-                .check_lease()
+                .ensure_lease()
+                .await
                 .and_then(|()| coherence(self, true))
                 .and_then(|()| self.local_io(access, op));
             if result.is_ok() {

@@ -52,7 +52,6 @@ pub struct Txns {
     /// Records appended to the decision log since it was last rewritten.
     logged: usize,
     in_doubt: BTreeSet<TxnId>,
-    next_slot: u64,
 }
 
 fn io_err(what: &str, e: std::io::Error) -> WireError {
@@ -93,7 +92,6 @@ impl Txns {
             t.remember(txn, committed);
         }
         for (slot, w) in found.staged {
-            t.next_slot = t.next_slot.max(slot + 1);
             let s = t.staged.entry(w.txn).or_insert_with(|| Staged {
                 owner: None,
                 decider: w.decider,
@@ -300,8 +298,6 @@ impl Txns {
                 format!("{mine} staged writes of this client here; the limit is {MAX_STAGED_PER_CLIENT}"),
             ));
         }
-        let slot = self.next_slot;
-        self.next_slot += 1;
         let w = StagedWrite {
             txn,
             decider,
@@ -309,8 +305,8 @@ impl Txns {
             object,
             pieces,
         };
-        store
-            .stage(slot, &w, &data)
+        let slot = store
+            .stage(&w, &data)
             .map_err(|e| io_err(&format!("staging {txn} for {file} object {object}"), e))?;
         *self.per_client.entry(client).or_default() += 1;
         self.staged

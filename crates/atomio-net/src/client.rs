@@ -168,6 +168,29 @@ impl ClusterClient {
         self.keeper.as_ref().map_or(Ok(()), |k| k.check())
     }
 
+    /// `check_lease`, but when it fails only because no recent renewal was acknowledged,
+    /// waits a little for one (the keeper renews five times a lease): renewals held up by a
+    /// restarted server's grace period or a slow server are not a lapsed lease. Safe: a
+    /// server never acknowledges the renewal of a lease it let lapse.
+    pub async fn ensure_lease(&self) -> Result<(), WireError> {
+        let Some(k) = &self.keeper else {
+            return Ok(());
+        };
+        let start = std::time::Instant::now();
+        loop {
+            let e = match k.check() {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            match k.patience() {
+                Some(p) if start.elapsed() < p => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                _ => return Err(e),
+            }
+        }
+    }
+
     pub fn servers(&self) -> usize {
         self.links.len()
     }

@@ -95,6 +95,20 @@ impl LeaseKeeper {
         }))
     }
 
+    /// The time `check` is worth waiting for when it fails only because no recent renewal
+    /// was acknowledged (renewals delayed, e.g. by a restarted server's grace period): two
+    /// renewal intervals of the shortest lease. A server that says the lease is gone
+    /// fails at once.
+    pub fn patience(&self) -> Option<Duration> {
+        if self.leases.iter().any(|l| locked(l).lost.is_some()) {
+            return None;
+        }
+        self.leases
+            .iter()
+            .map(|l| locked(l).session.lease * 2 / RENEWALS_PER_LEASE)
+            .min()
+    }
+
     /// Fails if any lease may have lapsed: then locks this client believes it holds may be
     /// someone else's by now, and it must not start I/O under them.
     pub fn check(&self) -> Result<(), WireError> {
