@@ -482,7 +482,10 @@ impl FileStore {
 /// (4 bytes in one page: a process killed mid-stage leaves the old word) and zeroed when the
 /// slot is freed, so a non-zero word means a whole, acknowledged-or-about-to-be record.
 /// Files of the earlier one-file-per-write layout (`.tmp`) are removed.
-fn recover_staged(dir: &Path) -> io::Result<(Vec<(u64, StagedWrite)>, Vec<u64>)> {
+/// Staged writes by slot, and the free slots.
+type StagingPool = (Vec<(u64, StagedWrite)>, Vec<u64>);
+
+fn recover_staged(dir: &Path) -> io::Result<StagingPool> {
     let mut staged = Vec::new();
     let mut free = Vec::new();
     for entry in fs::read_dir(dir)? {
