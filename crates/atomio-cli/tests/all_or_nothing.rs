@@ -232,7 +232,7 @@ async fn a_full_disk_fails_the_write_and_keeps_the_previous_bytes() {
             "disk-full"
         };
         let root = scratch(name);
-        let Some(_disk) = SmallDisk::mount(&root.join("server-1"), 12) else {
+        let Some(disk) = SmallDisk::mount(&root.join("server-1"), 12) else {
             return;
         };
         let cluster = servers(&root).await;
@@ -275,5 +275,7 @@ async fn a_full_disk_fails_the_write_and_keeps_the_previous_bytes() {
                 .unwrap();
         }
         cluster.stop().await;
+        drop(disk);
+        let _ = std::fs::remove_dir_all(&root);
     }
 }
