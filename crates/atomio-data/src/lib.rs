@@ -335,3 +335,56 @@ mod decision_limit_tests {
         assert_eq!(s.txns().decisions_kept(), MAX_DECISIONS_PER_SERVER);
     }
 }
+
+#[cfg(test)]
+mod origin_tests {
+    use super::*;
+    use atomio_proto::{ClientId, ErrorCode, FileId, ObjPiece, Reply, Request, TxnId};
+
+    fn stage(txn: TxnId) -> Request {
+        Request::Stage {
+            txn,
+            decider: None,
+            file: FileId(1),
+            object: 0,
+            pieces: vec![ObjPiece { offset: 0, len: 2 }],
+            data: vec![1, 2].into(),
+        }
+    }
+
+    /// A peer cannot stage under another client's origin, nor make a decider forget that
+    /// client's decisions with a `settled_below` of its own.
+    #[test]
+    fn a_peer_cannot_speak_for_another_clients_writes() {
+        let mut s = DataService::new(MemStore::new());
+        let (a, b) = (ClientId(1), ClientId(2));
+        let mine = TxnId { origin: 10, seq: 1 };
+        assert_eq!(s.handle_from(a, stage(mine)), Reply::Written { bytes: 2 });
+        let decide = Request::Decide {
+            txn: mine,
+            settled_below: 1,
+        };
+        assert_eq!(s.handle_from(a, decide), Reply::Done);
+        let theirs = TxnId { origin: 10, seq: 7 };
+        let r = s.handle_from(b, stage(theirs));
+        assert!(
+            matches!(&r, Reply::Error(e) if e.code == ErrorCode::NotOwner),
+            "{r:?}"
+        );
+        let forget = Request::Decide {
+            txn: theirs,
+            settled_below: u64::MAX,
+        };
+        let r = s.handle_from(b, forget);
+        assert!(
+            matches!(&r, Reply::Error(e) if e.code == ErrorCode::Aborted),
+            "{r:?}"
+        );
+        let r = s.handle_from(b, Request::Resolve { txn: mine });
+        assert_eq!(
+            r,
+            Reply::Outcome { committed: true },
+            "the decision must survive"
+        );
+    }
+}

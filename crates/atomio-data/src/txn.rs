@@ -52,7 +52,13 @@ pub struct Txns {
     /// Records appended to the decision log since it was last rewritten.
     logged: usize,
     in_doubt: BTreeSet<TxnId>,
+    /// Which client stages under each origin (for good: a client's `settled_below` speaks
+    /// for its own origin only, so no peer may take over another's).
+    origins: HashMap<u64, ClientId>,
 }
+
+/// Most write origins (client processes) a server remembers.
+const MAX_ORIGINS: usize = 1 << 20;
 
 fn io_err(what: &str, e: std::io::Error) -> WireError {
     WireError::new(ErrorCode::Io, format!("{what}: {e}"))
@@ -291,6 +297,24 @@ impl Txns {
             }
             _ => {}
         }
+        match self.origins.get(&txn.origin) {
+            Some(&c) if c != client => {
+                return Err(WireError::new(
+                    ErrorCode::NotOwner,
+                    format!("{txn}: its origin belongs to another client"),
+                ))
+            }
+            Some(_) => {}
+            None if self.origins.len() >= MAX_ORIGINS => {
+                return Err(WireError::new(
+                    ErrorCode::LimitExceeded,
+                    format!("this server has seen {MAX_ORIGINS} write origins, its limit"),
+                ))
+            }
+            None => {
+                self.origins.insert(txn.origin, client);
+            }
+        }
         let mine = self.per_client.get(&client).copied().unwrap_or(0);
         if mine >= MAX_STAGED_PER_CLIENT {
             return Err(WireError::new(
@@ -329,7 +353,6 @@ impl Txns {
         txn: TxnId,
         settled_below: u64,
     ) -> Result<(), WireError> {
-        self.forget_below(store, txn.origin, settled_below.min(txn.seq));
         match self.decision(txn) {
             Some(true) => return Ok(()),
             Some(false) => return Err(aborted(txn)),
@@ -351,6 +374,9 @@ impl Txns {
             }
             Some(_) => {}
         }
+        // Only a writer deciding its own staged write may say which of its origin's writes
+        // are settled (and only its own origin: `stage` binds an origin to one client).
+        self.forget_below(store, txn.origin, settled_below.min(txn.seq));
         self.decide_as(store, txn, true)?;
         self.finish_staged(store, txn, true)
     }

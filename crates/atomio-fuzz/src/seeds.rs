@@ -56,8 +56,13 @@ fn write(file: u64, object: u32, pieces: &[(u64, u64)], byte: u8) -> Request {
     }
 }
 
+/// The seed's writes: odd ones are client 0's (origin 77), even ones client 1's (78) — a
+/// server binds an origin to one client.
 fn txn(seq: u64) -> TxnId {
-    TxnId { origin: 77, seq }
+    TxnId {
+        origin: 77 + (1 - seq % 2),
+        seq,
+    }
 }
 
 fn stage(
