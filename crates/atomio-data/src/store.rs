@@ -56,6 +56,16 @@ pub enum DecisionRecord {
     },
 }
 
+impl DecisionRecord {
+    pub fn of(txn: TxnId, committed: bool) -> Self {
+        if committed {
+            DecisionRecord::Committed(txn)
+        } else {
+            DecisionRecord::Aborted(txn)
+        }
+    }
+}
+
 /// What a store found when it opened: the staged writes and decisions its server left.
 #[derive(Debug, Default)]
 pub struct Recovered {
@@ -788,12 +798,18 @@ impl ObjectStore for FileStore {
     }
 
     fn apply_staged(&mut self, slot: u64, w: &StagedWrite) -> io::Result<()> {
+        // The caller has the header; only where the data start is needed.
         let staged = self.staging_file(slot, false)?;
-        let Some((_, data_at)) = read_staged_header(&staged)? else {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("staging slot {slot} is free"),
-            ));
+        let mut len = [0u8; 4];
+        staged.read_exact_at(&mut len, 0)?;
+        let data_at = match u32::from_le_bytes(len) {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("staging slot {slot} is free"),
+                ))
+            }
+            n => 4 + u64::from(n),
         };
         let out = self.handle(w.file, w.object, true)?.expect("created");
         let mut from = data_at as i64;
@@ -833,12 +849,7 @@ impl ObjectStore for FileStore {
         let tmp = self.decisions_path.with_extension("log.tmp");
         let mut bytes = Vec::with_capacity(live.len() * DECISION_BYTES);
         for &(t, committed) in live {
-            let r = if committed {
-                DecisionRecord::Committed(t)
-            } else {
-                DecisionRecord::Aborted(t)
-            };
-            bytes.extend_from_slice(&encode_decision(r));
+            bytes.extend_from_slice(&encode_decision(DecisionRecord::of(t, committed)));
         }
         fs::write(&tmp, &bytes)?;
         fs::rename(&tmp, &self.decisions_path)?;

@@ -71,6 +71,16 @@ fn aborted(txn: TxnId) -> WireError {
     )
 }
 
+/// Takes `n` staged records off `client`'s count.
+fn uncharge(per_client: &mut HashMap<ClientId, usize>, client: ClientId, n: usize) {
+    if let Some(k) = per_client.get_mut(&client) {
+        *k = k.saturating_sub(n);
+        if *k == 0 {
+            per_client.remove(&client);
+        }
+    }
+}
+
 /// Whether two increasing, disjoint piece lists share a byte.
 pub fn pieces_overlap(a: &[ObjPiece], b: &[ObjPiece]) -> bool {
     let (mut i, mut j) = (0, 0);
@@ -148,13 +158,8 @@ impl Txns {
         txn: TxnId,
         committed: bool,
     ) -> Result<(), WireError> {
-        let record = if committed {
-            DecisionRecord::Committed(txn)
-        } else {
-            DecisionRecord::Aborted(txn)
-        };
         store
-            .log_decision(record)
+            .log_decision(DecisionRecord::of(txn, committed))
             .map_err(|e| io_err("logging a decision", e))?;
         self.logged += 1;
         self.remember(txn, committed);
@@ -198,12 +203,7 @@ impl Txns {
     fn take(&mut self, txn: TxnId) -> Option<Staged> {
         let s = self.staged.remove(&txn)?;
         if let Some(c) = s.owner {
-            if let Some(n) = self.per_client.get_mut(&c) {
-                *n = n.saturating_sub(s.writes.len());
-                if *n == 0 {
-                    self.per_client.remove(&c);
-                }
-            }
+            uncharge(&mut self.per_client, c, s.writes.len());
         }
         self.in_doubt.remove(&txn);
         Some(s)
@@ -451,12 +451,7 @@ impl Txns {
     fn orphan(&mut self, txn: TxnId) {
         if let Some(s) = self.staged.get_mut(&txn) {
             if let Some(c) = s.owner.take() {
-                if let Some(n) = self.per_client.get_mut(&c) {
-                    *n = n.saturating_sub(s.writes.len());
-                    if *n == 0 {
-                        self.per_client.remove(&c);
-                    }
-                }
+                uncharge(&mut self.per_client, c, s.writes.len());
             }
             self.in_doubt.insert(txn);
         }
