@@ -50,6 +50,8 @@
 
 #define ATOMIO_EABORTED 16
 
+#define ATOMIO_ELOCKED 17
+
 // `atomio_open` flag: create the file if it does not exist.
 #define ATOMIO_CREATE 1
 

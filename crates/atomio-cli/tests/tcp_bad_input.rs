@@ -473,6 +473,10 @@ fn a_client_that_does_not_read_its_replies_costs_only_its_budget() {
         Request::Write {
             file: meta.file,
             object: 0,
+            striping: atomio_proto::Striping {
+                stripe_size: 64 * MIB,
+                objects: 1,
+            },
             pieces: vec![ObjPiece {
                 offset: 0,
                 len: 32 * MIB,
@@ -576,6 +580,10 @@ fn stalled_partial_frames_cost_at_most_the_partial_frame_budget() {
         Request::Write {
             file: FileId(1),
             object: 0,
+            striping: atomio_proto::Striping {
+                stripe_size: 1 << 16,
+                objects: 1,
+            },
             pieces: vec![atomio_proto::data::ObjPiece {
                 offset: 0,
                 len: 8 * MIB as u64,
@@ -905,5 +913,111 @@ fn one_client_filling_its_wait_slots_is_refused_and_costs_only_its_share() {
     drop(greedy);
     drop(holder);
     drop(other);
+    server.assert_alive_and_clean();
+}
+
+/// Mandatory locks at a real server: a peer cannot write into, truncate or drop bytes
+/// another client holds a write lock on (clear `Locked` errors, nothing changed), nor dodge
+/// the check by naming another striping; writes elsewhere go on, and once the holder
+/// releases, the same write is admitted.
+#[test]
+fn a_peer_cannot_change_bytes_another_client_holds_locked() {
+    use atomio_proto::data::{Bytes, ObjPiece};
+    use atomio_proto::Striping;
+    let mut server = Server::start();
+    let striping = Striping {
+        stripe_size: 1 << 16,
+        objects: 1,
+    };
+    let write = |offset: u64, len: u64, byte: u8, striping: Striping| Request::Write {
+        file: FileId(1),
+        object: 0,
+        striping,
+        pieces: vec![ObjPiece { offset, len }],
+        data: Bytes::from(vec![byte; len as usize]),
+    };
+    let mut holder = server.connect();
+    let Reply::Lock(held) = lock(&mut holder, 1, vec![r(0, 4096)], Wait::All) else {
+        panic!("the holder's lock");
+    };
+    assert_eq!(held.next_abs_offset, None, "granted whole");
+    send(&mut holder, 2, write(0, 4096, 0xAA, striping));
+    assert_eq!(
+        recv(&mut holder).unwrap().reply,
+        Reply::Written { bytes: 4096 }
+    );
+
+    let mut peer = server.connect();
+    send(&mut peer, 1, write(1000, 100, 0xEE, striping));
+    expect_error(
+        &mut peer,
+        1,
+        ErrorCode::Locked,
+        "another client holds a lock",
+    );
+    let two = Striping {
+        stripe_size: 1 << 16,
+        objects: 2,
+    };
+    send(&mut peer, 2, write(1000, 100, 0xEE, two));
+    expect_error(&mut peer, 2, ErrorCode::InvalidArgument, "striped");
+    send(
+        &mut peer,
+        3,
+        Request::SetObjectSize {
+            file: FileId(1),
+            object: 0,
+            size: 10,
+        },
+    );
+    expect_error(&mut peer, 3, ErrorCode::Locked, "resizing");
+    send(&mut peer, 4, Request::DropObjects { file: FileId(1) });
+    expect_error(&mut peer, 4, ErrorCode::Locked, "dropping");
+    // Bytes nobody holds: admitted (a lock-free writer needs no lock of its own).
+    send(&mut peer, 5, write(4096, 100, 0xEE, striping));
+    assert_eq!(
+        recv(&mut peer).unwrap().reply,
+        Reply::Written { bytes: 100 }
+    );
+
+    // Nothing the peer sent reached the held bytes.
+    send(
+        &mut holder,
+        3,
+        Request::Read {
+            file: FileId(1),
+            object: 0,
+            pieces: vec![ObjPiece {
+                offset: 0,
+                len: 4196,
+            }],
+        },
+    );
+    let Reply::Data(bytes) = recv(&mut holder).unwrap().reply else {
+        panic!("the holder's read");
+    };
+    assert!(
+        bytes[..4096].iter().all(|&b| b == 0xAA),
+        "held bytes changed"
+    );
+    assert!(bytes[4096..].iter().all(|&b| b == 0xEE));
+
+    send(
+        &mut holder,
+        4,
+        Request::LockRelease {
+            lock: held.lock,
+            from: None,
+        },
+    );
+    assert!(matches!(
+        recv(&mut holder).unwrap().reply,
+        Reply::Released(_)
+    ));
+    send(&mut peer, 6, write(1000, 100, 0xEE, striping));
+    assert_eq!(
+        recv(&mut peer).unwrap().reply,
+        Reply::Written { bytes: 100 }
+    );
     server.assert_alive_and_clean();
 }

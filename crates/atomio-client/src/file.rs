@@ -291,11 +291,27 @@ impl File {
     /// released even when the I/O failed.
     async fn call(
         &mut self,
-        c: Option<&mut ClusterClient>,
+        mut c: Option<&mut ClusterClient>,
         access: &Access,
         op: Op<'_>,
     ) -> Result<(), WireError> {
-        self.locked_io(c, access, op).await?;
+        match op {
+            // A write refused because another client holds a lock on its bytes (mandatory
+            // locks: only a write that took no lock of its own there) waits for them.
+            Op::Write(data) => {
+                let mut backoff = atomio_net::patience::LockedBackoff::default();
+                loop {
+                    match self
+                        .locked_io(c.as_deref_mut(), access, Op::Write(data))
+                        .await
+                    {
+                        Err(e) if backoff.again(&e).await => continue,
+                        r => break r,
+                    }
+                }
+            }
+            op => self.locked_io(c, access, op).await,
+        }?;
         match self.atomic.technique().publish() {
             Publish::Nothing => Ok(()),
         }

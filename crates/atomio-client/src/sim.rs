@@ -55,6 +55,9 @@ pub struct StackSimConfig {
     pub fault: StackFault,
     /// Clients crash mid-call now and then (see the module comment).
     pub crashes: bool,
+    /// Servers admit changes of bytes through their lock service (mandatory locks, as
+    /// real servers do); off, they apply whatever arrives (to show what the check stops).
+    pub mandatory_locks: bool,
 }
 
 /// Deliberate bugs; the verifier must catch each on some seed.
@@ -82,6 +85,7 @@ impl StackSimConfig {
             read_fraction: 0.3,
             fault: StackFault::None,
             crashes: false,
+            mandatory_locks: true,
         }
     }
 }
@@ -158,6 +162,7 @@ fn client_of(id: ClientId) -> (usize, u64) {
 struct Server {
     locks: LockServer,
     data: DataService<MemStore>,
+    mandatory_locks: bool,
 }
 
 /// The techniques calls choose from. Every client of one file must lock in the same lock
@@ -208,15 +213,25 @@ fn random_access(rng: &mut ChaCha8Rng, file: u64) -> Access {
 }
 
 /// One message at a server: lock requests to the lock service, the rest to the data
-/// service, as `client`.
+/// service, as `client` — changes of bytes admitted by the lock service first (mandatory
+/// locks), as a real server's lock actor does.
 fn deliver(s: &mut Server, client: ClientId, tag: u64, request: Request, out: &mut Vec<Outgoing>) {
     if request.class() == RequestClass::Lock {
         s.locks.handle(client, tag, request, out);
     } else {
+        let admitted = if s.mandatory_locks && request.needs_admission() {
+            s.locks.admit(client, &request)
+        } else {
+            Ok(())
+        };
+        let reply = match admitted {
+            Ok(()) => s.data.handle_from(client, request),
+            Err(e) => Reply::Error(e),
+        };
         out.push(Outgoing {
             to: client,
             tag,
-            reply: s.data.handle_from(client, request),
+            reply,
         });
     }
 }
@@ -321,6 +336,7 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
         .map(|i| Server {
             locks: LockServer::with_id(ServerId(i)),
             data: DataService::new(MemStore::new()),
+            mandatory_locks: cfg.mandatory_locks,
         })
         .collect();
     let created = servers[central.0 as usize].data.handle(Request::Create {

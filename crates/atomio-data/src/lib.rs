@@ -62,6 +62,10 @@ mod tests {
             let w = call(Request::Write {
                 file: f,
                 object: 1,
+                striping: atomio_proto::Striping {
+                    stripe_size: 1 << 16,
+                    objects: 4,
+                },
                 pieces: vec![
                     ObjPiece { offset: 2, len: 3 },
                     ObjPiece { offset: 10, len: 2 },
@@ -114,6 +118,10 @@ mod tests {
                 call(Request::Write {
                     file: f,
                     object: 0,
+                    striping: atomio_proto::Striping {
+                        stripe_size: 1 << 16,
+                        objects: 4,
+                    },
                     pieces: vec![ObjPiece { offset: 0, len: 4 }],
                     data: Bytes::from(vec![1]),
                 }),
@@ -124,6 +132,10 @@ mod tests {
                 call(Request::Write {
                     file: f,
                     object: 0,
+                    striping: atomio_proto::Striping {
+                        stripe_size: 1 << 16,
+                        objects: 4,
+                    },
                     pieces: vec![
                         ObjPiece { offset: 4, len: 4 },
                         ObjPiece { offset: 6, len: 1 },
@@ -226,6 +238,10 @@ mod recovery_tests {
                 decider,
                 file: FileId(3),
                 object: 0,
+                striping: atomio_proto::Striping {
+                    stripe_size: 1 << 16,
+                    objects: 4,
+                },
                 pieces: vec![ObjPiece { offset: 0, len: 4 }],
                 data: vec![7; 4].into(),
             };
@@ -347,6 +363,10 @@ mod origin_tests {
             decider: None,
             file: FileId(1),
             object: 0,
+            striping: atomio_proto::Striping {
+                stripe_size: 1 << 16,
+                objects: 4,
+            },
             pieces: vec![ObjPiece { offset: 0, len: 2 }],
             data: vec![1, 2].into(),
         }

@@ -184,6 +184,7 @@ impl<S: ObjectStore> DataService<S> {
                 object,
                 pieces,
                 data,
+                striping: _,
             } => {
                 let total = Self::check_write(&pieces, &data)?;
                 if let Some(r) = self.in_doubt(file, object, &pieces)? {
@@ -268,11 +269,13 @@ impl<S: ObjectStore> DataService<S> {
                     .map_err(|e| io_err("dropping objects", e))?;
                 Ok(Reply::Done)
             }
+            // (`striping` served the lock service's admission.)
             Request::Write {
                 file,
                 object,
                 pieces,
                 data,
+                striping: _,
             } => {
                 let total = Self::check_write(&pieces, &data)?;
                 if let Some(r) = self.in_doubt(file, object, &pieces)? {

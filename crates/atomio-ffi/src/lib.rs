@@ -45,6 +45,7 @@ pub const ATOMIO_EEXISTS: c_int = 13;
 pub const ATOMIO_ELEASE: c_int = 14;
 pub const ATOMIO_EAUTH: c_int = 15;
 pub const ATOMIO_EABORTED: c_int = 16;
+pub const ATOMIO_ELOCKED: c_int = 17;
 
 #[cfg(test)]
 mod codes {
@@ -71,6 +72,7 @@ mod codes {
             (ATOMIO_ELEASE, ErrorCode::LeaseExpired),
             (ATOMIO_EAUTH, ErrorCode::Unauthorized),
             (ATOMIO_EABORTED, ErrorCode::Aborted),
+            (ATOMIO_ELOCKED, ErrorCode::Locked),
         ];
         for (c, e) in pairs {
             assert_eq!(c, e as c_int, "{e:?}");
@@ -199,6 +201,8 @@ pub extern "C" fn atomio_error_name(code: c_int) -> *const c_char {
         13 => c"ATOMIO_EEXISTS",
         14 => c"ATOMIO_ELEASE",
         15 => c"ATOMIO_EAUTH",
+        16 => c"ATOMIO_EABORTED",
+        17 => c"ATOMIO_ELOCKED",
         _ => c"ATOMIO_EINTERNAL",
     };
     s.as_ptr()

@@ -143,6 +143,22 @@ impl Node {
                 self.locks.handle(client, tag, request, &mut self.out);
             }
             RequestClass::Data | RequestClass::Meta => {
+                // Mandatory locks: the lock service admits changes of bytes first.
+                if request.needs_admission() {
+                    self.locks.set_now(self.now);
+                    if let Err(e) = self.locks.admit(client, &request) {
+                        assert!(
+                            matches!(
+                                e.code,
+                                ErrorCode::Locked
+                                    | ErrorCode::InvalidArgument
+                                    | ErrorCode::LimitExceeded
+                            ),
+                            "admission failed oddly: {e}"
+                        );
+                        return;
+                    }
+                }
                 let reply = self.data.handle_from(client, request);
                 if self.fenced.contains(&client) {
                     assert!(

@@ -51,6 +51,11 @@ fn write(file: u64, object: u32, pieces: &[(u64, u64)], byte: u8) -> Request {
     Request::Write {
         file: FileId(file),
         object,
+        // One object: object offsets are file offsets, so seeds' locks and writes meet.
+        striping: atomio_proto::Striping {
+            stripe_size: 256,
+            objects: object + 1,
+        },
         pieces,
         data: atomio_proto::data::Bytes::from(vec![byte; n as usize]),
     }
@@ -73,7 +78,11 @@ fn stage(
     byte: u8,
 ) -> Request {
     let Request::Write {
-        file, pieces, data, ..
+        file,
+        pieces,
+        data,
+        striping,
+        ..
     } = write(1, object, pieces, byte)
     else {
         unreachable!("write() builds a Write")
@@ -83,6 +92,7 @@ fn stage(
         decider,
         file,
         object,
+        striping,
         pieces,
         data,
     }
@@ -328,6 +338,33 @@ pub fn scripts() -> Vec<(&'static str, Script)> {
                         outcome: TxnOutcome::Unknown,
                     },
                 ),
+            ]),
+        ),
+        (
+            // Mandatory locks: changes of bytes another client holds locked are refused
+            // (writes, a stage, a truncation, dropping the objects); the holder's own write
+            // and writes elsewhere are admitted; another striping for the file is refused.
+            "mandatory-locks",
+            Script(vec![
+                f(0, 1, w(&[(0, 64)], Wait::All)),
+                f(1, 1, write(7, 0, &[(8, 8)], 0x31)),
+                f(0, 2, write(7, 0, &[(0, 8)], 0x32)),
+                f(1, 2, write(7, 0, &[(64, 8)], 0x33)),
+                f(
+                    1,
+                    3,
+                    Request::SetObjectSize {
+                        file: FileId(7),
+                        object: 0,
+                        size: 4,
+                    },
+                ),
+                f(1, 4, Request::DropObjects { file: FileId(7) }),
+                f(1, 5, lock(LockMode::Read, ranges(&[(100, 110)]), Wait::All)),
+                f(0, 3, write(7, 0, &[(100, 4)], 0x34)),
+                f(1, 6, write(7, 1, &[(0, 4)], 0x35)),
+                Step::Disconnect { client: 0 },
+                f(1, 7, write(7, 0, &[(8, 8)], 0x36)),
             ]),
         ),
         (

@@ -46,6 +46,8 @@
 //! * counters (`entries`, `waiting`, per-client requests) match the tables; a request
 //!   whose client is gone (an orphan, still being released) counts for nobody.
 
+mod admission;
+
 use crate::chain::Chain;
 use crate::index::{Hull, ReadIndex, WriteHulls};
 use crate::lease::{LeaseConfig, Leases};
@@ -248,6 +250,9 @@ pub struct LockServer {
     budget: u64,
     /// Negative-control fault for the simulator: readers and writers ignore each other.
     pub(crate) ignore_conflicts: bool,
+    /// Each file's striping as first named by a write here (mandatory locks map object
+    /// pieces to file bytes with it; see `admission`).
+    stripings: HashMap<FileId, atomio_proto::Striping>,
 }
 
 /// Index entries in use: each costs memory (about 60 B), so they are bounded in all and per

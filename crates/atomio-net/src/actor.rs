@@ -102,7 +102,11 @@ impl ServerHandle {
             return self.inbox.send(event).await.map_err(stopped);
         };
         match event {
-            Event::Frame { ref request, .. } if request.class() != RequestClass::Lock => {
+            // Mandatory locks: changes of bytes are admitted by the lock actor, which then
+            // hands them to the data actor.
+            Event::Frame { ref request, .. }
+                if request.class() != RequestClass::Lock && !request.needs_admission() =>
+            {
                 data.send(event).await.map_err(stopped)
             }
             Event::Frame { .. } => self.inbox.send(event).await.map_err(stopped),
@@ -196,6 +200,16 @@ async fn run<S: Service>(
         // A long request runs one slice per turn; whatever arrived meanwhile (and a due
         // tick) is served between slices, so nobody waits behind it for long. Branches are
         // polled in random order, so neither a busy inbox nor long work starves the ticks.
+        // Admitted requests the data inbox had no room for go first, in order: the lock
+        // actor waits for the data actor here (back-pressure), never reorders.
+        while let Some(event) = actor.held_back.pop_front() {
+            let Some(data) = actor.fence_via.clone() else {
+                break;
+            };
+            if data.send(event).await.is_err() {
+                actor.held_back.clear();
+            }
+        }
         let busy = actor.service.has_work();
         if busy {
             actor.work();
@@ -251,6 +265,9 @@ struct Actor<S> {
     fence_via: Option<mpsc::Sender<Event>>,
     /// Lapsed clients whose `Fence` did not fit in the data inbox yet.
     unfenced: Vec<ClientId>,
+    /// Admitted requests for the data actor that did not fit in its inbox yet (sent, in
+    /// order, before anything else; see `run`).
+    held_back: std::collections::VecDeque<Event>,
     /// Data actor of a split server: where `Fenced` is reported.
     fenced_to: Option<mpsc::UnboundedSender<Event>>,
     /// This actor's own inbox (weak: the actor must not keep itself alive), for `Stats`.
@@ -267,6 +284,7 @@ impl<S: Service> Actor<S> {
             epoch: std::time::Instant::now(),
             fence_via: None,
             unfenced: Vec::new(),
+            held_back: Default::default(),
             fenced_to: None,
             inbox: None,
         }
@@ -292,6 +310,11 @@ impl<S: Service> Actor<S> {
             let client = self.unfenced[i];
             let fenced_here = match &self.fence_via {
                 None => true,
+                // Never ahead of admitted writes still held back (they came first).
+                Some(_) if !self.held_back.is_empty() => {
+                    i += 1;
+                    continue;
+                }
                 Some(data) => match data.try_send(Event::Fence { client }) {
                     Ok(()) => {
                         self.unfenced.swap_remove(i);
@@ -337,7 +360,54 @@ impl<S: Service> Actor<S> {
             .sum();
     }
 
+    /// Mandatory locks, at the lock actor of a split server: admits a request that changes
+    /// bytes (then hands it to the data actor, before the next lock message can grant
+    /// anyone those bytes) or answers the refusal.
+    fn admit(&mut self, client: ClientId, tag: u64, request: Request) {
+        let Some(data) = &self.fence_via else {
+            return;
+        };
+        if !self.peers.contains_key(&client) {
+            return;
+        }
+        self.service.set_now(self.now_ms());
+        match self.service.admit(client, &request) {
+            Ok(()) => {
+                let event = Event::Frame {
+                    client,
+                    tag,
+                    request,
+                };
+                if !self.held_back.is_empty() {
+                    self.held_back.push_back(event);
+                } else if let Err(mpsc::error::TrySendError::Full(event)) = data.try_send(event) {
+                    self.held_back.push_back(event);
+                }
+                // Closed: the server is stopping; nothing will answer anyone.
+            }
+            Err(e) => {
+                tracing::debug!(?client, "refused by mandatory locks: {e}");
+                self.out.push(Outgoing {
+                    to: client,
+                    tag,
+                    reply: Reply::Error(e),
+                });
+                self.step_deliver();
+            }
+        }
+    }
+
     fn step(&mut self, event: Event) {
+        let event = match event {
+            Event::Frame {
+                client,
+                tag,
+                request,
+            } if request.needs_admission() && self.fence_via.is_some() => {
+                return self.admit(client, tag, request)
+            }
+            other => other,
+        };
         if let Event::Frame {
             client,
             tag,

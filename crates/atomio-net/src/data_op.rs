@@ -34,7 +34,9 @@ use crate::machine::{Machine, Progress};
 use atomio_layout::{ByteRange, Layout, ServerId};
 use atomio_lock::Send;
 use atomio_proto::data::Bytes;
-use atomio_proto::{ErrorCode, FileId, ObjPiece, Reply, Request, TxnId, TxnOutcome, WireError};
+use atomio_proto::{
+    ErrorCode, FileId, ObjPiece, Reply, Request, Striping, TxnId, TxnOutcome, WireError,
+};
 use std::collections::HashMap;
 
 /// Bytes of payload per data message.
@@ -164,6 +166,7 @@ impl DataOp {
             .map(|c| Request::Write {
                 file,
                 object: c.object,
+                striping: Striping::of(layout),
                 pieces: c.pieces.clone(),
                 data: gather(c, data),
             })
@@ -190,6 +193,7 @@ impl DataOp {
                 decider: (c.server != decider).then_some(decider),
                 file,
                 object: c.object,
+                striping: Striping::of(layout),
                 pieces: c.pieces.clone(),
                 data: gather(c, data),
             })

@@ -8,6 +8,7 @@
 
 use crate::client::ClusterClient;
 use crate::data_op::DataOp;
+use atomio_layout::ServerId;
 use atomio_layout::{Access, ByteRange, Layout, RangeList};
 use atomio_proto::{metadata_server, ErrorCode, FileId, FileMeta, Reply, Request, WireError};
 
@@ -93,6 +94,22 @@ impl ClusterClient {
         }
     }
 
+    /// `rpc_all` for changes that take no lock: while a server refuses one because another
+    /// client holds a lock on its bytes (mandatory locks), wait and send them all again
+    /// (resizes and drops are idempotent).
+    async fn rpc_all_patiently(
+        &mut self,
+        calls: Vec<(ServerId, Request)>,
+    ) -> Result<Vec<Reply>, WireError> {
+        let mut backoff = crate::patience::LockedBackoff::default();
+        loop {
+            match self.rpc_all(calls.clone()).await {
+                Err(e) if backoff.again(&e).await => continue,
+                r => return r,
+            }
+        }
+    }
+
     /// Deletes the file's objects everywhere, then its metadata.
     pub async fn remove(&mut self, path: &str) -> Result<(), WireError> {
         let info = self.open(path).await?;
@@ -102,7 +119,7 @@ impl ClusterClient {
             .into_iter()
             .map(|s| (s, Request::DropObjects { file: info.id() }))
             .collect();
-        self.rpc_all(calls).await?;
+        self.rpc_all_patiently(calls).await?;
         let meta_server = metadata_server(path, self.servers() as u32);
         self.rpc_all(vec![(
             meta_server,
@@ -143,10 +160,18 @@ impl ClusterClient {
         ranges: impl Iterator<Item = ByteRange>,
         data: &[u8],
     ) -> Result<(), WireError> {
-        let mut op = DataOp::write(f.id(), &f.layout, ranges, data);
-        let mut sends = Vec::new();
-        op.start(&mut sends);
-        self.run(&mut op, sends).await
+        // These writes take no lock: wait out others' (mandatory locks; see `patience`).
+        let ranges: Vec<ByteRange> = ranges.collect();
+        let mut backoff = crate::patience::LockedBackoff::default();
+        loop {
+            let mut op = DataOp::write(f.id(), &f.layout, ranges.iter().copied(), data);
+            let mut sends = Vec::new();
+            op.start(&mut sends);
+            match self.run(&mut op, sends).await {
+                Err(e) if backoff.again(&e).await => continue,
+                r => return r,
+            }
+        }
     }
 
     /// Reads the bytes of `access` into `out` (offset order). Reading past the end of the
@@ -250,7 +275,7 @@ impl ClusterClient {
                 )
             })
             .collect();
-        self.rpc_all(calls).await.map(|_| ())
+        self.rpc_all_patiently(calls).await.map(|_| ())
     }
 
     /// The file's size: one past its last written byte.

@@ -12,6 +12,7 @@ mod frame_reader;
 pub mod grace;
 pub mod lease_keeper;
 pub mod machine;
+pub mod patience;
 mod reply_budget;
 pub mod service;
 pub mod tcp;

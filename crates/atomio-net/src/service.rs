@@ -7,7 +7,7 @@
 
 use atomio_data::{DataService, ObjectStore};
 use atomio_lock::{LockServer, Outgoing};
-use atomio_proto::{ClientId, Request};
+use atomio_proto::{ClientId, Request, WireError};
 use std::time::Duration;
 
 /// Lease fencing across a server's two actors: the lock actor finds a lapsed client
@@ -39,6 +39,11 @@ pub trait Service: Send + 'static {
     }
     /// One slice of that work; the driver interleaves it with new messages.
     fn work(&mut self, _out: &mut Vec<Outgoing>) {}
+    /// Mandatory locks: whether `request` (one that `needs_admission`) may go on to the
+    /// data service. The lock actor of a split server asks before forwarding it.
+    fn admit(&mut self, _client: ClientId, _request: &Request) -> Result<(), WireError> {
+        Ok(())
+    }
 }
 
 impl Service for LockServer {
@@ -67,6 +72,9 @@ impl Service for LockServer {
     }
     fn work(&mut self, out: &mut Vec<Outgoing>) {
         LockServer::work(self, out)
+    }
+    fn admit(&mut self, client: ClientId, request: &Request) -> Result<(), WireError> {
+        LockServer::admit(self, client, request)
     }
 }
 

@@ -278,6 +278,10 @@ fn a_decider_restarted_between_commit_and_apply_redoes_the_write() {
             decider: None,
             file: FILE,
             object: 0,
+            striping: atomio_proto::Striping {
+                stripe_size: 1 << 16,
+                objects: 4,
+            },
             pieces: pieces.clone(),
             data: vec![1, 2, 3, 4].into(),
         },

@@ -5,7 +5,7 @@
 use crate::error::{ErrorCode, WireError};
 use crate::limits::{MAX_PATH_BYTES, MAX_PIECES_PER_REQUEST};
 use crate::messages::FileId;
-use atomio_layout::{Layout, ServerId, MAX_OFFSET};
+use atomio_layout::{ByteRange, Layout, ServerId, MAX_OFFSET};
 use serde::{Deserialize, Serialize};
 use std::hash::Hasher;
 
@@ -41,6 +41,93 @@ pub enum TxnOutcome {
     /// The writer cannot tell (its decider did not answer): keep the bytes staged and in
     /// doubt; the next access to them resolves the write at its decider.
     Unknown,
+}
+
+/// How a file's bytes are striped over its objects: what a server needs to map a write's
+/// object pieces back to the file bytes the lock table holds (mandatory locks). Sent with
+/// every `Write` and `Stage`; a server keeps the first striping it sees for a file and
+/// refuses writes that name another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Striping {
+    pub stripe_size: u64,
+    pub objects: u32,
+}
+
+impl Striping {
+    pub fn of(layout: &Layout) -> Self {
+        Self {
+            stripe_size: layout.stripe_size(),
+            objects: layout.stripe_count(),
+        }
+    }
+
+    /// Checks the striping, and that `object` is one of its objects.
+    pub fn validate(&self, object: u32) -> Result<(), WireError> {
+        if self.stripe_size == 0
+            || self.objects == 0
+            || self.objects as usize > atomio_layout::MAX_STRIPE_COUNT
+            || object >= self.objects
+        {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "object {object} of a striping of {} objects × {} bytes: not a valid \
+                     striping and object",
+                    self.objects, self.stripe_size
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The file bytes that `pieces` (validated) of `object` (validated) hold, piece by
+    /// piece and strip by strip, in order; at most `limit` ranges, else `LimitExceeded`.
+    pub fn file_ranges(
+        &self,
+        object: u32,
+        pieces: &[ObjPiece],
+        limit: usize,
+        mut each: impl FnMut(ByteRange) -> Result<(), WireError>,
+    ) -> Result<(), WireError> {
+        let s = self.stripe_size;
+        let overflow = || {
+            WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("object {object}: a piece lies past the largest file offset"),
+            )
+        };
+        let mut n = 0usize;
+        for p in pieces {
+            let mut at = p.offset;
+            let end = p.offset + p.len;
+            while at < end {
+                n += 1;
+                if n > limit {
+                    return Err(WireError::new(
+                        ErrorCode::LimitExceeded,
+                        format!(
+                            "a write crossing more than {limit} strips of {s} bytes cannot be \
+                             checked against the lock table; send it in smaller requests"
+                        ),
+                    ));
+                }
+                let strip_end = (at / s).saturating_add(1).saturating_mul(s).min(end);
+                let row = at / s;
+                let start = row
+                    .checked_mul(u64::from(self.objects))
+                    .and_then(|x| x.checked_add(u64::from(object)))
+                    .and_then(|x| x.checked_mul(s))
+                    .and_then(|x| x.checked_add(at % s))
+                    .ok_or_else(overflow)?;
+                let len = strip_end - at;
+                let range = ByteRange::new(start, start.checked_add(len).ok_or_else(overflow)?)
+                    .map_err(|_| overflow())?;
+                each(range)?;
+                at = strip_end;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a file is: its id, path and layout.

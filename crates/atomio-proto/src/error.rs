@@ -45,6 +45,9 @@ pub enum ErrorCode {
     /// participant failed before the commit point, or the write was resolved as aborted
     /// while its writer was gone).
     Aborted = 16,
+    /// Mandatory locks: the request would change bytes another client holds a lock on
+    /// (write into them, truncate or drop their objects). Nothing was changed.
+    Locked = 17,
 }
 
 impl From<u16> for ErrorCode {
@@ -65,6 +68,7 @@ impl From<u16> for ErrorCode {
             14 => Self::LeaseExpired,
             15 => Self::Unauthorized,
             16 => Self::Aborted,
+            17 => Self::Locked,
             _ => Self::Internal,
         }
     }

@@ -7,7 +7,7 @@ pub mod frame;
 pub mod limits;
 pub mod messages;
 
-pub use data::{file_id, metadata_server, FileMeta, ObjPiece, TxnId, TxnOutcome};
+pub use data::{file_id, metadata_server, FileMeta, ObjPiece, Striping, TxnId, TxnOutcome};
 pub use error::{ErrorCode, WireError};
 pub use frame::{decode, encode, PROTOCOL_VERSION};
 pub use messages::*;

@@ -250,9 +250,12 @@ pub enum Request {
     /// Delete every object of a file held by this server.
     DropObjects { file: FileId },
     /// Write `data` into the pieces of one object, in order.
+    /// `striping`: how the file maps onto its objects, so the server can check the write
+    /// against the locks other clients hold (mandatory locks).
     Write {
         file: FileId,
         object: u32,
+        striping: crate::data::Striping,
         pieces: Vec<crate::data::ObjPiece>,
         data: crate::data::Bytes,
     },
@@ -294,6 +297,7 @@ pub enum Request {
         decider: Option<ServerId>,
         file: FileId,
         object: u32,
+        striping: crate::data::Striping,
         pieces: Vec<crate::data::ObjPiece>,
         data: crate::data::Bytes,
     },
@@ -336,6 +340,19 @@ pub enum RequestClass {
 }
 
 impl Request {
+    /// Data requests that change bytes or objects: a server's lock service admits them
+    /// first (mandatory locks: refused when they touch bytes another client holds a lock
+    /// on), then hands them to the data service.
+    pub fn needs_admission(&self) -> bool {
+        matches!(
+            self,
+            Request::Write { .. }
+                | Request::Stage { .. }
+                | Request::SetObjectSize { .. }
+                | Request::DropObjects { .. }
+        )
+    }
+
     pub fn class(&self) -> RequestClass {
         match self {
             Request::LockNew { .. }

@@ -1,0 +1,189 @@
+//! Mandatory locks: the lock service admits every request that changes a file's bytes or
+//! objects (`Request::needs_admission`) before the data service runs it, and refuses those
+//! that would change bytes another client holds a lock on — POSIX mandatory-locking
+//! semantics: a write needs no lock of its own (`none` writers stay lock-free), but it
+//! cannot reach into bytes someone else has locked, so no peer, hostile or buggy, can tear
+//! an atomic write or change what a reader holds. The driver forwards an admitted request
+//! to the data service *before* handling the next lock message, so an admission is
+//! serialized with the grants: a write admitted while the bytes were free is applied
+//! before anyone granted them later can read or write them.
+//!
+//! Servers hold objects, locks are taken in file offsets: the request's `Striping` maps its
+//! object pieces back to file bytes. A server keeps the first striping it sees for a file
+//! and refuses writes that name another, so a peer cannot dodge the check by lying about
+//! the layout once the file is in use (a peer that is *first* to name a file's striping
+//! makes every honest writer's request fail with a clear error — a denial of service, never
+//! a silent overwrite; see ARCHITECTURE.md).
+//!
+//! **Invariants:** admission never changes the lock table; it is refused (`Locked`) iff
+//! some mapped file byte lies in another client's granted write bytes or in any read lock
+//! (a client cannot hold a read and a write lock on one byte, so a read lock on a byte the
+//! writer wrote is another's, or the writer writing under its own read lock); a write's cost
+//! is bounded by `MAX_CHECKED_STRIPS` index lookups; a resize or drop walks only the
+//! requester's own write hulls before it finds another's (or none).
+
+use super::{LockRequest, LockServer};
+use crate::index::WriteHulls;
+use atomio_layout::{ByteRange, MAX_OFFSET};
+use atomio_proto::data::{validate_pieces, ObjPiece, Striping};
+use atomio_proto::{ClientId, ErrorCode, FileId, LockId, Request, WireError};
+use std::collections::HashMap;
+
+/// Most file ranges (pieces × strips) one request may be checked for: bounds the time an
+/// admission takes on the lock thread (a 64 MiB write at 512-byte strips fits).
+pub const MAX_CHECKED_STRIPS: usize = 1 << 17;
+
+/// Most files a server remembers a striping for.
+pub const MAX_STRIPED_FILES: usize = 1 << 20;
+
+fn locked(what: &str, at: u64) -> WireError {
+    WireError::new(
+        ErrorCode::Locked,
+        format!("refused: {what} file byte {at}, which another client holds a lock on"),
+    )
+}
+
+/// The first byte of `w` in another client's granted write bytes.
+fn foreign_write(
+    writes: &WriteHulls,
+    requests: &HashMap<LockId, LockRequest>,
+    client: ClientId,
+    w: ByteRange,
+) -> Option<u64> {
+    for (start, hull) in writes.overlapping(w) {
+        let owner = &requests[&hull.lock];
+        if owner.owner == client {
+            continue;
+        }
+        // A hull covers its owner's bytes and the gaps between them: ask the description.
+        let lo = w.start.max(start);
+        if let Some(b) = owner
+            .desc
+            .first_at_or_after(lo)
+            .filter(|&b| b < w.end.min(hull.end))
+        {
+            return Some(b);
+        }
+    }
+    None
+}
+
+impl LockServer {
+    /// Admits `request` from `client` (see the module): `Ok` for requests that need no
+    /// admission and for those that touch no byte another client holds a lock on.
+    pub fn admit(&mut self, client: ClientId, request: &Request) -> Result<(), WireError> {
+        match request {
+            Request::Write {
+                file,
+                object,
+                striping,
+                pieces,
+                ..
+            }
+            | Request::Stage {
+                file,
+                object,
+                striping,
+                pieces,
+                ..
+            } => self.admit_write(client, *file, *object, *striping, pieces),
+            Request::SetObjectSize { file, object, size } => {
+                self.admit_resize(client, *file, *object, *size)
+            }
+            // Every object goes: refused if anyone else holds anything of the file here.
+            Request::DropObjects { file } => match self.foreign_lock_from(client, *file, 0) {
+                Some(at) => Err(locked("dropping the objects of", at)),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// The striping this server keeps for `file`, recorded at first sight.
+    fn striping_of(&mut self, file: FileId, striping: Striping) -> Result<(), WireError> {
+        match self.stripings.get(&file) {
+            Some(&known) if known == striping => Ok(()),
+            Some(known) => Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{file} is striped {} × {} bytes at this server; this request says {} × {}",
+                    known.objects, known.stripe_size, striping.objects, striping.stripe_size
+                ),
+            )),
+            None if self.stripings.len() >= MAX_STRIPED_FILES => Err(WireError::new(
+                ErrorCode::LimitExceeded,
+                format!("this server checks writes of {MAX_STRIPED_FILES} files, its limit"),
+            )),
+            None => {
+                self.stripings.insert(file, striping);
+                Ok(())
+            }
+        }
+    }
+
+    fn admit_write(
+        &mut self,
+        client: ClientId,
+        file: FileId,
+        object: u32,
+        striping: Striping,
+        pieces: &[ObjPiece],
+    ) -> Result<(), WireError> {
+        striping.validate(object)?;
+        validate_pieces(pieces)?;
+        self.striping_of(file, striping)?;
+        let Some(table) = self.files.get(&file) else {
+            return Ok(()); // nobody holds anything of the file here
+        };
+        let requests = &self.requests;
+        striping.file_ranges(object, pieces, MAX_CHECKED_STRIPS, |w| {
+            if let Some(b) = table.reads.first_overlap(w) {
+                return Err(locked("writing", b));
+            }
+            match foreign_write(&table.writes, requests, client, w) {
+                Some(b) => Err(locked("writing", b)),
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// Resizing `object` to `size` changes only its bytes at and past `size` (a truncation
+    /// drops them; an extension turns holes into zeros, which read the same): refused when
+    /// another client holds a lock at or past the file byte where those begin (every
+    /// object's strips from there on, not only this object's: conservative, and one seek).
+    fn admit_resize(
+        &mut self,
+        client: ClientId,
+        file: FileId,
+        object: u32,
+        size: u64,
+    ) -> Result<(), WireError> {
+        // With no striping known (no write was ever admitted here), the whole file.
+        let from = match self.stripings.get(&file) {
+            Some(st) if object < st.objects => (size / st.stripe_size)
+                .checked_mul(st.stripe_size * u64::from(st.objects))
+                .and_then(|x| x.checked_add(u64::from(object) * st.stripe_size))
+                .and_then(|x| x.checked_add(size % st.stripe_size))
+                .unwrap_or(MAX_OFFSET),
+            Some(_) => MAX_OFFSET, // no such object under the file's striping
+            None => 0,
+        };
+        match self.foreign_lock_from(client, file, from) {
+            Some(at) => Err(locked("resizing over", at)),
+            None => Ok(()),
+        }
+    }
+
+    /// The first byte at or past `from` of `file` that another client holds a lock on.
+    fn foreign_lock_from(&self, client: ClientId, file: FileId, from: u64) -> Option<u64> {
+        let table = self.files.get(&file)?;
+        let rest = ByteRange::new(from.min(MAX_OFFSET), MAX_OFFSET).ok()?;
+        [
+            table.reads.first_overlap(rest),
+            foreign_write(&table.writes, &self.requests, client, rest),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+}
