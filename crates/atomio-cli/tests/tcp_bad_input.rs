@@ -973,6 +973,20 @@ fn a_peer_cannot_change_bytes_another_client_holds_locked() {
     expect_error(&mut peer, 3, ErrorCode::Locked, "resizing");
     send(&mut peer, 4, Request::DropObjects { file: FileId(1) });
     expect_error(&mut peer, 4, ErrorCode::Locked, "dropping");
+    // A well-behaved client meanwhile: served promptly.
+    let mut other = server.connect();
+    let t0 = std::time::Instant::now();
+    ping_ok(&mut other, 1);
+    let ping = t0.elapsed();
+    let peak = peak_rss(server.child.id());
+    eprintln!(
+        "mandatory locks: 4 refused changes; another client's ping {:.1} ms; server peak RSS \
+         {} MiB",
+        ping.as_secs_f64() * 1e3,
+        peak >> 20
+    );
+    assert!(ping < Duration::from_millis(100), "ping {ping:?}");
+    assert!(peak < 256 << 20, "peak RSS {} MiB", peak >> 20);
     // Bytes nobody holds: admitted (a lock-free writer needs no lock of its own).
     send(&mut peer, 5, write(4096, 100, 0xEE, striping));
     assert_eq!(

@@ -307,6 +307,17 @@ fn error(to: ClientId, tag: u64, code: ErrorCode, message: impl Into<String>) ->
     }
 }
 
+/// What a lapsed client is told, whatever it asks.
+fn lapsed(lease_ms: u64) -> WireError {
+    WireError::new(
+        ErrorCode::LeaseExpired,
+        format!(
+            "this client was silent for more than the {lease_ms} ms lease while holding \
+             locks; they were released and its requests are refused: reconnect"
+        ),
+    )
+}
+
 fn request_name(r: &Request) -> &'static str {
     match r {
         Request::LockNew { .. } => "LockNew",
@@ -595,16 +606,11 @@ impl LockServer {
         if let Some(leases) = &mut self.leases {
             leases.heard(client, self.now, holds);
             if leases.is_lapsed(client) && !matches!(request, Request::Ping { .. }) {
-                let ms = leases.duration_ms();
-                return out.push(error(
-                    client,
+                return out.push(Outgoing {
+                    to: client,
                     tag,
-                    ErrorCode::LeaseExpired,
-                    format!(
-                        "this client was silent for more than the {ms} ms lease while holding \
-                         locks; they were released and its requests are refused: reconnect"
-                    ),
-                ));
+                    reply: Reply::Error(lapsed(leases.duration_ms())),
+                });
             }
         }
         match request {

@@ -15,7 +15,8 @@
 //! makes every honest writer's request fail with a clear error — a denial of service, never
 //! a silent overwrite; see ARCHITECTURE.md).
 //!
-//! **Invariants:** admission never changes the lock table; it is refused (`Locked`) iff
+//! **Invariants:** admission never changes the lock table; a lapsed client's changes are
+//! refused `LeaseExpired` before anything else; it is refused (`Locked`) iff
 //! some mapped file byte lies in another client's granted write bytes or in any read lock
 //! (a client cannot hold a read and a write lock on one byte, so a read lock on a byte the
 //! writer wrote is another's, or the writer writing under its own read lock); a write's cost
@@ -72,6 +73,10 @@ impl LockServer {
     /// Admits `request` from `client` (see the module): `Ok` for requests that need no
     /// admission and for those that touch no byte another client holds a lock on.
     pub fn admit(&mut self, client: ClientId, request: &Request) -> Result<(), WireError> {
+        // A lapsed client is told so (its data requests would be refused as fenced anyway).
+        if let Some(leases) = self.leases.as_ref().filter(|l| l.is_lapsed(client)) {
+            return Err(super::lapsed(leases.duration_ms()));
+        }
         match request {
             Request::Write {
                 file,
