@@ -153,6 +153,7 @@ impl Node {
                                 ErrorCode::Locked
                                     | ErrorCode::InvalidArgument
                                     | ErrorCode::LimitExceeded
+                                    | ErrorCode::LeaseExpired
                             ),
                             "admission failed oddly: {e}"
                         );

@@ -223,6 +223,17 @@ pub fn scripts() -> Vec<(&'static str, Script)> {
                 Step::Renew { client: 1 },
                 Step::Wait { ticks: 60 },
                 f(0, 3, write(7, 0, &[(0, 16)], 0xaa)),
+                // Writes of a lapsed client stop at the lock service's admission; its
+                // reads reach the data service, which must have fenced it.
+                f(
+                    0,
+                    7,
+                    Request::Read {
+                        file: FileId(7),
+                        object: 0,
+                        pieces: vec![ObjPiece { offset: 0, len: 16 }],
+                    },
+                ),
                 f(
                     0,
                     4,

@@ -97,7 +97,8 @@ fn serve_catches_a_leak() {
     atomio_fuzz::serve_with(&seed("datatype-tiles"), Control::SkipDisconnect(1));
 }
 
-/// Negative control: a lapsed client released without fencing gets its write served.
+/// Negative control: a lapsed client released without fencing gets its read served (its
+/// writes are refused earlier, at admission).
 #[test]
 #[should_panic(expected = "fenced client's data request was served")]
 fn serve_catches_a_missing_fence() {
