@@ -42,6 +42,8 @@ const ROWS: &[Row] = &[
     ("ranges granted", |r| r.ranges_granted),
     ("releases", |r| r.releases),
     ("acquires that waited", |r| r.waits),
+    ("changes admitted", |r| r.changes_admitted),
+    ("changes refused (locked)", |r| r.changes_refused),
 ];
 
 pub fn run(a: StatsArgs) -> anyhow::Result<()> {

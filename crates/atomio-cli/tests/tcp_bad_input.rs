@@ -987,6 +987,16 @@ fn a_peer_cannot_change_bytes_another_client_holds_locked() {
     );
     assert!(ping < Duration::from_millis(100), "ping {ping:?}");
     assert!(peak < 256 << 20, "peak RSS {} MiB", peak >> 20);
+    // Operators see them (`atomio stats`).
+    send(&mut other, 2, Request::Stats);
+    let Reply::Stats(report) = recv(&mut other).unwrap().reply else {
+        panic!("stats");
+    };
+    assert_eq!(
+        (report.changes_admitted, report.changes_refused),
+        (1, 3),
+        "{report:?}"
+    );
     // Bytes nobody holds: admitted (a lock-free writer needs no lock of its own).
     send(&mut peer, 5, write(4096, 100, 0xEE, striping));
     assert_eq!(

@@ -219,6 +219,9 @@ pub struct ServerStats {
     pub lapses: u64,
     /// Times a grant or release ran out of its step's slice and was queued to continue.
     pub sliced: u64,
+    /// Changes of bytes admitted, and refused `Locked` (mandatory locks).
+    pub changes_admitted: u64,
+    pub changes_refused: u64,
 }
 
 /// One server's lock manager for all files.
@@ -578,6 +581,8 @@ impl LockServer {
             ranges_granted: st.ranges_granted,
             releases: st.releases,
             waits: st.waits,
+            changes_admitted: st.changes_admitted,
+            changes_refused: st.changes_refused,
             ..ServerReport::default()
         }
     }

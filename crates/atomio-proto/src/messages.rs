@@ -476,6 +476,10 @@ pub struct ServerReport {
     pub ranges_granted: u64,
     pub releases: u64,
     pub waits: u64,
+    /// Mandatory locks: changes of bytes admitted, and refused because they reached into
+    /// another client's lock.
+    pub changes_admitted: u64,
+    pub changes_refused: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

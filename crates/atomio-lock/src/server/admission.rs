@@ -77,6 +77,16 @@ impl LockServer {
         if let Some(leases) = self.leases.as_ref().filter(|l| l.is_lapsed(client)) {
             return Err(super::lapsed(leases.duration_ms()));
         }
+        let verdict = self.verdict(client, request);
+        match &verdict {
+            Ok(()) if request.needs_admission() => self.stats.changes_admitted += 1,
+            Err(e) if e.code == ErrorCode::Locked => self.stats.changes_refused += 1,
+            _ => {}
+        }
+        verdict
+    }
+
+    fn verdict(&mut self, client: ClientId, request: &Request) -> Result<(), WireError> {
         match request {
             Request::Write {
                 file,
