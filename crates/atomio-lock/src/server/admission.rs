@@ -106,9 +106,13 @@ impl LockServer {
                 self.admit_resize(client, *file, *object, *size)
             }
             // Every object goes: refused if anyone else holds anything of the file here.
+            // Admitted, the striping goes too (a file made again may be striped otherwise).
             Request::DropObjects { file } => match self.foreign_lock_from(client, *file, 0) {
                 Some(at) => Err(locked("dropping the objects of", at)),
-                None => Ok(()),
+                None => {
+                    self.stripings.remove(file);
+                    Ok(())
+                }
             },
             _ => Ok(()),
         }
