@@ -10,6 +10,7 @@ pub mod index;
 pub mod lease;
 pub mod plan;
 pub mod protocol;
+pub mod seqdlm;
 pub mod server;
 pub mod sim;
 
