@@ -1,6 +1,7 @@
 //! atomio's data providers: where servers keep file bytes (`store`) and the state machine
 //! that serves data requests (`service`).
 
+pub mod extent_cache;
 pub mod service;
 pub mod store;
 pub mod txn;
