@@ -11,6 +11,7 @@ pub mod sim;
 pub mod strategy;
 pub mod technique;
 pub mod techniques;
+pub mod write_cache;
 
 pub use direct::{Coherence, DirectData, Mapping};
 pub use file::{File, IoStats, Placement};

@@ -17,9 +17,12 @@
 //!   every *write* grant, so write grants are ordered by unique SNs (data carry them; data
 //!   servers apply by SN whatever the arrival order); a read grant carries the SN below
 //!   which every write was granted before it;
-//! * **conversion** — a request that conflicts only with its own client's locks is granted
-//!   *upgraded* (Fig. 9) over their hull, absorbing them (first revoking other clients'
-//!   locks the upgraded mode conflicts with); a CANCELING lock may be *downgraded* by its
+//! * **conversion** — a request that conflicts only with its own client's GRANTED locks is
+//!   granted *upgraded* (Fig. 9) over their hull, absorbing them (first revoking other
+//!   clients' locks the upgraded mode conflicts with). The client re-tags their cached data
+//!   with the new SN, which is safe only because nobody wrote their bytes since they were
+//!   granted; a CANCELING own lock may have been early-granted over, so it is never
+//!   absorbed — it blocks until released, like anyone's; a CANCELING lock may be *downgraded* by its
 //!   holder (BW/PW → NBW, PW → PR) so conflicting writers can be granted early.
 //!
 //! **Invariants** (`check`): for any two overlapping granted locks, the newer is compatible
@@ -289,6 +292,7 @@ impl Resource {
                     .iter()
                     .filter(|(id, g)| {
                         g.client == head.client
+                            && g.state == State::Granted
                             && !own.contains(*id)
                             && g.range.overlaps(&range)
                             && !self.compatible(mode, g)
