@@ -7,6 +7,7 @@ pub mod direct;
 pub mod file;
 pub(crate) mod mapped;
 pub mod objects;
+pub mod seqdlm_sim;
 pub mod sim;
 pub mod strategy;
 pub mod technique;
