@@ -11,8 +11,8 @@
 //!
 //! **Invariants:** extents are disjoint, non-empty and sorted; adjacent extents with the same
 //! SN are merged (the cache stays small for contiguous writes); a byte's SN never decreases
-//! while it has an entry; `merge` returns exactly the bytes of the block whose SN is newer
-//! than their entry (or that have none).
+//! while it has an entry; `merge` returns exactly the bytes of the block whose SN is at
+//! least their entry's (or that have none).
 
 use atomio_layout::ByteRange;
 use std::collections::BTreeMap;
@@ -42,9 +42,9 @@ impl ExtentCache {
             .map(|(_, &(_, sn))| sn)
     }
 
-    /// A block of `range` written under SN `sn` arrives: records `sn` where it is newer and
-    /// returns those parts (in order) — the bytes to write; the rest of the block is older
-    /// than what the stripe holds and is discarded.
+    /// A block of `range` written under SN `sn` arrives: records `sn` where it is not older
+    /// than what the stripe holds and returns those parts (in order) — the bytes to write;
+    /// the rest of the block is older and is discarded.
     pub fn merge(&mut self, range: ByteRange, sn: u64) -> Vec<ByteRange> {
         let mut update = Vec::new();
         if range.is_empty() {
@@ -70,7 +70,10 @@ impl ExtentCache {
             }
             let lo = s.max(range.start);
             let hi = e.min(range.end);
-            if old < sn {
+            // An equal SN is the same lock's later flush (a lock's flushes travel in order
+            // on its holder's connection), so it is newer too — and a redone flush after a
+            // restart is applied again, not lost.
+            if old <= sn {
                 update.push(ByteRange { start: lo, end: hi });
             }
             at = hi;

@@ -2,6 +2,7 @@
 //! that serves data requests (`service`).
 
 pub mod extent_cache;
+pub mod extent_log;
 pub mod service;
 pub mod store;
 pub mod txn;
