@@ -14,10 +14,11 @@
 //! given back after it); giving back = answer (CANCELING), downgrade to NBW (SeqDLM), flush
 //! the bytes still tagged with its SN, release once the data server acknowledged them.
 //!
-//! Checked: the resources' invariants after every step, the caches', no deadlock (every
-//! write done within the step budget), and at the end the file is a serial order of whole
-//! writes (`atomio_verify::verify`). Negative control `Modes::AllNbw` (NBW across stripes)
-//! is caught as the paper's Fig. 8 torn write.
+//! Checked: the resources' invariants after every step, no deadlock (every write done within
+//! the step budget), and at the end every stripe holds its writes applied in SN order and
+//! the file is a serial order of whole writes (`atomio_verify::verify`). Negative controls: `Modes::AllNbw` (NBW across
+//! stripes) is caught as the paper's Fig. 8 torn write; `sn_blind_servers` (flushes
+//! written as they arrive) as an older flush landing over a newer write.
 
 use crate::write_cache::{Dirty, WriteCache};
 use atomio_data::extent_cache::ExtentCache;
@@ -52,6 +53,8 @@ pub struct SeqSimConfig {
     pub max_ranges: usize,
     pub dlm: Config,
     pub modes: Modes,
+    /// Negative control: data servers write flushes whole as they arrive, ignoring SNs.
+    pub sn_blind_servers: bool,
 }
 
 impl SeqSimConfig {
@@ -65,6 +68,7 @@ impl SeqSimConfig {
             max_ranges: 3,
             dlm: Config::SEQDLM,
             modes: Modes::Fig10,
+            sn_blind_servers: false,
         }
     }
 }
@@ -157,6 +161,9 @@ struct World {
     down: Vec<VecDeque<Out>>,
     flights: Vec<(usize, usize, GrantId, Dirty)>,
     writes: Vec<Write>,
+    /// Each write's bytes per stripe with the SN they were written under, in the order
+    /// the writes were made: (stripe, SN, order, range, writer, op).
+    by_sn: Vec<(usize, u64, u64, ByteRange, u32, u64)>,
     next_req: u64,
     report: SeqSimReport,
 }
@@ -268,6 +275,9 @@ impl World {
                     .ok_or_else(|| fail("a write without its stripe's lock"))?
                     .1;
                 let sn = c.locks[&(s, id)].sn;
+                let order = self.by_sn.len() as u64;
+                self.by_sn
+                    .push((s, sn, order, ByteRange { start: at, end }, ci as u32, op.id));
                 c.caches[s].write(
                     at,
                     &data[(at - r.start) as usize..(end - r.start) as usize],
@@ -439,7 +449,11 @@ impl World {
             start: b.start,
             end: b.start + b.data.len() as u64,
         };
-        let update = self.extents[stripe].merge(range, b.sn);
+        let update = if self.cfg.sn_blind_servers {
+            vec![range]
+        } else {
+            self.extents[stripe].merge(range, b.sn)
+        };
         let applied: u64 = update.iter().map(|u| u.end - u.start).sum();
         self.report.bytes_discarded += range.end - range.start - applied;
         for u in update {
@@ -529,6 +543,7 @@ pub fn run(cfg: &SeqSimConfig) -> Result<SeqSimReport, SeqSimFailure> {
         down: vec![VecDeque::new(); queues],
         flights: Vec::new(),
         writes: Vec::new(),
+        by_sn: Vec::new(),
         next_req: 0,
         report: SeqSimReport::default(),
     };
@@ -588,6 +603,22 @@ pub fn run(cfg: &SeqSimConfig) -> Result<SeqSimReport, SeqSimFailure> {
                 format!("client {i} kept locks or dirty bytes after close"),
             ));
         }
+    }
+    // Stronger than atomicity: every stripe holds its writes applied in SN order (the lock
+    // servers' serialization), whatever order the flushes arrived in.
+    let mut by_sn = w.by_sn.clone();
+    by_sn.sort_by_key(|x| (x.0, x.1, x.2));
+    let mut expected = vec![0u8; size as usize];
+    for (_, _, _, r, writer, op) in by_sn {
+        TagKey::DEFAULT
+            .op(writer, op)
+            .fill_at(r.start, &mut expected[r.start as usize..r.end as usize]);
+    }
+    if let Some(x) = (0..expected.len()).find(|&x| expected[x] != w.file[x]) {
+        return Err(failure(
+            step,
+            format!("the file is not the writes in SN order (first difference at byte {x})"),
+        ));
     }
     let report = verify(&w.file[..], &w.writes, &[]).map_err(|e| failure(step, e.to_string()))?;
     if !report.ok() {

@@ -1,6 +1,6 @@
 //! The SeqDLM simulation (`atomio_client::seqdlm_sim`): many seeds clean for SeqDLM (with
 //! and without early revocation) and the traditional DLMs, across 2–4 stripes; the negative
-//! control (NBW across stripes) is caught by the verifier.
+//! controls (NBW across stripes; data servers ignoring SNs) are caught by the verifier.
 
 use atomio_client::seqdlm_sim::{run, Modes, SeqSimConfig};
 use atomio_lock::seqdlm::Config;
@@ -58,4 +58,26 @@ fn nbw_across_stripes_is_caught() {
         }
     }
     panic!("NBW across stripes never broke atomicity in 2,000 seeds: the check cannot fail");
+}
+
+/// Negative control: data servers that write flushes as they arrive let an early-granted
+/// writer's older flush land over a newer write (caught by the SN-order check: with two
+/// writes the verifier alone would accept the other serial order).
+#[test]
+fn sn_blind_data_servers_are_caught() {
+    for seed in 0..2000 {
+        let mut cfg = SeqSimConfig::new(seed);
+        cfg.sn_blind_servers = true;
+        // Few writes, so that no later write hides the older flush's damage.
+        cfg.clients = 3;
+        cfg.stripes = 1;
+        cfg.writes_per_client = 1;
+        cfg.max_ranges = 1;
+        if let Err(f) = run(&cfg) {
+            assert!(f.what.contains("SN order"), "{f}");
+            eprintln!("caught: {f}");
+            return;
+        }
+    }
+    panic!("SN-blind data servers were never caught in 2,000 seeds: the check cannot fail");
 }
