@@ -182,7 +182,7 @@ fn run_seqdlm(a: &SimArgs) -> anyhow::Result<()> {
         progress(i + 1, a.seeds, started);
     }
     println!(
-        "{} seeds from {} ({}): {} writes across {} stripes verified atomic, no deadlock; {} \
+        "{} seeds from {} ({}): {} writes across {} stripes, each stripe in SN order, the file verified atomic, no deadlock; {} \
          grants ({} early), {} revocations, {} flushes ({} bytes discarded as older by SN)",
         a.seeds,
         a.seed,
