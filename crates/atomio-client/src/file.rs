@@ -87,6 +87,9 @@ pub struct File {
     /// from the lock key once the number of servers is known).
     geometry: Option<LockGeometry>,
     stats: IoStats,
+    /// The cached-lock DLM client of this file (started at its first DLM call; dropping
+    /// it flushes what it caches).
+    dlm: Option<crate::dlm::agent::DlmAgent>,
 }
 
 fn no_client(what: &str) -> WireError {
@@ -151,6 +154,7 @@ impl File {
             atomic: Strategy::none(),
             geometry: None,
             stats: IoStats::default(),
+            dlm: None,
         }
     }
 
@@ -336,6 +340,10 @@ impl File {
             Some(Locks::Service { protocol, subs }) => {
                 Some(LockOp::new(self.lock_id(), mode, protocol, subs))
             }
+            Some(Locks::Cached(spec)) => {
+                let c = c.ok_or_else(|| no_client(&self.atomic.name()))?;
+                return self.cached_io(c, access, op, spec).await;
+            }
             None => None,
         };
         let what = self.atomic.name();
@@ -425,6 +433,62 @@ impl File {
         Ok(())
     }
 
+    /// Steps 1–3 by a cached-lock DLM's client: locks taken (or found cached) and the
+    /// bytes moved through its write-back cache.
+    async fn cached_io(
+        &mut self,
+        c: &mut ClusterClient,
+        access: &Access,
+        op: Op<'_>,
+        spec: crate::dlm::DlmSpec,
+    ) -> Result<(), WireError> {
+        let Placement::Servers(info) = &self.placement else {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("{} runs on atomio's servers only", spec.name()),
+            ));
+        };
+        let (id, layout) = (info.id(), info.layout.clone());
+        if self.dlm.is_none() {
+            self.dlm = Some(crate::dlm::agent::DlmAgent::start(c.servers_spec()).await?);
+        }
+        let agent = self.dlm.as_ref().expect("started above");
+        let ranges: Vec<atomio_layout::ByteRange> = access.ranges().collect();
+        match op {
+            Op::Write(data) => {
+                let data = bytes::Bytes::copy_from_slice(data);
+                agent.write(id, layout, ranges, data, spec).await
+            }
+            Op::Read { out, holes_ok } => {
+                let got = agent.read(id, layout, ranges, out.len(), spec).await?;
+                crate::check_len("read", got.len(), out.len() as u64)?;
+                out.copy_from_slice(&got);
+                if !holes_ok {
+                    let info = info.clone();
+                    check_size(c, &info, access).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Flushes what this file's DLM client caches (every cached lock given back with its
+    /// bytes); nothing to do for other techniques.
+    pub async fn flush_cache(&mut self) -> Result<(), WireError> {
+        match &self.dlm {
+            Some(agent) => agent.flush(None, false).await,
+            None => Ok(()),
+        }
+    }
+
+    /// What this file's DLM client did (`None` when no DLM call was made).
+    pub async fn dlm_stats(&self) -> Option<crate::dlm::machine::DlmClientStats> {
+        match &self.dlm {
+            Some(agent) => agent.stats().await.ok(),
+            None => None,
+        }
+    }
+
     /// Writes `data` (offset order) to the bytes of `access`, atomically in atomic mode.
     pub async fn write(
         &mut self,
@@ -508,6 +572,7 @@ impl File {
 
     /// Makes everything written durable (servers: on every server; direct: `fdatasync`).
     pub async fn sync(&mut self, c: Option<&mut ClusterClient>) -> Result<(), WireError> {
+        self.flush_cache().await?;
         match &self.placement {
             Placement::Direct(d) => d.sync(),
             Placement::Servers(info) => {
@@ -526,6 +591,7 @@ impl File {
         c: Option<&mut ClusterClient>,
         size: u64,
     ) -> Result<(), WireError> {
+        self.flush_cache().await?;
         match &self.placement {
             Placement::Direct(d) => d.set_size(size),
             Placement::Servers(info) => {
@@ -536,6 +602,8 @@ impl File {
     }
 
     pub async fn size(&mut self, c: Option<&mut ClusterClient>) -> Result<u64, WireError> {
+        // A DLM client's cached bytes are not at the servers yet.
+        self.flush_cache().await?;
         match &self.placement {
             Placement::Direct(d) => d.size(),
             Placement::Servers(info) => {

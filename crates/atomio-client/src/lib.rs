@@ -4,6 +4,7 @@
 
 pub mod call;
 pub mod direct;
+pub mod dlm;
 pub mod file;
 pub(crate) mod mapped;
 pub mod objects;

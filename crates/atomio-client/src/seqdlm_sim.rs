@@ -280,7 +280,9 @@ impl World {
                     .push((s, sn, order, ByteRange { start: at, end }, ci as u32, op.id));
                 c.caches[s].write(
                     at,
-                    &data[(at - r.start) as usize..(end - r.start) as usize],
+                    bytes::Bytes::copy_from_slice(
+                        &data[(at - r.start) as usize..(end - r.start) as usize],
+                    ),
                     sn,
                 );
                 at = end;
@@ -325,7 +327,7 @@ impl World {
                         .remove(&(stripe, old))
                         .ok_or_else(|| fail("an absorbed lock the client does not hold"))?;
                     for b in self.clients[ci].caches[stripe].take(h.sn) {
-                        self.clients[ci].caches[stripe].write(b.start, &b.data, grant.sn);
+                        self.clients[ci].caches[stripe].write(b.start, b.data, grant.sn);
                     }
                 }
                 let c = &mut self.clients[ci];

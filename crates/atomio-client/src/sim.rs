@@ -407,6 +407,11 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
                 Some(Locks::Fcntl(_)) => {
                     return Err(fail(cfg, step, "fcntl locks cannot be simulated"))
                 }
+                Some(Locks::Cached(_)) => return Err(fail(
+                    cfg,
+                    step,
+                    "cached-lock DLMs run in `atomio sim --seqdlm`, not in the stack simulation",
+                )),
                 None => None,
             };
             let io = match call.mode {

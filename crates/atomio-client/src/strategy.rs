@@ -7,7 +7,7 @@
 
 use crate::technique::{PlacementKind, Technique};
 pub use crate::techniques::BlockSize;
-use crate::techniques::{BlockLocks, CentralLock, Ching, FcntlExtent, NoLocks};
+use crate::techniques::{BlockLocks, CachedStripeLocks, CentralLock, Ching, FcntlExtent, NoLocks};
 use atomio_lock::{Method, Protocol};
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -43,6 +43,16 @@ impl Strategy {
     /// What ROMIO's atomic mode does: `fcntl` over the extent, then data sieving.
     pub fn romio() -> Self {
         Self::new(FcntlExtent { sieve: true })
+    }
+
+    /// A cached-lock DLM (`dlm-basic`, `dlm-lustre`, `seqdlm[:…]`).
+    pub fn dlm(spec: crate::dlm::DlmSpec) -> Self {
+        Self::new(CachedStripeLocks(spec))
+    }
+
+    /// The DLM this strategy runs, if it is one.
+    pub fn dlm_spec(&self) -> Option<crate::dlm::DlmSpec> {
+        crate::dlm::DlmSpec::parse(&self.name()).and_then(Result::ok)
     }
 
     /// Every Ching combination.
@@ -119,6 +129,9 @@ impl FromStr for Strategy {
                 )),
             };
         }
+        if let Some(spec) = crate::dlm::DlmSpec::parse(s) {
+            return spec.map(Self::dlm);
+        }
         if let Some(rest) = s.strip_prefix("ching:") {
             let (m, p) = rest
                 .split_once(':')
@@ -127,7 +140,8 @@ impl FromStr for Strategy {
         }
         Err(format!(
             "unknown strategy '{s}' (expected none, whole-file, bounding-extent, block:<bytes>|block:stripe, \
-             ching:<posix|list|list/N|datatype>:<two-phase|one-try|alt-try>, posix-fcntl or romio)"
+             ching:<posix|list|list/N|datatype>:<two-phase|one-try|alt-try>, posix-fcntl, romio, \
+             dlm-basic, dlm-lustre or seqdlm[:<pr|nbw|bw|pw>][:no-er][:no-conv])"
         ))
     }
 }
@@ -147,6 +161,9 @@ mod tests {
             Strategy::posix_fcntl(),
             Strategy::romio(),
             Strategy::ching(Method::List { max_ranges: 16 }, Protocol::AltTry),
+            "seqdlm".parse().unwrap(),
+            "seqdlm:pw:no-er".parse().unwrap(),
+            "dlm-lustre".parse().unwrap(),
         ];
         all.extend(Strategy::ching_all());
         for s in all {

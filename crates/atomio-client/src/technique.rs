@@ -85,6 +85,11 @@ pub enum Locks {
     /// One `fcntl(F_SETLKW)` lock on a range of the user's file (the kernel's, or the file
     /// system's, lock manager): what ROMIO and OMPIO use.
     Fcntl(ByteRange),
+    /// Cached stripe locks of a DLM (SeqDLM, dlm-basic, dlm-lustre), taken and kept by the
+    /// file's DLM client, which also moves the bytes (write-back cache, SN-tagged flushes):
+    /// steps 1–3 of the call are its, and what it caches is flushed when a lock is given
+    /// back, at `sync` and at close.
+    Cached(crate::dlm::DlmSpec),
 }
 
 impl Locks {
@@ -92,7 +97,7 @@ impl Locks {
     pub fn requests(&self) -> u64 {
         match self {
             Locks::Service { subs, .. } => subs.len() as u64,
-            Locks::Fcntl(_) => 1,
+            Locks::Fcntl(_) | Locks::Cached(_) => 1,
         }
     }
 }

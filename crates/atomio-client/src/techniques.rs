@@ -9,6 +9,7 @@
 //! | `ching:<method>:<protocol>` | Ching et al.'s byte-range locks | pieces | both |
 //! | `posix-fcntl` | one `fcntl` lock over the bounding extent of the user's file | pieces (`pwrite` per run) | direct |
 //! | `romio` | one `fcntl` lock over the bounding extent (ROMIO's `ADIOI_WRITE_LOCK`) | data sieving in 4 MiB windows (ROMIO's `ADIOI_GEN_WriteStrided`) | direct |
+//! | `dlm-basic`, `dlm-lustre`, `seqdlm[:…]` | cached stripe locks, one per object the call touches, on each object's hull (see `dlm`) | into the client's write-back cache; flushed with SNs when a lock is given back | servers |
 //!
 //! **Invariant:** every plan covers every byte of the access (checked by the tests below
 //! against the access's ranges); `romio` sieves only under a lock on the whole extent.
@@ -20,6 +21,32 @@ use atomio_proto::{LockMode, ValidDesc, WireError};
 
 const BOTH: &[PlacementKind] = &[PlacementKind::Direct, PlacementKind::Servers];
 const DIRECT: &[PlacementKind] = &[PlacementKind::Direct];
+const SERVERS: &[PlacementKind] = &[PlacementKind::Servers];
+
+/// A cached-lock DLM (SeqDLM and the traditional DLMs): its client takes and keeps the
+/// locks and moves the bytes, so the plan is only which DLM.
+#[derive(Debug)]
+pub struct CachedStripeLocks(pub crate::dlm::DlmSpec);
+
+impl Technique for CachedStripeLocks {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn placements(&self) -> &'static [PlacementKind] {
+        SERVERS
+    }
+    fn uses_lock_service(&self) -> bool {
+        true
+    }
+    fn locks(
+        &self,
+        _: LockMode,
+        access: &Access,
+        _: &LockGeometry,
+    ) -> Result<Option<Locks>, WireError> {
+        Ok(access.hull().map(|_| Locks::Cached(self.0)))
+    }
+}
 
 /// ROMIO's default data sieving buffer for writes (`ind_wr_buffer_size`, 512 KiB) is
 /// smaller than for reads (4 MiB); the faithful baseline uses 4 MiB windows, as
@@ -244,6 +271,11 @@ mod tests {
     fn covered(locks: &Locks) -> RangeList {
         match locks {
             Locks::Fcntl(r) => RangeList::from_ranges(vec![*r]),
+            // The DLM client locks each object's hull of the call: everything.
+            Locks::Cached(_) => RangeList::from_ranges(vec![ByteRange {
+                start: 0,
+                end: MAX_OFFSET,
+            }]),
             Locks::Service { subs, .. } => {
                 let mut all = Vec::new();
                 for s in subs {

@@ -33,6 +33,13 @@ impl ExtentCache {
         self.map.len()
     }
 
+    /// Every extent and its SN, in order.
+    pub fn extents(&self) -> impl Iterator<Item = (ByteRange, u64)> + '_ {
+        self.map
+            .iter()
+            .map(|(&start, &(end, sn))| (ByteRange { start, end }, sn))
+    }
+
     /// The SN recorded for `byte`, if any.
     pub fn sn_at(&self, byte: u64) -> Option<u64> {
         self.map

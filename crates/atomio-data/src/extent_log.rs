@@ -6,17 +6,23 @@
 //! their records; `Sync` makes both durable (bytes first). A record cut by a crash (a torn
 //! tail) is dropped at replay, with everything after it.
 //!
-//! Issue 9's data-server piece, **not wired to the data service yet**.
+//! The data service appends each flush's update set (`DataService`, `SeqWrite`) and
+//! rewrites the log from its caches when cleaning has made most records stale. At start,
+//! the replayed log also gives the highest SN ever applied: the lock service gives SNs
+//! above it, so a flush made after the restart is never taken for an older one.
 //!
-//! **Invariants:** a record is 32 bytes — object (u32), start, end, SN (u64 each), and a
-//! checksum of those 28 bytes (u32), little-endian; replay stops at the first record that
-//! is short or fails its checksum and reports how many bytes were whole.
+//! **Invariants:** a record is 40 bytes — file (u64), object (u32), start, end, SN (u64
+//! each), and a checksum of those 36 bytes (u32), little-endian; replay stops at the first
+//! record that is short or fails its checksum and reports how many bytes were whole.
 
 use crate::extent_cache::ExtentCache;
 use atomio_layout::ByteRange;
 use std::collections::BTreeMap;
 
-pub const RECORD_BYTES: usize = 32;
+pub const RECORD_BYTES: usize = 40;
+
+/// A lock resource's extents: (file id, object).
+pub type ObjectKey = (u64, u32);
 
 /// FNV-1a over the record's fields: cheap, and any torn or zeroed tail fails it.
 fn checksum(bytes: &[u8]) -> u32 {
@@ -29,48 +35,66 @@ fn checksum(bytes: &[u8]) -> u32 {
 }
 
 /// One record: `object`'s bytes `range` now hold SN `sn`.
-pub fn encode(object: u32, range: ByteRange, sn: u64) -> [u8; RECORD_BYTES] {
+pub fn encode(object: ObjectKey, range: ByteRange, sn: u64) -> [u8; RECORD_BYTES] {
     let mut r = [0u8; RECORD_BYTES];
-    r[0..4].copy_from_slice(&object.to_le_bytes());
-    r[4..12].copy_from_slice(&range.start.to_le_bytes());
-    r[12..20].copy_from_slice(&range.end.to_le_bytes());
-    r[20..28].copy_from_slice(&sn.to_le_bytes());
-    let c = checksum(&r[0..28]);
-    r[28..32].copy_from_slice(&c.to_le_bytes());
+    r[0..8].copy_from_slice(&object.0.to_le_bytes());
+    r[8..12].copy_from_slice(&object.1.to_le_bytes());
+    r[12..20].copy_from_slice(&range.start.to_le_bytes());
+    r[20..28].copy_from_slice(&range.end.to_le_bytes());
+    r[28..36].copy_from_slice(&sn.to_le_bytes());
+    let c = checksum(&r[0..36]);
+    r[36..40].copy_from_slice(&c.to_le_bytes());
     r
 }
 
-fn decode(r: &[u8]) -> Option<(u32, ByteRange, u64)> {
+fn decode(r: &[u8]) -> Option<(ObjectKey, ByteRange, u64)> {
     if r.len() < RECORD_BYTES {
         return None;
     }
     let word = |a: usize| u64::from_le_bytes(r[a..a + 8].try_into().expect("8 bytes"));
-    let sum = u32::from_le_bytes(r[28..32].try_into().expect("4 bytes"));
-    if checksum(&r[0..28]) != sum {
+    let sum = u32::from_le_bytes(r[36..40].try_into().expect("4 bytes"));
+    if checksum(&r[0..36]) != sum {
         return None;
     }
-    let range = ByteRange::new(word(4), word(12)).ok()?;
-    Some((
-        u32::from_le_bytes(r[0..4].try_into().expect("4 bytes")),
-        range,
-        word(20),
-    ))
+    let range = ByteRange::new(word(12), word(20)).ok()?;
+    let object = u32::from_le_bytes(r[8..12].try_into().expect("4 bytes"));
+    Some(((word(0), object), range, word(28)))
 }
 
-/// Rebuilds the extent caches from a log: (caches by object, bytes of whole records).
-pub fn replay(log: &[u8]) -> (BTreeMap<u32, ExtentCache>, usize) {
-    let mut caches: BTreeMap<u32, ExtentCache> = BTreeMap::new();
-    let mut whole = 0;
+/// What a log holds: the extent caches it rebuilds, the bytes of whole records, and the
+/// highest SN in it (`None` for an empty log).
+#[derive(Debug, Default)]
+pub struct Replayed {
+    pub caches: BTreeMap<ObjectKey, ExtentCache>,
+    pub whole: usize,
+    pub max_sn: Option<u64>,
+}
+
+/// Rebuilds the extent caches from a log.
+pub fn replay(log: &[u8]) -> Replayed {
+    let mut out = Replayed::default();
     for chunk in log.chunks(RECORD_BYTES) {
         let Some((object, range, sn)) = decode(chunk) else {
             break;
         };
         // Records are update sets: merging them again in log order rebuilds the newest SN
         // of every byte (a later record is never older for the bytes it names).
-        caches.entry(object).or_default().merge(range, sn);
-        whole += RECORD_BYTES;
+        out.caches.entry(object).or_default().merge(range, sn);
+        out.max_sn = Some(out.max_sn.map_or(sn, |m| m.max(sn)));
+        out.whole += RECORD_BYTES;
     }
-    (caches, whole)
+    out
+}
+
+/// A log holding exactly `caches` (compaction).
+pub fn snapshot<'a>(caches: impl Iterator<Item = (&'a ObjectKey, &'a ExtentCache)>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (&k, c) in caches {
+        for (range, sn) in c.extents() {
+            out.extend_from_slice(&encode(k, range, sn));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -85,17 +109,22 @@ mod tests {
     #[test]
     fn a_torn_tail_is_dropped() {
         let mut log = Vec::new();
-        log.extend_from_slice(&encode(1, r(0, 10), 4));
-        log.extend_from_slice(&encode(1, r(5, 20), 6));
-        let mut torn = encode(2, r(0, 1), 9);
+        log.extend_from_slice(&encode((7, 1), r(0, 10), 4));
+        log.extend_from_slice(&encode((7, 1), r(5, 20), 6));
+        let mut torn = encode((7, 2), r(0, 1), 9);
         torn[30] ^= 0xff;
         log.extend_from_slice(&torn);
-        log.extend_from_slice(&encode(2, r(0, 1), 10)[..7]);
-        let (caches, whole) = replay(&log);
-        assert_eq!(whole, 2 * RECORD_BYTES);
-        assert_eq!(caches[&1].sn_at(3), Some(4));
-        assert_eq!(caches[&1].sn_at(7), Some(6));
-        assert!(!caches.contains_key(&2));
+        log.extend_from_slice(&encode((7, 2), r(0, 1), 10)[..7]);
+        let got = replay(&log);
+        assert_eq!(got.whole, 2 * RECORD_BYTES);
+        assert_eq!(got.caches[&(7, 1)].sn_at(3), Some(4));
+        assert_eq!(got.caches[&(7, 1)].sn_at(7), Some(6));
+        assert!(!got.caches.contains_key(&(7, 2)));
+        assert_eq!(got.max_sn, Some(6));
+        // A snapshot of the caches replays to the same caches.
+        let again = replay(&snapshot(got.caches.iter()));
+        assert_eq!(again.caches[&(7, 1)].sn_at(3), Some(4));
+        assert_eq!(again.caches[&(7, 1)].sn_at(7), Some(6));
     }
 
     #[derive(Clone, Debug)]
@@ -127,18 +156,18 @@ mod tests {
                     for x in u.start..u.end {
                         stripe[x as usize] = b.sn;
                     }
-                    log.extend_from_slice(&encode(0, u, b.sn));
+                    log.extend_from_slice(&encode((0, 0), u, b.sn));
                 }
             };
         for &i in &order[..synced] {
             apply(&blocks[i], &mut cache, &mut stripe, &mut log);
         }
         // The crash: what was synced survives, plus a torn record.
-        log.extend_from_slice(&encode(0, r(0, 1), 99)[..torn]);
-        let (mut caches, whole) = replay(&log);
-        log.truncate(whole);
+        log.extend_from_slice(&encode((0, 0), r(0, 1), 99)[..torn]);
+        let mut replayed = replay(&log);
+        log.truncate(replayed.whole);
         let mut cache = if use_log {
-            caches.remove(&0).unwrap_or_default()
+            replayed.caches.remove(&(0, 0)).unwrap_or_default()
         } else {
             ExtentCache::new()
         };

@@ -3,6 +3,7 @@
 
 pub mod extent_cache;
 pub mod extent_log;
+pub mod seq_writes;
 pub mod service;
 pub mod store;
 pub mod txn;

@@ -14,6 +14,7 @@
 //! becomes an `Io` error reply naming the operation; the service never panics on input; no
 //! request of a fenced client reaches the store.
 
+use crate::seq_writes::SeqWrites;
 use crate::store::ObjectStore;
 use crate::txn::Txns;
 use atomio_layout::Layout;
@@ -26,6 +27,10 @@ pub struct DataService<S: ObjectStore> {
     store: S,
     fenced: HashSet<ClientId>,
     txns: Txns,
+    /// SeqDLM's SN-ordered writes (`SeqWrite`).
+    seq: SeqWrites,
+    /// Objects whose writers the lock service must synchronize (see `seq_writes`).
+    to_synchronize: Vec<(FileId, u32)>,
 }
 
 /// The client `handle` acts for (tests and tools that call the service directly).
@@ -38,12 +43,33 @@ fn io_err(what: &str, e: std::io::Error) -> WireError {
 impl<S: ObjectStore> DataService<S> {
     /// Serves `store`, first recovering the all-or-nothing writes its last server left.
     pub fn new(mut store: S) -> Self {
-        let txns = Txns::recover(&mut store);
+        let mut found = store.take_recovered();
+        let seq = SeqWrites::recover(&std::mem::take(&mut found.extent_log));
+        let txns = Txns::recover(&mut store, found);
         Self {
             store,
             fenced: HashSet::new(),
             txns,
+            seq,
+            to_synchronize: Vec::new(),
         }
+    }
+
+    /// SN-ordered writes (for tests, reports and the lock service's SN floor).
+    pub fn seq_writes(&self) -> &SeqWrites {
+        &self.seq
+    }
+
+    /// Synchronize objects past `entries` extent-cache entries (tests lower it).
+    pub fn with_sync_threshold(mut self, entries: usize) -> Self {
+        self.seq =
+            std::mem::replace(&mut self.seq, SeqWrites::recover(&[])).with_threshold(entries);
+        self
+    }
+
+    /// Objects whose writers the lock service should synchronize, since the last call.
+    pub fn take_synchronize(&mut self) -> Vec<(FileId, u32)> {
+        std::mem::take(&mut self.to_synchronize)
     }
 
     /// Refuses every later request of `client` (its lease lapsed; its locks are about to
@@ -107,6 +133,7 @@ impl<S: ObjectStore> DataService<S> {
                 | Request::ObjectSizes { .. }
                 | Request::SetObjectSize { .. }
                 | Request::Locate
+                | Request::SeqWrite { .. }
         )
     }
 
@@ -267,6 +294,7 @@ impl<S: ObjectStore> DataService<S> {
                 self.store
                     .drop_objects(file)
                     .map_err(|e| io_err("dropping objects", e))?;
+                self.seq.drop_file(file);
                 Ok(Reply::Done)
             }
             // (`striping` served the lock service's admission.)
@@ -285,6 +313,29 @@ impl<S: ObjectStore> DataService<S> {
                     .write(file, object, &pieces, &data)
                     .map_err(|e| io_err(&format!("writing {file} object {object}"), e))?;
                 Ok(Reply::Written { bytes: total })
+            }
+            Request::SeqWrite {
+                file,
+                object,
+                blocks,
+                data,
+                msn,
+            } => {
+                atomio_proto::dlm::validate_sn_blocks(&blocks, data.len())?;
+                let pieces = covered_pieces(&blocks);
+                if let Some(r) = self.in_doubt(file, object, &pieces)? {
+                    return Ok(r);
+                }
+                let applied = self
+                    .seq
+                    .apply(&mut self.store, file, object, &blocks, &data, msn)
+                    .map_err(|e| io_err(&format!("writing {file} object {object}"), e))?;
+                if applied.synchronize {
+                    self.to_synchronize.push((file, object));
+                }
+                Ok(Reply::Written {
+                    bytes: data.len() as u64,
+                })
             }
             Request::Read {
                 file,
@@ -348,6 +399,26 @@ impl<S: ObjectStore> DataService<S> {
             )),
         }
     }
+}
+
+/// The object bytes `blocks` touch, as sorted disjoint pieces (for the in-doubt check).
+fn covered_pieces(blocks: &[atomio_proto::dlm::SnBlock]) -> Vec<ObjPiece> {
+    let mut r: Vec<(u64, u64)> = blocks
+        .iter()
+        .map(|b| (b.offset, b.offset + b.len))
+        .collect();
+    r.sort_unstable();
+    let mut out: Vec<ObjPiece> = Vec::with_capacity(r.len());
+    for (s, e) in r {
+        match out.last_mut() {
+            Some(p) if s <= p.offset + p.len => p.len = p.len.max(e - p.offset),
+            _ => out.push(ObjPiece {
+                offset: s,
+                len: e - s,
+            }),
+        }
+    }
+    out
 }
 
 /// Ids are derived from paths; exposed for clients that need one without a round trip.

@@ -72,6 +72,8 @@ pub struct Recovered {
     pub staged: Vec<(u64, StagedWrite)>,
     /// Live decisions (`true`: committed), after replaying the log.
     pub decisions: Vec<(TxnId, bool)>,
+    /// SeqDLM's extent log as found (see `extent_log`).
+    pub extent_log: Vec<u8>,
 }
 
 pub trait ObjectStore: Send + 'static {
@@ -123,6 +125,15 @@ pub trait ObjectStore: Send + 'static {
     /// Tells clients on this host that some staged writes are in doubt, so they must read
     /// through the server (which resolves them) instead of the object files.
     fn set_in_doubt(&mut self, _any: bool) -> io::Result<()> {
+        Ok(())
+    }
+    /// Appends whole records to SeqDLM's extent log (see `extent_log`); made durable by
+    /// `sync`, after the objects.
+    fn log_extents(&mut self, _records: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+    /// Replaces the extent log with `records` (compaction).
+    fn rewrite_extent_log(&mut self, _records: &[u8]) -> io::Result<()> {
         Ok(())
     }
 }
@@ -203,6 +214,9 @@ pub struct MemStore {
     /// Staged bytes by slot (the process is the failure domain: nothing to recover).
     staged: HashMap<u64, Vec<u8>>,
     next_slot: u64,
+    /// The extent log (kept so a service made again on this store, a test's restart,
+    /// replays it).
+    extent_log: Vec<u8>,
 }
 
 impl MemStore {
@@ -331,6 +345,23 @@ impl ObjectStore for MemStore {
     fn rewrite_decisions(&mut self, _live: &[(TxnId, bool)]) -> io::Result<()> {
         Ok(())
     }
+
+    fn take_recovered(&mut self) -> Recovered {
+        Recovered {
+            extent_log: self.extent_log.clone(),
+            ..Recovered::default()
+        }
+    }
+
+    fn log_extents(&mut self, records: &[u8]) -> io::Result<()> {
+        self.extent_log.extend_from_slice(records);
+        Ok(())
+    }
+
+    fn rewrite_extent_log(&mut self, records: &[u8]) -> io::Result<()> {
+        self.extent_log = records.to_vec();
+        Ok(())
+    }
 }
 
 /// Most object files kept open at once.
@@ -355,6 +386,9 @@ pub struct FileStore {
     /// The decision log, opened for appending.
     decisions: File,
     decisions_path: PathBuf,
+    /// SeqDLM's extent log (`<dir>/extents.log`), opened for appending.
+    extents: File,
+    extents_path: PathBuf,
     /// What `open` found, until the data service takes it.
     recovered: Option<Recovered>,
     /// Holds an exclusive lock on `<dir>/.atomio-server.lock` while the store lives: two
@@ -418,9 +452,28 @@ impl FileStore {
             .chain(free_slots.iter().copied())
             .max()
             .map_or(0, |m| m + 1);
+        let extents_path = dir.join("extents.log");
+        let extent_log = match fs::read(&extents_path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        // A torn tail (a record cut by a crash) goes, so appends start on a boundary.
+        let whole = crate::extent_log::replay(&extent_log).whole;
+        if whole < extent_log.len() {
+            OpenOptions::new()
+                .write(true)
+                .open(&extents_path)?
+                .set_len(whole as u64)?;
+        }
+        let extents = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&extents_path)?;
         let recovered = Recovered {
             staged,
             decisions: recover_decisions(&decisions_path)?,
+            extent_log: extent_log[..whole].to_vec(),
         };
         let decisions = OpenOptions::new()
             .create(true)
@@ -438,6 +491,8 @@ impl FileStore {
             next_slot,
             decisions,
             decisions_path,
+            extents,
+            extents_path,
             recovered: Some(recovered),
             _owner: owner,
         })
@@ -753,8 +808,10 @@ impl ObjectStore for FileStore {
             }
             self.dirty.remove(&k);
         }
-        // Commit records must be as durable as the bytes they let others apply.
+        // Commit records must be as durable as the bytes they let others apply; extent
+        // records as durable as the bytes they describe.
         self.decisions.sync_data()?;
+        self.extents.sync_data()?;
         sync_dir(&self.objects_dir)
     }
 
@@ -859,6 +916,20 @@ impl ObjectStore for FileStore {
 
     fn take_recovered(&mut self) -> Recovered {
         self.recovered.take().unwrap_or_default()
+    }
+
+    fn log_extents(&mut self, records: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        self.extents.write_all(records)
+    }
+
+    fn rewrite_extent_log(&mut self, records: &[u8]) -> io::Result<()> {
+        let tmp = self.extents_path.with_extension("log.tmp");
+        fs::write(&tmp, records)?;
+        File::open(&tmp)?.sync_data()?;
+        fs::rename(&tmp, &self.extents_path)?;
+        self.extents = OpenOptions::new().append(true).open(&self.extents_path)?;
+        Ok(())
     }
 
     fn set_in_doubt(&mut self, any: bool) -> io::Result<()> {

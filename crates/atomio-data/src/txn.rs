@@ -101,8 +101,7 @@ pub fn pieces_overlap(a: &[ObjPiece], b: &[ObjPiece]) -> bool {
 impl Txns {
     /// The state a server restarts with: committed writes it decides are redone, undecided
     /// ones it decides are aborted, writes others decide are in doubt.
-    pub fn recover<S: ObjectStore>(store: &mut S) -> Self {
-        let found = store.take_recovered();
+    pub fn recover<S: ObjectStore>(store: &mut S, found: crate::store::Recovered) -> Self {
         let mut t = Txns::default();
         for (txn, committed) in found.decisions {
             t.remember(txn, committed);

@@ -47,6 +47,7 @@
 //!   whose client is gone (an orphan, still being released) counts for nobody.
 
 mod admission;
+pub mod dlm;
 
 use crate::chain::Chain;
 use crate::index::{Hull, ReadIndex, WriteHulls};
@@ -256,6 +257,8 @@ pub struct LockServer {
     /// Each file's striping as first named by a write here (mandatory locks map object
     /// pieces to file bytes with it; see `admission`).
     stripings: HashMap<FileId, atomio_proto::Striping>,
+    /// The cached-lock DLMs' resources (SeqDLM, dlm-basic, dlm-lustre; see `dlm`).
+    dlm: dlm::DlmTable,
 }
 
 /// Index entries in use: each costs memory (about 60 B), so they are bounded in all and per
@@ -346,6 +349,10 @@ fn request_name(r: &Request) -> &'static str {
         Request::Stats => "Stats",
         Request::AuthStart => "AuthStart",
         Request::Auth { .. } => "Auth",
+        Request::DlmLock { .. } => "DlmLock",
+        Request::DlmCancel { .. } => "DlmCancel",
+        Request::DlmRelease { .. } => "DlmRelease",
+        Request::SeqWrite { .. } => "SeqWrite",
     }
 }
 
@@ -515,7 +522,7 @@ impl LockServer {
     }
 
     fn holds_anything(&self, client: ClientId) -> bool {
-        self.per_client.get(&client).is_some_and(|&n| n > 0)
+        self.per_client.get(&client).is_some_and(|&n| n > 0) || self.dlm.holds_anything(client)
     }
 
     /// Clients whose lease lapsed (silent past the lease while holding or waiting for
@@ -525,12 +532,16 @@ impl LockServer {
         let Some(leases) = &mut self.leases else {
             return Vec::new();
         };
-        let holders = self
+        let mut holders: Vec<ClientId> = self
             .per_client
             .iter()
             .filter(|(_, &n)| n > 0)
-            .map(|(&c, _)| c);
-        leases.expire(self.now, holders)
+            .map(|(&c, _)| c)
+            .collect();
+        holders.extend(self.dlm.clients().filter(|&c| c != dlm::SERVER_SELF));
+        holders.sort_unstable();
+        holders.dedup();
+        leases.expire(self.now, holders.into_iter())
     }
 
     /// Releases everything a lapsed (and fenced) client holds; its waiting acquires are
@@ -548,6 +559,8 @@ impl LockServer {
             })
             .collect();
         self.release_all(client, out);
+        let mut waiting = waiting;
+        waiting.extend(self.dlm.forget(client, out));
         self.stats.lapses += 1;
         let ms = self.lease_ms().unwrap_or(0);
         for tag in waiting {
@@ -583,8 +596,32 @@ impl LockServer {
             waits: st.waits,
             changes_admitted: st.changes_admitted,
             changes_refused: st.changes_refused,
+            dlm_resources: self.dlm.resources() as u64,
+            dlm_locks: self.dlm.totals().0 as u64,
+            dlm_waiting: self.dlm.totals().1 as u64,
+            dlm_grants: self.dlm.stats().grants,
+            dlm_early_revocations: self.dlm.stats().early_revocations,
+            dlm_revocations: self.dlm.stats().revocations,
             ..ServerReport::default()
         }
+    }
+
+    /// Every DLM sequence number given from now on is at least `sn` (a restarted server:
+    /// above every SN its data store logged).
+    pub fn raise_dlm_floor(&mut self, sn: u64) {
+        self.dlm.raise_floor(sn);
+    }
+
+    /// The data service cannot clean the extent cache of `(file, object)`: synchronize its
+    /// writers (see `dlm::DlmTable::synchronize`).
+    pub fn synchronize_object(&mut self, file: FileId, object: u32, out: &mut Vec<Outgoing>) {
+        self.new_step();
+        self.dlm.synchronize(file, object, out);
+    }
+
+    /// The cached-lock DLMs' counters.
+    pub fn dlm_stats(&self) -> dlm::DlmStats {
+        self.dlm.stats()
     }
 
     /// Index entries in use (write hulls + read ranges): what the memory limit counts.
@@ -721,6 +758,26 @@ impl LockServer {
                 tag,
                 reply: Reply::Pong { nonce },
             }),
+            Request::DlmLock {
+                file,
+                object,
+                policy,
+                mode,
+                range,
+            } => self
+                .dlm
+                .lock(client, tag, file, object, policy, mode, range, out),
+            Request::DlmCancel {
+                file,
+                object,
+                id,
+                downgrade,
+            } => self
+                .dlm
+                .cancel(client, tag, file, object, id, downgrade, out),
+            Request::DlmRelease { file, object, id } => {
+                self.dlm.release(client, tag, file, object, id, out)
+            }
             // A server that requires a token authenticates a connection before any frame
             // reaches this table; one that does not says so.
             Request::AuthStart => out.push(Outgoing {
@@ -747,6 +804,7 @@ impl LockServer {
     pub fn disconnect(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
         self.new_step();
         self.release_all(client, out);
+        self.dlm.forget(client, out);
         if let Some(l) = &mut self.leases {
             l.forget(client);
         }
@@ -1250,6 +1308,7 @@ impl LockServer {
     /// Verifies every invariant in the module docs; O(everything). Returns the first
     /// violation found.
     pub fn check_invariants(&self) -> Result<(), String> {
+        self.dlm.check()?;
         let mut entries = 0usize;
         let mut waiting = 0usize;
         let mut per_client: HashMap<ClientId, usize> = HashMap::new();

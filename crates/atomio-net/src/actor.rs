@@ -75,6 +75,12 @@ pub enum Event {
     Fenced {
         client: ClientId,
     },
+    /// Data actor → lock actor: synchronize the writers of an object (SeqDLM's extent
+    /// cache there could not be cleaned).
+    Synchronize {
+        file: atomio_proto::FileId,
+        object: u32,
+    },
 }
 
 struct Peer {
@@ -135,7 +141,9 @@ impl ServerHandle {
                 self.inbox.send(event).await.map_err(stopped)
             }
             Event::Fence { .. } => data.send(event).await.map_err(stopped),
-            Event::Fenced { .. } => self.inbox.send(event).await.map_err(stopped),
+            Event::Fenced { .. } | Event::Synchronize { .. } => {
+                self.inbox.send(event).await.map_err(stopped)
+            }
         }
     }
 }
@@ -371,8 +379,10 @@ impl<S: Service> Actor<S> {
             return;
         }
         self.service.set_now(self.now_ms());
+        let mut request = request;
         match self.service.admit(client, &request) {
             Ok(()) => {
+                self.service.stamp(&mut request);
                 let event = Event::Frame {
                     client,
                     tag,
@@ -463,8 +473,14 @@ impl<S: Service> Actor<S> {
                     if peers.contains_key(&client) {
                         service.set_now(epoch.elapsed().as_millis() as u64);
                         service.handle(client, tag, request, out);
+                        if let Some(lock_actor) = fenced_to {
+                            for (file, object) in service.take_synchronize() {
+                                let _ = lock_actor.send(Event::Synchronize { file, object });
+                            }
+                        }
                     }
                 }
+                Event::Synchronize { file, object } => service.synchronize(file, object, out),
                 Event::Disconnected { client } => {
                     if peers.remove(&client).is_some() {
                         service.disconnect(client, out);

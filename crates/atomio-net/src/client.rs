@@ -53,8 +53,18 @@ impl HeldLock {
     }
 }
 
+/// How to open another session with the same servers (an agent on a thread of its own
+/// needs connections its own runtime drives).
+#[derive(Clone, Debug)]
+pub enum Servers {
+    Tcp(Vec<String>),
+    InProcess(Vec<ServerHandle>),
+}
+
 pub struct ClusterClient {
     links: Vec<Link>,
+    /// The TCP addresses, for `servers_spec` (empty for in-process links).
+    addrs: Vec<String>,
     events: mpsc::UnboundedReceiver<ClientEvent>,
     lost: Vec<Option<WireError>>,
     seq: u64,
@@ -78,6 +88,7 @@ impl ClusterClient {
         let n = links.len();
         Self {
             links,
+            addrs: Vec::new(),
             events,
             lost: vec![None; n],
             seq: 0,
@@ -121,8 +132,89 @@ impl ClusterClient {
             links.push(Link::Tcp(frames, unsent));
         }
         let mut client = Self::new(links, rx);
+        client.addrs = addrs.to_vec();
         client.open_sessions(addrs).await?;
         Ok(client)
+    }
+
+    /// A new session with in-process servers (an embedded cluster's).
+    pub async fn connect_in_process(servers: &[ServerHandle]) -> Result<Self, WireError> {
+        use crate::actor::ReplySink;
+        let (tx, rx) = mpsc::unbounded_channel::<ClientEvent>();
+        let mut links = Vec::with_capacity(servers.len());
+        for (i, s) in servers.iter().enumerate() {
+            let client = s.new_client_id();
+            s.send(Event::Connected {
+                client,
+                sink: ReplySink::InProcess(tx.clone(), ServerId(i as u32)),
+                queued: Arc::new(AtomicUsize::new(0)),
+            })
+            .await?;
+            links.push(Link::InProcess {
+                client,
+                server: s.clone(),
+            });
+        }
+        Ok(Self::new(links, rx))
+    }
+
+    /// How to reach the same servers from another session.
+    pub fn servers_spec(&self) -> Servers {
+        let handles: Vec<ServerHandle> = self
+            .links
+            .iter()
+            .filter_map(|l| match l {
+                Link::InProcess { server, .. } => Some(server.clone()),
+                Link::Tcp(..) => None,
+            })
+            .collect();
+        if handles.len() == self.links.len() && !handles.is_empty() {
+            Servers::InProcess(handles)
+        } else {
+            Servers::Tcp(self.addrs.clone())
+        }
+    }
+
+    /// A new session with the servers `spec` names (TCP: with its own lease keeper).
+    pub async fn connect(spec: &Servers) -> Result<Self, WireError> {
+        match spec {
+            Servers::Tcp(addrs) => Self::connect_tcp(addrs).await,
+            Servers::InProcess(handles) => Self::connect_in_process(handles).await,
+        }
+    }
+
+    /// Sends one frame as it is (for drivers that run a machine of their own, like the DLM
+    /// agent); a lost server is an error.
+    pub async fn send_frame(
+        &mut self,
+        server: ServerId,
+        tag: u64,
+        request: Request,
+    ) -> Result<(), WireError> {
+        self.send_raw(server, tag, request).await
+    }
+
+    /// The next frame or loss from any server, as it comes (`None`: every connection is
+    /// gone). No pings, no timeout: the caller keeps time.
+    pub async fn recv_event(&mut self) -> Option<ClientEvent> {
+        let ev = self.events.recv().await?;
+        if let ClientEvent::Lost(server, e) = &ev {
+            if let Some(l) = self.lost.get_mut(server.0 as usize) {
+                *l = Some(e.clone());
+            }
+        }
+        Some(ev)
+    }
+
+    /// Pings every server still connected (the answers come as frames tagged `u64::MAX`).
+    pub async fn ping_all(&mut self) {
+        for s in 0..self.links.len() {
+            if self.lost[s].is_none() {
+                let _ = self
+                    .send_raw(ServerId(s as u32), PING_TAG, Request::Ping { nonce: 0 })
+                    .await;
+            }
+        }
     }
 
     /// Opens a lease session at every server and starts renewing those that keep leases.

@@ -1,17 +1,14 @@
 //! An embedded cluster: lock servers as actors in this process, reached through in-process
 //! links (no sockets, no encoding). The default for the CLI's main job and for tests.
 
-use crate::actor::{ClientEvent, Event, ReplySink, ServerHandle};
-use crate::client::{ClusterClient, Link};
+use crate::actor::ServerHandle;
+use crate::client::ClusterClient;
 use crate::service::spawn_node;
 use atomio_data::{FileStore, MemStore};
 use atomio_layout::ServerId;
 use atomio_lock::LockServer;
 use atomio_proto::{ErrorCode, WireError};
 use std::path::Path;
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
-use tokio::sync::mpsc;
 
 pub struct EmbeddedCluster {
     servers: Vec<ServerHandle>,
@@ -71,21 +68,6 @@ impl EmbeddedCluster {
 
     /// A new client session with every server.
     pub async fn connect(&self) -> Result<ClusterClient, WireError> {
-        let (tx, rx) = mpsc::unbounded_channel::<ClientEvent>();
-        let mut links = Vec::with_capacity(self.servers.len());
-        for (i, s) in self.servers.iter().enumerate() {
-            let client = s.new_client_id();
-            s.send(Event::Connected {
-                client,
-                sink: ReplySink::InProcess(tx.clone(), ServerId(i as u32)),
-                queued: Arc::new(AtomicUsize::new(0)),
-            })
-            .await?;
-            links.push(Link::InProcess {
-                client,
-                server: s.clone(),
-            });
-        }
-        Ok(ClusterClient::new(links, rx))
+        ClusterClient::connect_in_process(&self.servers).await
     }
 }

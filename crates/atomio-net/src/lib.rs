@@ -18,7 +18,8 @@ pub mod service;
 pub mod tcp;
 pub mod tls;
 
-pub use client::{ClusterClient, HeldLock, DEFAULT_TIMEOUT};
+pub use actor::ClientEvent;
+pub use client::{ClusterClient, HeldLock, Servers, DEFAULT_TIMEOUT};
 pub use cluster::{ClusterConfig, LocalServers, ServerEntry, LISTENING_PREFIX};
 pub use data_op::DataOp;
 pub use embedded::EmbeddedCluster;

@@ -23,8 +23,15 @@ use tokio::sync::Notify;
 /// What a reply costs beyond its data (frame header, tag, small bodies).
 const REPLY_OVERHEAD: usize = 256;
 
-/// The bytes a reply to `request` is expected to take (reads: the data; at most a frame).
+/// The bytes a reply to `request` is expected to take (reads: the data; at most a frame;
+/// nothing for requests answered only when refused, whose error replies are small).
 pub fn expected_reply_bytes(request: &Request) -> usize {
+    if matches!(
+        request,
+        Request::DlmCancel { .. } | Request::DlmRelease { .. }
+    ) {
+        return 0;
+    }
     let data = match request {
         Request::Read { pieces, .. } => pieces
             .iter()
@@ -63,6 +70,9 @@ impl ReplyBudget {
     }
 
     fn try_reserve(&self, tag: u64, cost: usize) -> bool {
+        if cost == 0 {
+            return true; // no reply expected: nothing to give back later
+        }
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if s.bytes != 0 && s.bytes.saturating_add(cost) > self.limit {
             return false;

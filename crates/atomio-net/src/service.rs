@@ -44,6 +44,17 @@ pub trait Service: Send + 'static {
     fn admit(&mut self, _client: ClientId, _request: &Request) -> Result<(), WireError> {
         Ok(())
     }
+    /// Completes an admitted request with what only the lock service knows (a flush's
+    /// mSN) before it goes to the data service.
+    fn stamp(&mut self, _request: &mut Request) {}
+    /// Data service: objects whose writers the lock service must synchronize (SeqDLM's
+    /// extent cache could not be cleaned), since the last call.
+    fn take_synchronize(&mut self) -> Vec<(atomio_proto::FileId, u32)> {
+        Vec::new()
+    }
+    /// Lock service: synchronize the writers of one object (see `take_synchronize`).
+    fn synchronize(&mut self, _file: atomio_proto::FileId, _object: u32, _out: &mut Vec<Outgoing>) {
+    }
 }
 
 impl Service for LockServer {
@@ -76,6 +87,12 @@ impl Service for LockServer {
     fn admit(&mut self, client: ClientId, request: &Request) -> Result<(), WireError> {
         LockServer::admit(self, client, request)
     }
+    fn stamp(&mut self, request: &mut Request) {
+        LockServer::stamp(self, request)
+    }
+    fn synchronize(&mut self, file: atomio_proto::FileId, object: u32, out: &mut Vec<Outgoing>) {
+        LockServer::synchronize_object(self, file, object, out)
+    }
 }
 
 /// A storage server's data and metadata: what `actor::spawn_split` runs on its data
@@ -102,12 +119,20 @@ impl<S: ObjectStore + Send + 'static> Service for DataService<S> {
     fn fence(&mut self, client: ClientId) {
         DataService::fence(self, client)
     }
+    fn take_synchronize(&mut self) -> Vec<(atomio_proto::FileId, u32)> {
+        DataService::take_synchronize(self)
+    }
 }
 
 /// Starts a storage server (locks on this runtime, data on a thread of its own).
 pub fn spawn_node<S: ObjectStore + Send + 'static>(
-    locks: LockServer,
+    mut locks: LockServer,
     store: S,
 ) -> std::io::Result<crate::actor::ServerHandle> {
-    crate::actor::spawn_split(locks, DataService::new(store))
+    let data = DataService::new(store);
+    // SeqDLM: SNs given after a restart start above every SN the data store applied.
+    if let Some(sn) = data.seq_writes().max_sn() {
+        locks.raise_dlm_floor(sn + 1);
+    }
+    crate::actor::spawn_split(locks, data)
 }

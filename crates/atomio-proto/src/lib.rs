@@ -2,12 +2,14 @@
 //! drivers in `atomio-net` move these bytes.
 
 pub mod data;
+pub mod dlm;
 pub mod error;
 pub mod frame;
 pub mod limits;
 pub mod messages;
 
 pub use data::{file_id, metadata_server, FileMeta, ObjPiece, Striping, TxnId, TxnOutcome};
+pub use dlm::{DlmExpand, DlmMode, DlmPolicy, SnBlock, DLM_CALLBACK_TAG};
 pub use error::{ErrorCode, WireError};
 pub use frame::{decode, encode, PROTOCOL_VERSION};
 pub use messages::*;

@@ -47,3 +47,9 @@ pub const MAX_STAGED_PER_CLIENT: usize = 1 << 14;
 /// aborted (needed: its writer may still be staging it), so without a bound any peer could
 /// grow the table by asking about made-up writes. Past it, such a `Resolve` is refused.
 pub const MAX_DECISIONS_PER_SERVER: usize = 1 << 20;
+/// Most cached DLM locks (granted or requested) one client may have at one server: a
+/// client caches a few locks per object it writes, so the bound only stops a client that
+/// never gives locks back from growing the server's tables.
+pub const MAX_DLM_GRANTS_PER_CLIENT: usize = 1 << 16;
+/// Most DLM lock resources (objects with locks) a server keeps at once.
+pub const MAX_DLM_RESOURCES: usize = 1 << 18;

@@ -319,6 +319,40 @@ pub enum Request {
     /// At a write's decider: its outcome (answered `Outcome`). A write not yet committed
     /// is recorded aborted first, so its writer's late `Decide` fails.
     Resolve { txn: crate::data::TxnId },
+    /// Cached-lock DLMs (see `dlm`): a lock on `range` (object offsets) of `object` of
+    /// `file` at its lock resource on this server, which runs `policy`. Answered
+    /// `DlmGrant` on this tag once granted, however much later.
+    DlmLock {
+        file: FileId,
+        object: u32,
+        policy: crate::dlm::DlmPolicy,
+        mode: crate::dlm::DlmMode,
+        range: ByteRange,
+    },
+    /// The holder's answer to `DlmRevoke` (or to a grant sent CANCELING): lock `id` is
+    /// CANCELING — no new I/O under it — and, with `downgrade`, converted to that mode
+    /// (SeqDLM, Fig. 9) before its bytes are flushed. Answered only if refused.
+    DlmCancel {
+        file: FileId,
+        object: u32,
+        id: u64,
+        downgrade: Option<crate::dlm::DlmMode>,
+    },
+    /// Gives lock `id` back (its dirty bytes flushed and acknowledged). Answered only if
+    /// refused.
+    DlmRelease { file: FileId, object: u32, id: u64 },
+    /// Flushes dirty bytes of one object written under DLM locks: `blocks` (object
+    /// offsets, each with the SN of its lock) with their bytes back to back in `data`. The
+    /// data server applies every byte whose SN is not older than what it applied there
+    /// (its extent cache) and answers `Written`. `msn` is set by the server's lock service
+    /// when it admits the flush (clients send 0).
+    SeqWrite {
+        file: FileId,
+        object: u32,
+        blocks: Vec<crate::dlm::SnBlock>,
+        data: crate::data::Bytes,
+        msn: u64,
+    },
 }
 
 /// A server's object files, as a client on the same host can reach them: the directory,
@@ -348,6 +382,7 @@ impl Request {
             self,
             Request::Write { .. }
                 | Request::Stage { .. }
+                | Request::SeqWrite { .. }
                 | Request::SetObjectSize { .. }
                 | Request::DropObjects { .. }
         )
@@ -363,8 +398,12 @@ impl Request {
             | Request::Renew { .. }
             | Request::Stats
             | Request::AuthStart
-            | Request::Auth { .. } => RequestClass::Lock,
+            | Request::Auth { .. }
+            | Request::DlmLock { .. }
+            | Request::DlmCancel { .. }
+            | Request::DlmRelease { .. } => RequestClass::Lock,
             Request::Write { .. }
+            | Request::SeqWrite { .. }
             | Request::Stage { .. }
             | Request::Decide { .. }
             | Request::Finish { .. }
@@ -444,6 +483,26 @@ pub enum Reply {
         txn: crate::data::TxnId,
         decider: ServerId,
     },
+    /// Answer to `DlmLock`: granted as lock `id` in `mode` over `range` (object offsets,
+    /// expanded past the request as the DLM's policy allows) with sequence number `sn`;
+    /// `canceling`: give it back right after use (early revocation); `absorbed`: this
+    /// client's own locks the grant replaced (an upgrade: their cached bytes now belong to
+    /// it, under `sn`).
+    DlmGrant {
+        id: u64,
+        mode: crate::dlm::DlmMode,
+        range: ByteRange,
+        canceling: bool,
+        sn: u64,
+        absorbed: Vec<u64>,
+    },
+    /// Server-initiated (tag `DLM_CALLBACK_TAG`): give lock `id` of `object` of `file`
+    /// back — answer `DlmCancel`, flush its bytes, then `DlmRelease`.
+    DlmRevoke {
+        file: FileId,
+        object: u32,
+        id: u64,
+    },
 }
 
 /// What `Stats` reports. Gauges are the state at the moment of the request; counters run
@@ -480,6 +539,14 @@ pub struct ServerReport {
     /// another client's lock.
     pub changes_admitted: u64,
     pub changes_refused: u64,
+    /// Cached-lock DLMs: lock resources, locks held and requests waiting (gauges); grants,
+    /// of which sent CANCELING (early revocation), and revocations sent (counters).
+    pub dlm_resources: u64,
+    pub dlm_locks: u64,
+    pub dlm_waiting: u64,
+    pub dlm_grants: u64,
+    pub dlm_early_revocations: u64,
+    pub dlm_revocations: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

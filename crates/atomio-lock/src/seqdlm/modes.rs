@@ -125,6 +125,28 @@ impl Mode {
     }
 }
 
+impl From<atomio_proto::DlmMode> for Mode {
+    fn from(m: atomio_proto::DlmMode) -> Self {
+        match m {
+            atomio_proto::DlmMode::Pr => Mode::Pr,
+            atomio_proto::DlmMode::Nbw => Mode::Nbw,
+            atomio_proto::DlmMode::Bw => Mode::Bw,
+            atomio_proto::DlmMode::Pw => Mode::Pw,
+        }
+    }
+}
+
+impl From<Mode> for atomio_proto::DlmMode {
+    fn from(m: Mode) -> Self {
+        match m {
+            Mode::Pr => atomio_proto::DlmMode::Pr,
+            Mode::Nbw => atomio_proto::DlmMode::Nbw,
+            Mode::Bw => atomio_proto::DlmMode::Bw,
+            Mode::Pw => atomio_proto::DlmMode::Pw,
+        }
+    }
+}
+
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -160,9 +160,15 @@ pub struct Resource {
 
 impl Resource {
     pub fn new(cfg: Config) -> Self {
+        Self::with_first_sn(cfg, 0)
+    }
+
+    /// A resource whose first grant gets SN `sn` (a server makes a dropped resource again
+    /// above every SN it gave before: SNs of one object never repeat).
+    pub fn with_first_sn(cfg: Config, sn: u64) -> Self {
         Self {
             cfg,
-            sn: 0,
+            sn,
             next_grant: 0,
             granted: BTreeMap::new(),
             queue: VecDeque::new(),
@@ -181,6 +187,40 @@ impl Resource {
 
     pub fn queued(&self) -> usize {
         self.queue.len()
+    }
+
+    /// The SN the next grant gets (every SN given so far is below it).
+    pub fn next_sn(&self) -> u64 {
+        self.sn
+    }
+
+    /// No lock granted and no request waiting.
+    pub fn is_idle(&self) -> bool {
+        self.granted.is_empty() && self.queue.is_empty()
+    }
+
+    /// Drops every lock and waiting request of `client` (it disconnected, or its lease
+    /// lapsed and it was fenced); returns the requests that were waiting.
+    pub fn forget(&mut self, client: ClientId, out: &mut Vec<Out>) -> Vec<ReqId> {
+        let waiting: Vec<ReqId> = self
+            .queue
+            .iter()
+            .filter(|w| w.client == client)
+            .map(|w| w.req)
+            .collect();
+        self.queue.retain(|w| w.client != client);
+        let mine: Vec<GrantId> = self
+            .granted
+            .iter()
+            .filter(|(_, g)| g.client == client)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in mine {
+            self.granted.remove(&id);
+            self.revoking.remove(&id);
+        }
+        self.pump(out);
+        waiting
     }
 
     /// The smallest SN of an unreleased write lock overlapping `range` (the data server's

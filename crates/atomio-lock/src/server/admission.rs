@@ -101,20 +101,83 @@ impl LockServer {
                 striping,
                 pieces,
                 ..
-            } => self.admit_write(client, *file, *object, *striping, pieces),
+            } => {
+                self.admit_write(client, *file, *object, *striping, pieces)?;
+                self.no_foreign_dlm_lock(client, *file, Some(*object), pieces)
+            }
+            Request::SeqWrite {
+                file,
+                object,
+                blocks,
+                data,
+                ..
+            } => self
+                .dlm
+                .admit_flush(client, *file, *object, blocks, data.len()),
             Request::SetObjectSize { file, object, size } => {
-                self.admit_resize(client, *file, *object, *size)
+                self.admit_resize(client, *file, *object, *size)?;
+                let rest = [ObjPiece {
+                    offset: (*size).min(MAX_OFFSET - 1),
+                    len: MAX_OFFSET - (*size).min(MAX_OFFSET - 1),
+                }];
+                self.no_foreign_dlm_lock(client, *file, Some(*object), &rest)
             }
             // Every object goes: refused if anyone else holds anything of the file here.
             // Admitted, the striping goes too (a file made again may be striped otherwise).
             Request::DropObjects { file } => match self.foreign_lock_from(client, *file, 0) {
                 Some(at) => Err(locked("dropping the objects of", at)),
                 None => {
+                    let all = [ObjPiece {
+                        offset: 0,
+                        len: MAX_OFFSET,
+                    }];
+                    self.no_foreign_dlm_lock(client, *file, None, &all)?;
                     self.stripings.remove(file);
                     Ok(())
                 }
             },
             _ => Ok(()),
+        }
+    }
+
+    /// Mandatory locks in the DLMs' lock space: refused where another client holds a
+    /// cached DLM lock on the object bytes (`object: None`: any object of the file).
+    fn no_foreign_dlm_lock(
+        &self,
+        client: ClientId,
+        file: FileId,
+        object: Option<u32>,
+        pieces: &[ObjPiece],
+    ) -> Result<(), WireError> {
+        if self.dlm.resources() == 0 {
+            return Ok(());
+        }
+        for p in pieces {
+            let w = ByteRange {
+                start: p.offset,
+                end: p.offset.saturating_add(p.len).min(MAX_OFFSET),
+            };
+            if let Some(at) = self.dlm.foreign_lock(client, file, object, w) {
+                return Err(WireError::new(
+                    ErrorCode::Locked,
+                    format!(
+                        "refused: changing object byte {at} of {file}, which another client \
+                         holds a DLM lock on"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Completes an admitted request with what only the lock service knows: a flush gets
+    /// its resource's mSN (see `dlm`), so the data service may clean its extent cache.
+    pub fn stamp(&self, request: &mut Request) {
+        if let Request::SeqWrite {
+            file, object, msn, ..
+        } = request
+        {
+            *msn = self.dlm.msn(*file, *object);
         }
     }
 
