@@ -8,6 +8,9 @@
 //! coordinator → worker   {"cmd":"job", ...}   connect, open the file, fill write buffers
 //! worker → coordinator   {"msg":"ready"}
 //! coordinator → worker   {"cmd":"go"}         run the calls (timed)
+//! worker → coordinator   {"msg":"called"}     the calls returned (the PIO phase is over)
+//! coordinator → worker   {"cmd":"flush"}      once every worker's calls returned: flush
+//!                                             what a cached-lock DLM cached (timed apart)
 //! worker → coordinator   {"msg":"done", ...}  seconds, bytes, lock counts, read dumps
 //! coordinator → worker   {"cmd":"exit"}
 //! ```
@@ -76,7 +79,15 @@ pub struct ReadDump {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct JobResult {
     pub rank: u32,
+    /// Seconds of the calls and of flushing what they left cached (cached-lock DLMs).
     pub seconds: f64,
+    /// Seconds of the calls alone: what the application waits for (the paper's "PIO
+    /// time"; equal to `seconds` for techniques that cache nothing).
+    #[serde(default)]
+    pub pio_seconds: f64,
+    /// What the file's DLM client did (cached-lock DLMs only).
+    #[serde(default)]
+    pub dlm: Option<atomio_client::dlm::machine::DlmClientStats>,
     pub bytes: u64,
     pub lock_requests: u64,
     pub lock_messages: u64,
@@ -91,6 +102,7 @@ pub struct JobResult {
 pub enum ToWorker {
     Job(Box<Job>),
     Go,
+    Flush,
     Exit,
 }
 
@@ -98,6 +110,7 @@ pub enum ToWorker {
 #[serde(tag = "msg", rename_all = "lowercase")]
 pub enum FromWorker {
     Ready,
+    Called,
     Done(JobResult),
     Failed { error: String },
 }
@@ -216,7 +229,15 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
     Ok(Prepared { job, calls, io })
 }
 
-async fn execute(p: &mut Prepared) -> Result<JobResult, WireError> {
+/// What the calls left for the flush phase.
+struct Called {
+    observed: Vec<(u32, Vec<u8>)>,
+    bytes: u64,
+    t0: Instant,
+    pio_seconds: f64,
+}
+
+async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
     let mut observed: Vec<(u32, Vec<u8>)> = Vec::new();
     let mut bytes = 0u64;
     let t0 = Instant::now();
@@ -268,6 +289,30 @@ async fn execute(p: &mut Prepared) -> Result<JobResult, WireError> {
             (_, None) => return Err(bad(format!("call {op} has no access"))),
         }
     }
+    Ok(Called {
+        observed,
+        bytes,
+        t0,
+        pio_seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The flush phase (every client's calls have returned): what a cached-lock DLM left in
+/// its cache goes to the servers now.
+async fn finish(p: &mut Prepared, called: Called) -> Result<JobResult, WireError> {
+    let Called {
+        observed,
+        bytes,
+        t0,
+        pio_seconds,
+    } = called;
+    let dlm = match &mut p.io {
+        Io::File { file, .. } => {
+            file.flush_cache().await?;
+            file.dlm_stats().await
+        }
+        Io::Limit { .. } => None,
+    };
     let seconds = t0.elapsed().as_secs_f64();
     let object_files = matches!(&p.io, Io::File { file, .. } if file.bypasses_messages());
     let (lock_requests, lock_messages) = match &p.io {
@@ -284,6 +329,8 @@ async fn execute(p: &mut Prepared) -> Result<JobResult, WireError> {
     Ok(JobResult {
         rank: p.job.rank,
         seconds,
+        pio_seconds,
+        dlm,
         bytes,
         lock_requests,
         lock_messages,
@@ -340,19 +387,48 @@ pub async fn serve(
                 }
             }
             ToWorker::Go => {
-                let reply = match prepared.as_mut() {
-                    None => FromWorker::Failed {
-                        error: "go before a job was prepared".into(),
-                    },
-                    Some(p) => match execute(p).await {
-                        Ok(r) => FromWorker::Done(r),
-                        Err(e) => FromWorker::Failed {
-                            error: e.to_string(),
-                        },
-                    },
+                let called = match prepared.as_mut() {
+                    None => Err("go before a job was prepared".to_string()),
+                    Some(p) => execute(p).await.map_err(|e| e.to_string()),
                 };
-                prepared = None;
-                say(&mut output, &reply).await?;
+                match called {
+                    Err(error) => {
+                        prepared = None;
+                        say(&mut output, &FromWorker::Failed { error }).await?;
+                    }
+                    Ok(called) => {
+                        say(&mut output, &FromWorker::Called).await?;
+                        // Wait for every client's calls before flushing (a flush must not
+                        // run beside others' timed calls).
+                        let next = lines.next_line().await?;
+                        let reply = match next.as_deref().map(serde_json::from_str::<ToWorker>) {
+                            Some(Ok(ToWorker::Flush)) => {
+                                let p = prepared.as_mut().expect("executed");
+                                match finish(p, called).await {
+                                    Ok(r) => FromWorker::Done(r),
+                                    Err(e) => FromWorker::Failed {
+                                        error: e.to_string(),
+                                    },
+                                }
+                            }
+                            Some(other) => FromWorker::Failed {
+                                error: format!("expected flush after the calls, got {other:?}"),
+                            },
+                            None => return Ok(()),
+                        };
+                        prepared = None;
+                        say(&mut output, &reply).await?;
+                    }
+                }
+            }
+            ToWorker::Flush => {
+                say(
+                    &mut output,
+                    &FromWorker::Failed {
+                        error: "flush without calls".into(),
+                    },
+                )
+                .await?
             }
             ToWorker::Exit => return Ok(()),
         }

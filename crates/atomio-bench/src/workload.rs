@@ -83,6 +83,8 @@ pub struct WorkloadBenchConfig {
     pub servers: u32,
     pub deploy: Deploy,
     pub stripe_size: u64,
+    /// Objects per server file (default: one per server).
+    pub stripe_count: Option<u32>,
     pub runs: usize,
     /// The `atomio` executable (for workers and server processes).
     pub exe: PathBuf,
@@ -103,9 +105,15 @@ pub struct WorkloadRow {
     pub servers: u32,
     /// Bytes moved per run (writes + reads).
     pub bytes: u64,
-    /// Median seconds per run.
+    /// Median seconds per run (until every client's calls returned and what a cached-lock
+    /// DLM cached was flushed).
     pub seconds: f64,
     pub mib_per_s: f64,
+    /// Median over runs of the slowest client's call time alone (the paper's PIO time:
+    /// what the application waits for; cached-lock DLMs flush after it), and the
+    /// bandwidth over it.
+    pub pio_seconds: f64,
+    pub pio_mib_per_s: f64,
     /// Bandwidth as a percentage of strategy `none` in the same invocation (null if `none`
     /// did not run).
     pub pct_of_none: Option<f64>,
@@ -122,6 +130,8 @@ pub struct WorkloadRow {
     pub seconds_runs: Vec<f64>,
     /// The first violation, when verification failed.
     pub violation: Option<String>,
+    /// Cached-lock DLMs: what every client's DLM client did in the first run, summed.
+    pub dlm: Option<atomio_client::dlm::machine::DlmClientStats>,
 }
 
 struct Worker {
@@ -206,10 +216,12 @@ impl Servers {
 #[derive(Default)]
 struct Acc {
     seconds: Vec<f64>,
+    pio: Vec<f64>,
     locks: Vec<f64>,
     bytes: u64,
     data: &'static str,
     verdict: (Option<bool>, Option<String>),
+    dlm: Option<atomio_client::dlm::machine::DlmClientStats>,
 }
 
 /// Runs the workload under every strategy; one row per strategy.
@@ -268,9 +280,21 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                     p => p,
                 };
                 a.seconds.push(results.0);
+                a.pio.push(
+                    results
+                        .1
+                        .iter()
+                        .map(|r| r.pio_seconds)
+                        .fold(0.0, f64::max),
+                );
                 a.bytes = results.1.iter().map(|r| r.bytes).sum();
                 a.locks
                     .push(results.1.iter().map(|r| r.lock_requests).sum::<u64>() as f64);
+                if run == 0 {
+                    for d in results.1.iter().filter_map(|r| r.dlm.as_ref()) {
+                        a.dlm.get_or_insert_with(Default::default).add(d);
+                    }
+                }
                 if run == 0 && cfg.verify && *spec != RowSpec::Limit {
                     let keep = cfg.keep.as_ref().map(|d| {
                         d.join(format!(
@@ -306,6 +330,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
         }
         for (spec, a) in cfg.strategies.iter().zip(acc) {
             let med = median(&a.seconds);
+            let pio = median(&a.pio);
             rows.push(WorkloadRow {
                 workload: plan.workload.clone(),
                 strategy: spec.name(),
@@ -315,6 +340,8 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 bytes: a.bytes,
                 seconds: med,
                 mib_per_s: a.bytes as f64 / med / (1 << 20) as f64,
+                pio_seconds: pio,
+                pio_mib_per_s: a.bytes as f64 / pio / (1 << 20) as f64,
                 pct_of_none: None,
                 pct_of_limit: None,
                 x_romio: None,
@@ -323,6 +350,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 runs: cfg.runs,
                 seconds_runs: a.seconds,
                 violation: a.verdict.1,
+                dlm: a.dlm,
             });
         }
         Ok::<(), WireError>(())
@@ -372,14 +400,16 @@ fn target_for(
         RowSpec::Limit => Target::Limit {
             file: local("limit")?,
         },
+        // Techniques that run only on atomio's servers (cached-lock DLMs) run there.
         RowSpec::Strategy(s)
-            if cfg.data == PlacementKind::Servers && s.supports(PlacementKind::Servers) =>
+            if s.supports(PlacementKind::Servers)
+                && (cfg.data == PlacementKind::Servers || !s.supports(PlacementKind::Direct)) =>
         {
             Target::Servers {
                 servers: addrs.to_vec(),
                 path: format!("/bench/{workload}/{tag}"),
                 stripe_size: cfg.stripe_size,
-                stripe_count: cfg.servers,
+                stripe_count: cfg.stripe_count.unwrap_or(cfg.servers),
                 bypass: cfg.bypass,
             }
         }
@@ -418,7 +448,7 @@ async fn run_once(
                     format!("worker: {error}"),
                 ))
             }
-            FromWorker::Done(_) => {
+            FromWorker::Done(_) | FromWorker::Called => {
                 return Err(WireError::new(
                     ErrorCode::Internal,
                     "worker finished before go",
@@ -430,15 +460,34 @@ async fn run_once(
     for w in workers.iter_mut() {
         w.send(&ToWorker::Go).await?;
     }
-    let mut results = Vec::new();
+    // Every client's calls first (the PIO phase), then everyone flushes.
     let mut first_err = None;
-    for w in workers.iter_mut() {
+    let mut called = vec![false; workers.len()];
+    for (i, w) in workers.iter_mut().enumerate() {
+        match w.recv(WORKER_TIMEOUT).await? {
+            FromWorker::Called => called[i] = true,
+            FromWorker::Failed { error } => {
+                first_err.get_or_insert(error);
+            }
+            other => first_err = Some(format!("worker said {other:?} after go")),
+        }
+    }
+    for (i, w) in workers.iter_mut().enumerate() {
+        if called[i] {
+            w.send(&ToWorker::Flush).await?;
+        }
+    }
+    let mut results = Vec::new();
+    for (i, w) in workers.iter_mut().enumerate() {
+        if !called[i] {
+            continue;
+        }
         match w.recv(WORKER_TIMEOUT).await? {
             FromWorker::Done(r) => results.push(r),
             FromWorker::Failed { error } => {
                 first_err.get_or_insert(error);
             }
-            FromWorker::Ready => first_err = Some("worker said ready twice".into()),
+            other => first_err = Some(format!("worker said {other:?} after flush")),
         }
     }
     let secs = t0.elapsed().as_secs_f64();

@@ -49,6 +49,9 @@ pub struct CommonArgs {
     pub cluster: Option<PathBuf>,
     #[arg(long, default_value_t = atomio_layout::DEFAULT_STRIPE_SIZE)]
     pub stripe_size: u64,
+    /// Objects (stripes) per server file; default: one per server.
+    #[arg(long)]
+    pub stripe_count: Option<u32>,
     /// Runs per strategy (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
@@ -128,6 +131,7 @@ pub fn config(common: &CommonArgs, workload: Workload) -> anyhow::Result<Workloa
         servers,
         deploy,
         stripe_size: common.stripe_size,
+        stripe_count: common.stripe_count,
         runs: common.runs.max(1),
         exe: std::env::current_exe().context("locating the atomio executable")?,
         scratch: common.scratch.clone().unwrap_or_else(|| {
@@ -175,6 +179,7 @@ pub fn table(rows: &[WorkloadRow]) -> String {
                 r.strategy.clone(),
                 r.data.clone(),
                 format!("{:.1}", r.mib_per_s),
+                format!("{:.1}", r.pio_mib_per_s),
                 r.pct_of_limit.map_or("-".into(), |p| format!("{p:.0}%")),
                 r.pct_of_none.map_or("-".into(), |p| format!("{p:.0}%")),
                 r.x_romio.map_or("-".into(), |x| format!("{x:.2}x")),
@@ -193,6 +198,7 @@ pub fn table(rows: &[WorkloadRow]) -> String {
             "strategy",
             "data",
             "MiB/s",
+            "PIO MiB/s",
             "% of limit",
             "% of none",
             "vs romio",

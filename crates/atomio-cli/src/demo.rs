@@ -113,6 +113,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         memory: false,
         cluster: None,
         stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
+        stripe_count: None,
         runs: a.runs,
         no_verify: false,
         keep: None,

@@ -25,6 +25,7 @@ fn config(workload: Workload, strategies: Vec<Strategy>, name: &str) -> Workload
         servers: 3,
         deploy: Deploy::Embedded { memory: false },
         stripe_size: 4096,
+        stripe_count: None,
         runs: 1,
         exe: PathBuf::from(env!("CARGO_BIN_EXE_atomio")),
         scratch: scratch(name),

@@ -26,7 +26,14 @@ struct Run {
     blocks: u64,
 }
 
+/// A run that does not finish within a minute is a hang (a lock never given back).
 async fn run(strategy: &str, r: &Run) -> (Verdict, String) {
+    tokio::time::timeout(std::time::Duration::from_secs(60), run_inner(strategy, r))
+        .await
+        .unwrap_or_else(|_| panic!("{strategy}: the run hung"))
+}
+
+async fn run_inner(strategy: &str, r: &Run) -> (Verdict, String) {
     let cluster = EmbeddedCluster::start(4);
     let addrs = cluster.serve_tcp().await.unwrap();
     let path = "/dlm";

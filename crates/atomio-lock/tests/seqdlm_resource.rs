@@ -111,6 +111,9 @@ fn early_revocation_rides_on_the_grant() {
     out.clear();
     s.revoked(c(9), blocker.1, &mut out).unwrap();
     assert!(grants(&out).is_empty(), "a PW blocks until released");
+    // Its holder is hurried once: someone waits for the release of a CANCELING lock.
+    assert_eq!(revokes(&out).len(), 1, "{out:?}");
+    out.clear();
     s.release(c(9), blocker.1, &mut out).unwrap();
     let g = grants(&out);
     assert_eq!(g.len(), 2, "{out:?}");

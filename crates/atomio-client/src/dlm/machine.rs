@@ -71,6 +71,9 @@ pub enum Done {
 /// clock passed in).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DlmClientStats {
+    /// Flush messages sent while a call was running (the rest went out between calls or
+    /// at the final flush).
+    pub flushes_during_calls: u64,
     pub calls: u64,
     pub lock_requests: u64,
     /// Locks of a call found in the cache (no message).
@@ -97,6 +100,13 @@ struct Held {
     give_back_after_use: bool,
     /// Flush messages sent and not yet acknowledged.
     flushing: usize,
+    /// CANCELING with its flush not started (deferred: see `give_back`).
+    deferred: bool,
+    /// Granted CANCELING (early revocation): the server sees it CANCELING from the start.
+    granted_canceling: bool,
+    /// The server asked for it while it saw it CANCELING: someone waits for its release,
+    /// so its flush must not be deferred.
+    hurried: bool,
     revoked_at: Option<u64>,
     canceled_at: u64,
 }
@@ -458,9 +468,20 @@ impl DlmClient {
         let Some(h) = self.res.get_mut(&key).and_then(|r| r.held.get_mut(&id)) else {
             return; // released (or absorbed) meanwhile: nothing to give back
         };
-        if h.canceling {
-            return;
+        if h.canceling || h.granted_canceling {
+            // The server hurries a lock it sees CANCELING: someone waits for its release.
+            h.hurried = true;
+            let (deferred, canceling) = (h.deferred, h.canceling);
+            if deferred {
+                self.flush_out(key, id);
+            }
+            if canceling {
+                return;
+            }
         }
+        let Some(h) = self.res.get_mut(&key).and_then(|r| r.held.get_mut(&id)) else {
+            return;
+        };
         h.revoked_at = Some(now);
         if h.in_use {
             h.give_back_after_use = true;
@@ -523,6 +544,9 @@ impl DlmClient {
                 in_use: true,
                 give_back_after_use: canceling,
                 flushing: 0,
+                deferred: false,
+                granted_canceling: canceling,
+                hurried: false,
                 revoked_at: None,
                 canceled_at: 0,
             },
@@ -558,15 +582,21 @@ impl DlmClient {
         }
     }
 
-    /// Answer (CANCELING, downgraded if that lets writers in early), flush, release once
-    /// acknowledged.
+    /// Answers (CANCELING, downgraded to NBW if that lets writers in early), then flushes
+    /// and releases once acknowledged — or, for an NBW lock at a resource with early grant,
+    /// *defers* the flush: no writer waits for its release (they are granted beside a
+    /// CANCELING NBW lock), so its bytes stay cached (write-back) until the server hurries
+    /// it (someone who must wait for the release is blocked: a second `DlmRevoke`), the
+    /// cache is over its soft limit, or the file is flushed. On a machine where the flush
+    /// competes with the writers for the same cores this keeps it off the writers' path,
+    /// as the paper's separate flush daemon does.
     fn give_back(&mut self, key: Key, id: u64) {
         let now = self.now;
         let Some(res) = self.res.get_mut(&key) else {
             return;
         };
         let server = res.server;
-        let conversion = res.policy.conversion;
+        let (conversion, early_grant) = (res.policy.conversion, res.policy.early_grant);
         let Some(h) = res.held.get_mut(&id) else {
             return;
         };
@@ -579,15 +609,11 @@ impl DlmClient {
         if let Some(m) = downgrade {
             h.mode = m;
         }
-        let blocks = res.cache.take(h.sn);
-        let messages = flush_messages(key, blocks);
-        h.flushing = messages.len();
-        let flushed: u64 = messages.iter().map(|m| m.1).sum();
+        let defer = early_grant && has_dirty && h.mode == Mode::Nbw && !h.hurried && defer_flushes();
+        h.deferred = defer;
         if let Some(at) = revoked_at {
             self.stats.revoke_to_cancel_ns += now.saturating_sub(at);
         }
-        self.cached -= flushed.min(self.cached);
-        self.in_flight += flushed;
         let cancel = Request::DlmCancel {
             file: key.0,
             object: key.1,
@@ -595,13 +621,57 @@ impl DlmClient {
             downgrade: downgrade.map(Into::into),
         };
         self.send(server, TagUse::Quiet, cancel);
+        if !defer {
+            self.flush_out(key, id);
+        }
+    }
+
+    /// Sends a CANCELING lock's bytes (then its release once acknowledged; at once when it
+    /// has none).
+    fn flush_out(&mut self, key: Key, id: u64) {
+        let Some(res) = self.res.get_mut(&key) else {
+            return;
+        };
+        let server = res.server;
+        let Some(h) = res.held.get_mut(&id) else {
+            return;
+        };
+        h.deferred = false;
+        let blocks = res.cache.take(h.sn);
+        let messages = flush_messages(key, blocks);
+        h.flushing = messages.len();
+        let flushed: u64 = messages.iter().map(|m| m.1).sum();
+        self.cached -= flushed.min(self.cached);
+        self.in_flight += flushed;
         if messages.is_empty() {
             return res_release(self, key, id, server);
         }
+        let during_call = self.op.is_some();
         for (request, bytes) in messages {
             self.stats.flush_messages += 1;
+            if during_call {
+                self.stats.flushes_during_calls += 1;
+            }
             self.stats.flushed_bytes += bytes;
             self.send(server, TagUse::Flush { key, id, bytes }, request);
+        }
+    }
+
+    /// Every deferred flush (of `file`, or all) starts now.
+    fn flush_deferred(&mut self, file: Option<FileId>) {
+        let ids: Vec<(Key, u64)> = self
+            .res
+            .iter()
+            .filter(|(k, _)| file.is_none_or(|f| f == k.0))
+            .flat_map(|(&k, r)| {
+                r.held
+                    .iter()
+                    .filter(|(_, h)| h.deferred)
+                    .map(move |(&id, _)| (k, id))
+            })
+            .collect();
+        for (k, id) in ids {
+            self.flush_out(k, id);
         }
     }
 
@@ -909,6 +979,7 @@ impl DlmClient {
             for (k, id) in ids {
                 self.give_back(k, id);
             }
+            self.flush_deferred(file);
         }
         let pending = self
             .res
@@ -943,6 +1014,7 @@ impl DlmClient {
         if self.cached + self.in_flight <= self.soft {
             return;
         }
+        self.flush_deferred(None);
         let mut idle: Vec<(u64, Key, u64)> = self
             .res
             .iter()
@@ -965,6 +1037,13 @@ impl DlmClient {
             self.give_back(k, id);
         }
     }
+}
+
+/// `ATOMIO_DLM_DEFER=0` flushes a CANCELING NBW lock at once instead of deferring it (to
+/// measure what deferring does).
+fn defer_flushes() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ATOMIO_DLM_DEFER").map_or(true, |v| v != "0"))
 }
 
 fn res_release(c: &mut DlmClient, key: Key, id: u64, server: ServerId) {
@@ -1046,4 +1125,21 @@ fn flush_messages(key: Key, blocks: Vec<crate::write_cache::Dirty>) -> Vec<(Requ
     }
     emit(&mut sn_blocks, &mut data);
     out
+}
+
+impl DlmClientStats {
+    /// Adds another client's counters.
+    pub fn add(&mut self, o: &DlmClientStats) {
+        self.flushes_during_calls += o.flushes_during_calls;
+        self.calls += o.calls;
+        self.lock_requests += o.lock_requests;
+        self.cache_hits += o.cache_hits;
+        self.grants_canceling += o.grants_canceling;
+        self.revocations += o.revocations;
+        self.flush_messages += o.flush_messages;
+        self.flushed_bytes += o.flushed_bytes;
+        self.lock_wait_ns += o.lock_wait_ns;
+        self.revoke_to_cancel_ns += o.revoke_to_cancel_ns;
+        self.cancel_to_release_ns += o.cancel_to_release_ns;
+    }
 }

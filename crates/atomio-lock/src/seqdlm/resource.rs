@@ -3,7 +3,10 @@
 //!
 //! Clients cache granted locks and give them back only when asked (a *revocation*
 //! callback, `Out::Revoke`): the holder answers (`revoked`: the lock is now CANCELING — no
-//! new I/O under it), flushes its dirty data, then releases. Requests are served in arrival
+//! new I/O under it), flushes its dirty data, then releases. A holder may hold back the
+//! flush of a CANCELING NBW lock (nobody early grant serves waits for its release); a
+//! request that does have to wait for a CANCELING lock's release *hurries* its holder once
+//! (another `Out::Revoke` for the same lock). Requests are served in arrival
 //! order (the head waits; nobody overtakes it), and a grant's range is *expanded*: greedily
 //! to the first conflicting granted lock after it (or EOF), or — Lustre's policy — at most
 //! 32 MiB past the request once more than 32 locks are granted.
@@ -153,6 +156,9 @@ pub struct Resource {
     queue: VecDeque<Waiting>,
     /// Revocations sent and not yet answered.
     revoking: BTreeSet<GrantId>,
+    /// CANCELING locks whose holder was hurried (asked again to give them back: a request
+    /// that must wait for their release is blocked by them).
+    hurried: BTreeSet<GrantId>,
     /// Negative control for tests: NBW/BW see GRANTED NBW locks as compatible too (early
     /// grant without waiting for CANCELING).
     pub fault_grant_over_granted: bool,
@@ -173,6 +179,7 @@ impl Resource {
             granted: BTreeMap::new(),
             queue: VecDeque::new(),
             revoking: BTreeSet::new(),
+            hurried: BTreeSet::new(),
             fault_grant_over_granted: false,
         }
     }
@@ -218,6 +225,7 @@ impl Resource {
         for id in mine {
             self.granted.remove(&id);
             self.revoking.remove(&id);
+            self.hurried.remove(&id);
         }
         self.pump(out);
         waiting
@@ -306,6 +314,7 @@ impl Resource {
         self.own_mut(client, id)?;
         self.granted.remove(&id);
         self.revoking.remove(&id);
+        self.hurried.remove(&id);
         self.pump(out);
         Ok(())
     }
@@ -369,7 +378,13 @@ impl Resource {
             if !blockers.is_empty() {
                 for id in blockers {
                     let g = &self.granted[&id];
-                    if g.state == State::Granted && self.revoking.insert(id) {
+                    let ask = match g.state {
+                        State::Granted => self.revoking.insert(id),
+                        // Its holder may be holding back the flush (write-back): tell it
+                        // someone waits for the release.
+                        State::Canceling => self.hurried.insert(id),
+                    };
+                    if ask {
                         out.push(Out::Revoke { to: g.client, id });
                     }
                 }
@@ -379,6 +394,7 @@ impl Resource {
             for id in &own {
                 self.granted.remove(id);
                 self.revoking.remove(id);
+                self.hurried.remove(id);
             }
             let range = self.expanded(mode, range);
             let sn = self.sn;
@@ -476,6 +492,12 @@ impl Resource {
             match self.granted.get(id) {
                 Some(g) if g.state == State::Granted => {}
                 _ => return Err(format!("revocation of {id:?} outstanding but not GRANTED")),
+            }
+        }
+        for id in &self.hurried {
+            match self.granted.get(id) {
+                Some(g) if g.state == State::Canceling => {}
+                _ => return Err(format!("{id:?} hurried but not CANCELING")),
             }
         }
         if let Some(head) = self.queue.front() {
