@@ -8,6 +8,7 @@ pub mod mpi_bench;
 pub mod mpi_run;
 pub mod progress;
 pub mod rma;
+pub mod seqdlm;
 pub mod stats;
 pub mod table;
 pub mod worker;

@@ -3,6 +3,7 @@
 mod bench_locks;
 mod bench_mpi;
 mod bench_rma;
+mod bench_seqdlm;
 mod bench_workload;
 mod demo;
 mod files;
@@ -79,6 +80,15 @@ enum Bench {
     /// every P-th block of B bytes) for each B: limit, MPICH non-atomic and atomic, atomio
     /// strategies through the preloaded library; one table per B.
     MpiStrided(Box<bench_mpi::MpiStridedArgs>),
+    /// SeqDLM §V-B, Fig. 17: round-robin conflicting writes, time split into lock
+    /// revocation, cancel + flush, and other; NBW vs PW.
+    SeqdlmBreakdown(bench_seqdlm::SeqArgs),
+    /// SeqDLM §V-B, Fig. 18: parallel conflicting writes, writes/s for NBW, NBW+ER, PW,
+    /// PW+ER.
+    SeqdlmParallel(bench_seqdlm::SeqArgs),
+    /// SeqDLM §V-B, Fig. 19: lock upgrading (one client, writes and reads) and
+    /// downgrading (writes across two stripes).
+    SeqdlmConvert(bench_seqdlm::SeqArgs),
     /// List the workloads.
     List,
     /// A workload: `atomio bench <workload> [options] [-- workload options]`.
@@ -127,6 +137,15 @@ fn main() -> std::process::ExitCode {
         Command::Bench {
             which: Bench::MpiStrided(a),
         } => bench_mpi::run_strided(*a),
+        Command::Bench {
+            which: Bench::SeqdlmBreakdown(a),
+        } => bench_seqdlm::breakdown(a),
+        Command::Bench {
+            which: Bench::SeqdlmParallel(a),
+        } => bench_seqdlm::parallel(a),
+        Command::Bench {
+            which: Bench::SeqdlmConvert(a),
+        } => bench_seqdlm::convert(a),
         Command::Bench { which: Bench::List } => {
             bench_workload::list();
             Ok(())

@@ -105,23 +105,27 @@ impl SeqWrites {
         let key = (file.0, object);
         let cache = self.caches.entry(key).or_default();
         let mut pieces = Vec::new();
-        let mut bytes = Vec::new();
+        let mut spans: Vec<(usize, usize)> = Vec::new();
         let mut records = Vec::new();
         let mut at = 0usize;
         let mut out = Applied::default();
+        // Every block applies whole (the usual case): the flush's own buffer is written.
+        let mut all_whole = true;
         for b in blocks {
             let range = ByteRange {
                 start: b.offset,
                 end: b.offset + b.len,
             };
-            for u in cache.merge(range, b.sn) {
+            let update = cache.merge(range, b.sn);
+            all_whole &= update.len() == 1 && update[0] == range;
+            for u in update {
                 let lo = at + (u.start - b.offset) as usize;
                 let hi = at + (u.end - b.offset) as usize;
                 pieces.push(ObjPiece {
                     offset: u.start,
                     len: u.end - u.start,
                 });
-                bytes.extend_from_slice(&data[lo..hi]);
+                spans.push((lo, hi));
                 records.extend_from_slice(&extent_log::encode(key, u, b.sn));
                 out.written += u.end - u.start;
             }
@@ -133,8 +137,17 @@ impl SeqWrites {
         // Pieces must be in order for the store: sort (blocks may come in any order; their
         // update sets never overlap, since each byte's newest SN wins once).
         if !pieces.is_empty() {
-            let (pieces, bytes) = sorted(pieces, &bytes);
-            store.write(file, object, &pieces, &bytes)?;
+            let in_order = pieces.windows(2).all(|w| w[0].offset < w[1].offset);
+            if all_whole && in_order {
+                store.write(file, object, &pieces, data)?;
+            } else {
+                let mut bytes = Vec::with_capacity(out.written as usize);
+                for &(lo, hi) in &spans {
+                    bytes.extend_from_slice(&data[lo..hi]);
+                }
+                let (pieces, bytes) = sorted(pieces, &bytes);
+                store.write(file, object, &pieces, &bytes)?;
+            }
             store.log_extents(&records)?;
             self.log_bytes += records.len();
         }

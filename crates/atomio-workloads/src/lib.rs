@@ -17,6 +17,7 @@
 //! | `s3asim` | Ching §6.3 | seeded results, prefix-sum offsets, hindexed per worker per query + sync | ≈130 MiB total |
 //! | `flash` | Logan §5.1 | variable v at `(v·N+c)·B`, one hvector of 24 | 7.5 MiB/client |
 //! | `regions` | Tran §6.3 | R equal regions of one client, gap = region | 64 MiB/client |
+//! | `vpic` | SeqDLM §V-E | variable v, iteration i at `v·N·I·W + (i·N+c)·W`, W = 4·particles | 16 MiB/client |
 //!
 //! Defaults are scaled for one 2-core machine with 24 GiB of RAM: a run moves roughly
 //! 32–256 MiB at 4–16 clients, a few seconds at 100–500 MiB/s. Each module states its exact
@@ -34,6 +35,7 @@ pub mod row;
 pub mod s3asim;
 pub mod s3d;
 pub mod tile;
+pub mod vpic;
 pub mod workload;
 
 pub use error::WorkloadError;
@@ -45,4 +47,5 @@ pub use row::RowParams;
 pub use s3asim::{s3asim_results, S3asimParams, SimResult};
 pub use s3d::S3dParams;
 pub use tile::{OverlapMode, TileParams};
+pub use vpic::{VpicParams, VPIC_VALUE_BYTES, VPIC_VARIABLES};
 pub use workload::{plan, Workload, WorkloadInfo, WORKLOADS};

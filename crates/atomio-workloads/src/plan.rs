@@ -74,7 +74,8 @@ impl ClientPlan {
 /// A workload instantiated for a client count: what every client does.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkloadPlan {
-    /// "ior-segmented", "ior-strided", "tile", "row", "s3d", "s3asim", "flash" or "regions".
+    /// "ior-segmented", "ior-strided", "tile", "row", "s3d", "s3asim", "flash", "regions" or
+    /// "vpic".
     pub workload: String,
     /// The parameters used, with every defaulted or derived value filled in (tile grid,
     /// process grid, segment count, …), so this JSON alone reproduces the plan.

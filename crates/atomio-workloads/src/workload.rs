@@ -14,6 +14,7 @@ use crate::row::RowParams;
 use crate::s3asim::S3asimParams;
 use crate::s3d::S3dParams;
 use crate::tile::TileParams;
+use crate::vpic::VpicParams;
 use serde::{Deserialize, Serialize};
 
 /// A workload with its parameters. As a clap subcommand its names are those of
@@ -37,6 +38,8 @@ pub enum Workload {
     Flash(FlashParams),
     /// One client, the same bytes in 1..1024 regions (Tran §6.3).
     Regions(RegionsParams),
+    /// VPIC-IO: 8 particle variables, one N-1 segmented write per variable per iteration (seqdlm §V-E).
+    Vpic(VpicParams),
 }
 
 /// A name the CLI accepts: a workload or a preset of one.
@@ -153,6 +156,13 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
         source: "Tran et al. 2010 §6.3",
         summary: "one client, 64 MiB in 1024 regions of 64 KiB",
     },
+    WorkloadInfo {
+        name: "vpic",
+        workload: "vpic",
+        preset_args: &[],
+        source: "Chen et al. 2022 (SeqDLM) §V-E; h5bench VPIC-IO",
+        summary: "VPIC-IO, 8 variables × 65,536 particles (256 KiB writes) × 8 iterations, 16 MiB per client",
+    },
 ];
 
 /// Parses arguments into a workload (presets expand first; later flags win).
@@ -184,6 +194,7 @@ impl Workload {
             Workload::S3asim(_) => "s3asim",
             Workload::Flash(_) => "flash",
             Workload::Regions(_) => "regions",
+            Workload::Vpic(_) => "vpic",
         }
     }
 
@@ -234,6 +245,7 @@ pub fn plan(workload: &Workload, clients: u32) -> Result<WorkloadPlan, WorkloadE
         Workload::S3asim(p) => crate::s3asim::plan(p, clients),
         Workload::Flash(p) => crate::flash::plan(p, clients),
         Workload::Regions(p) => crate::regions::plan(p, clients),
+        Workload::Vpic(p) => crate::vpic::plan(p, clients),
     }
 }
 
@@ -263,6 +275,10 @@ mod tests {
             Workload::from_name::<&str>("tile", &[]).unwrap(),
             Workload::Tile(TileParams::default())
         );
+        assert_eq!(
+            Workload::from_name::<&str>("vpic", &[]).unwrap(),
+            Workload::Vpic(VpicParams::default())
+        );
     }
 
     #[test]
@@ -275,6 +291,9 @@ mod tests {
         let Workload::S3d(p) = w else { panic!() };
         assert_eq!(p.components, vec![2, 5]);
         assert!(p.single_call);
+        let w = Workload::from_name("vpic", &["--particles", "262144", "--sync"]).unwrap();
+        let Workload::Vpic(p) = w else { panic!() };
+        assert_eq!((p.particles, p.iterations, p.sync), (262_144, None, true));
     }
 
     #[test]

@@ -897,6 +897,22 @@ impl DlmClient {
                     let after = res.cache.dirty_bytes();
                     self.cached = self.cached + after - before;
                 }
+                // Deferred locks whose bytes this write overwrote have nothing left to
+                // flush: release them now (the server's table stays small).
+                let emptied: Vec<(Key, u64)> = op
+                    .needs
+                    .iter()
+                    .flat_map(|n| {
+                        let r = &self.res[&n.key];
+                        r.held
+                            .iter()
+                            .filter(|(_, h)| h.deferred && !r.cache.has(h.sn))
+                            .map(move |(&id, _)| (n.key, id))
+                    })
+                    .collect();
+                for (k, id) in emptied {
+                    self.flush_out(k, id);
+                }
                 let using = std::mem::take(&mut op.using);
                 self.free(using);
                 self.relieve();
@@ -1106,6 +1122,25 @@ fn flush_messages(key: Key, blocks: Vec<crate::write_cache::Dirty>) -> Vec<(Requ
             bytes,
         ));
     };
+    // One block that fits in a message goes as it is (its buffer is shared, not copied).
+    if blocks.len() == 1 && blocks[0].data.len() <= MAX_FLUSH_BYTES {
+        let b = &blocks[0];
+        let bytes = b.data.len() as u64;
+        return vec![(
+            Request::SeqWrite {
+                file: key.0,
+                object: key.1,
+                blocks: vec![SnBlock {
+                    offset: b.start,
+                    len: bytes,
+                    sn: b.sn,
+                }],
+                data: b.data.clone(),
+                msn: 0,
+            },
+            bytes,
+        )];
+    }
     for b in blocks {
         let mut at = 0usize;
         while at < b.data.len() {

@@ -119,6 +119,8 @@ fn plans_are_deterministic_and_serialize() {
             ],
         )
         .unwrap(),
+        Workload::from_name("vpic", &["--particles", "5", "--iterations", "3", "--sync"]).unwrap(),
+        Workload::from_name("vpic", &["--particles", "300000"]).unwrap(),
     ];
     for w in &small {
         for n in [2u32, 6] {

@@ -170,6 +170,21 @@ fn zero_sizes_are_rejected_by_name() {
         }),
         "bytes_per_client",
     );
+    let vpic = VpicParams::default;
+    zero(
+        Workload::Vpic(VpicParams {
+            particles: 0,
+            ..vpic()
+        }),
+        "particles",
+    );
+    zero(
+        Workload::Vpic(VpicParams {
+            iterations: Some(0),
+            ..vpic()
+        }),
+        "iterations",
+    );
 }
 
 #[test]
@@ -267,6 +282,21 @@ fn overflowing_sizes_are_rejected() {
         }),
         1,
     );
+    overflow(
+        Workload::Vpic(VpicParams {
+            particles: u64::MAX,
+            ..VpicParams::default()
+        }),
+        2,
+    );
+    overflow(
+        Workload::Vpic(VpicParams {
+            particles: 1 << 50,
+            iterations: Some(1 << 10),
+            ..VpicParams::default()
+        }),
+        4,
+    );
 }
 
 #[test]
@@ -292,6 +322,15 @@ fn plans_too_large_to_hold_are_rejected_before_allocation() {
         Workload::S3asim(S3asimParams {
             max_results: 1 << 21,
             ..S3asimParams::default()
+        }),
+        4,
+    );
+    assert!(matches!(e, WorkloadError::TooLarge { .. }), "{e}");
+    let e = err(
+        Workload::Vpic(VpicParams {
+            particles: 1,
+            iterations: Some(1 << 20),
+            sync: false,
         }),
         4,
     );

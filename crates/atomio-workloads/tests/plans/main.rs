@@ -12,3 +12,4 @@ mod row;
 mod s3asim;
 mod s3d;
 mod tile;
+mod vpic;

@@ -142,6 +142,15 @@ fn workload() -> impl Strategy<Value = Workload> {
                 })
             }
         ),
+        (num(), proptest::option::of(num()), any::<bool>()).prop_map(
+            |(particles, iterations, sync)| {
+                Workload::Vpic(VpicParams {
+                    particles,
+                    iterations,
+                    sync,
+                })
+            }
+        ),
     ]
 }
 
@@ -258,6 +267,13 @@ fn tiling_workload() -> impl Strategy<Value = Workload> {
                 })
             }
         ),
+        (1u64..20, 1u64..4, any::<bool>()).prop_map(|(particles, iterations, sync)| {
+            Workload::Vpic(VpicParams {
+                particles,
+                iterations: Some(iterations),
+                sync,
+            })
+        }),
     ]
 }
 
