@@ -28,7 +28,7 @@
 //! whose verification fails is reported as violated, never dropped; medians over runs.
 
 use crate::stats::median;
-use atomio_client::dlm::machine::DlmClientStats;
+use atomio_client::dlm::machine::LockRecord;
 use atomio_client::{File, Strategy};
 use atomio_layout::{Access, ByteRange};
 use atomio_net::{ClusterClient, EmbeddedCluster};
@@ -197,7 +197,8 @@ pub async fn breakdown(cfg: &SeqBenchConfig) -> Result<Vec<BreakdownRow>, WireEr
                 let (mode, strategy) = BREAKDOWN_MODES[m];
                 bar.set_message(format!("breakdown {mode} {size} run {}", run + 1));
                 let path = format!("/seqbench/breakdown/{mode}/{size}/{run}");
-                let (parts, (ok, why)) = breakdown_once(&env, cfg, &path, strategy, size, ops).await?;
+                let (parts, (ok, why)) =
+                    breakdown_once(&env, cfg, &path, strategy, size, ops).await?;
                 acc[m].push(parts);
                 if !ok {
                     verdicts[m] = (false, Some(why));
@@ -241,9 +242,10 @@ async fn breakdown_once(
 ) -> Result<([f64; 5], (bool, String)), WireError> {
     let n = cfg.clients;
     let access = contiguous(0, size)?;
-    let clients = env
-        .clients(path, size.max(1 << 20), 1, n, strategy)
-        .await?;
+    let mut clients = env.clients(path, size.max(1 << 20), 1, n, strategy).await?;
+    for c in &mut clients {
+        c.f.keep_dlm_log();
+    }
     let mut txs = Vec::new();
     let mut rxs = Vec::new();
     for _ in 0..n {
@@ -251,11 +253,14 @@ async fn breakdown_once(
         txs.push(tx);
         rxs.push(rx);
     }
+    let mut all_bufs = Vec::new();
+    for w in 0..n {
+        all_bufs.push(buffers(w, ops, &access)?);
+    }
     let mut tasks = Vec::new();
     let start = Instant::now();
-    for (w, (mut cl, mut rx)) in clients.into_iter().zip(rxs).enumerate() {
+    for (w, ((mut cl, mut rx), bufs)) in clients.into_iter().zip(rxs).zip(all_bufs).enumerate() {
         let next = txs[(w + 1) % n as usize].clone();
-        let bufs = buffers(w as u32, ops, &access)?;
         let a = access.clone();
         tasks.push(tokio::spawn(async move {
             for buf in &bufs {
@@ -263,9 +268,7 @@ async fn breakdown_once(
                 cl.f.write(&mut cl.c, &a, buf).await?;
                 let _ = next.send(());
             }
-            let done = Instant::now();
-            let stats = cl.f.dlm_stats().await.unwrap_or_default();
-            Ok::<_, WireError>((cl, done, stats))
+            Ok::<_, WireError>((cl, Instant::now()))
         }));
     }
     txs[0].send(()).map_err(wire)?;
@@ -275,17 +278,14 @@ async fn breakdown_once(
     }
     let end = finished.iter().map(|f| f.1).max().unwrap_or(start);
     let total = (end - start).as_secs_f64();
-    let mut sum = DlmClientStats::default();
-    for f in &finished {
-        sum.add(&f.2);
-    }
     let flush_start = Instant::now();
-    for (mut cl, ..) in finished {
+    let mut log = Vec::new();
+    for (cl, ..) in &mut finished {
         cl.f.flush_cache().await?;
+        log.extend(cl.f.dlm_log().await);
     }
     let flush_after = flush_start.elapsed().as_secs_f64();
-    let wait = sum.lock_wait_ns as f64 / 1e9;
-    let critical_flush = (sum.cancel_to_release_ns as f64 / 1e9).min(wait);
+    let (wait, critical_flush) = critical_path(log);
     let parts = [
         total,
         wait - critical_flush,
@@ -296,6 +296,27 @@ async fn breakdown_once(
     let file = env.read_back(path).await?;
     let v = verdict(&file, &all_writes(n, ops, &access), &[])?;
     Ok((parts, v))
+}
+
+/// From every lock's life in a round-robin run (one resource: SN order is grant order):
+/// (seconds waited for grants, seconds of it the previous holder spent flushing and
+/// releasing before the grant — zero for an early grant, which came before that release).
+pub fn critical_path(mut log: Vec<LockRecord>) -> (f64, f64) {
+    log.sort_by_key(|r| r.sn);
+    let mut wait = 0u64;
+    let mut flush = 0u64;
+    for pair in log.windows(2) {
+        let (prev, cur) = (&pair[0], &pair[1]);
+        let waited = cur.granted_at.saturating_sub(cur.requested_at);
+        wait += waited;
+        if let (Some(c), Some(r)) = (prev.canceled_at, prev.released_at) {
+            if r <= cur.granted_at {
+                let from = c.max(cur.requested_at);
+                flush += r.saturating_sub(from).min(waited);
+            }
+        }
+    }
+    (wait as f64 / 1e9, flush as f64 / 1e9)
 }
 
 // ---------------------------------------------------------------------------------------

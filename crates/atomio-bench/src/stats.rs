@@ -38,6 +38,24 @@ pub fn union_length(mut spans: Vec<(Instant, Instant)>) -> Duration {
     total
 }
 
+/// CPU seconds (user + system) this process has used so far (Linux `/proc/self/stat`;
+/// 0 elsewhere): a benchmark's CPU time per operation shows when the machine's cores, not
+/// waiting, bound a figure.
+pub fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 (1-based), 12 and 13 after the name.
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let hz = 100.0; // USER_HZ on Linux
+    (ticks(11) + ticks(12)) / hz
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,22 +77,4 @@ mod tests {
         ];
         assert_eq!(union_length(spans), ms(17));
     }
-}
-
-/// CPU seconds (user + system) this process has used so far (Linux `/proc/self/stat`;
-/// 0 elsewhere): a benchmark's CPU time per operation shows when the machine's cores, not
-/// waiting, bound a figure.
-pub fn process_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return 0.0;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 (1-based), 12 and 13 after the name.
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    let hz = 100.0; // USER_HZ on Linux
-    (ticks(11) + ticks(12)) / hz
 }

@@ -280,13 +280,8 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                     p => p,
                 };
                 a.seconds.push(results.0);
-                a.pio.push(
-                    results
-                        .1
-                        .iter()
-                        .map(|r| r.pio_seconds)
-                        .fold(0.0, f64::max),
-                );
+                a.pio
+                    .push(results.1.iter().map(|r| r.pio_seconds).fold(0.0, f64::max));
                 a.bytes = results.1.iter().map(|r| r.bytes).sum();
                 a.locks
                     .push(results.1.iter().map(|r| r.lock_requests).sum::<u64>() as f64);

@@ -62,7 +62,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 fn kib(b: u64) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{} MiB", b >> 20)
     } else {
         format!("{} KiB", b >> 10)
@@ -132,7 +132,12 @@ pub fn breakdown(a: SeqArgs) -> anyhow::Result<()> {
         }
     }
     for r in rows.iter().filter(|r| !r.verified) {
-        println!("{} {}: {}", r.mode, kib(r.size), r.violation.as_deref().unwrap_or(""));
+        println!(
+            "{} {}: {}",
+            r.mode,
+            kib(r.size),
+            r.violation.as_deref().unwrap_or("")
+        );
     }
     if let Some(p) = &a.json {
         crate::output::write_json(p, &rows)?;
@@ -230,13 +235,16 @@ pub fn parallel(a: SeqArgs) -> anyhow::Result<()> {
             ratio(&rows, s, "NBW+ER", "PW"),
             ratio(&rows, s, "NBW", "PW"),
         ) {
-            println!(
-                "X = {}: NBW+ER / PW = {er:.2}x, NBW / PW = {n:.2}x",
-                kib(s)
-            );
+            println!("X = {}: NBW+ER / PW = {er:.2}x, NBW / PW = {n:.2}x", kib(s));
         }
     }
-    report(&a, &rows, "out/bench-seqdlm-parallel.svg", "writes/s", &cfg.sizes)
+    report(
+        &a,
+        &rows,
+        "out/bench-seqdlm-parallel.svg",
+        "writes/s",
+        &cfg.sizes,
+    )
 }
 
 pub fn convert(a: SeqArgs) -> anyhow::Result<()> {
@@ -256,20 +264,30 @@ pub fn convert(a: SeqArgs) -> anyhow::Result<()> {
         print!("{}", throughput_table(&part));
     }
     for &s in &cfg.sizes {
-        let up: Vec<ThroughputRow> = rows.iter().filter(|r| r.bench == "upgrade").cloned().collect();
-        let down: Vec<ThroughputRow> =
-            rows.iter().filter(|r| r.bench == "downgrade").cloned().collect();
-        if let (Some(u), Some(d)) = (
-            ratio(&up, s, "NBW+U", "NBW"),
-            ratio(&down, s, "BW+D", "PW"),
-        ) {
+        let up: Vec<ThroughputRow> = rows
+            .iter()
+            .filter(|r| r.bench == "upgrade")
+            .cloned()
+            .collect();
+        let down: Vec<ThroughputRow> = rows
+            .iter()
+            .filter(|r| r.bench == "downgrade")
+            .cloned()
+            .collect();
+        if let (Some(u), Some(d)) = (ratio(&up, s, "NBW+U", "NBW"), ratio(&down, s, "BW+D", "PW")) {
             println!(
                 "X = {}: upgrading NBW+U / NBW = {u:.2}x; downgrading BW+D / PW = {d:.2}x",
                 kib(s)
             );
         }
     }
-    report(&a, &rows, "out/bench-seqdlm-convert.svg", "ops/s", &cfg.sizes)
+    report(
+        &a,
+        &rows,
+        "out/bench-seqdlm-convert.svg",
+        "ops/s",
+        &cfg.sizes,
+    )
 }
 
 fn report(
@@ -332,7 +350,10 @@ fn report(
     save_chart(&chart, || line_panels(&chart, &panels))
 }
 
-fn save_chart(path: &PathBuf, draw: impl FnOnce() -> std::io::Result<()>) -> anyhow::Result<()> {
+fn save_chart(
+    path: &std::path::Path,
+    draw: impl FnOnce() -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }

@@ -90,6 +90,8 @@ pub struct File {
     /// The cached-lock DLM client of this file (started at its first DLM call; dropping
     /// it flushes what it caches).
     dlm: Option<crate::dlm::agent::DlmAgent>,
+    /// Keep a record of every DLM lock's life (`keep_dlm_log`).
+    dlm_log: bool,
 }
 
 fn no_client(what: &str) -> WireError {
@@ -155,6 +157,7 @@ impl File {
             geometry: None,
             stats: IoStats::default(),
             dlm: None,
+            dlm_log: false,
         }
     }
 
@@ -450,7 +453,8 @@ impl File {
         };
         let (id, layout) = (info.id(), info.layout.clone());
         if self.dlm.is_none() {
-            self.dlm = Some(crate::dlm::agent::DlmAgent::start(c.servers_spec()).await?);
+            let log = self.dlm_log;
+            self.dlm = Some(crate::dlm::agent::DlmAgent::start(c.servers_spec(), log).await?);
         }
         let agent = self.dlm.as_ref().expect("started above");
         let ranges: Vec<atomio_layout::ByteRange> = access.ranges().collect();
@@ -486,6 +490,19 @@ impl File {
         match &self.dlm {
             Some(agent) => agent.stats().await.ok(),
             None => None,
+        }
+    }
+
+    /// Keep a record of every DLM lock's life (`dlm_log`); before the first call.
+    pub fn keep_dlm_log(&mut self) {
+        self.dlm_log = true;
+    }
+
+    /// Every lock's life in this file's DLM client (see `keep_dlm_log`).
+    pub async fn dlm_log(&self) -> Vec<crate::dlm::machine::LockRecord> {
+        match &self.dlm {
+            Some(agent) => agent.lock_log().await.unwrap_or_default(),
+            None => Vec::new(),
         }
     }
 

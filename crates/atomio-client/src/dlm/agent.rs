@@ -14,7 +14,7 @@
 //! every frame it emits is sent before the next event is handled; every command gets
 //! exactly one answer (a dropped caller is fine).
 
-use super::machine::{DlmClient, DlmClientStats, Done};
+use super::machine::{DlmClient, DlmClientStats, Done, LockRecord};
 use super::DlmSpec;
 use atomio_layout::{ByteRange, Layout, ServerId};
 use atomio_net::client::PING_INTERVAL;
@@ -57,6 +57,9 @@ enum Cmd {
     Stats {
         reply: oneshot::Sender<DlmClientStats>,
     },
+    Log {
+        reply: oneshot::Sender<Vec<LockRecord>>,
+    },
 }
 
 enum Waiter {
@@ -74,8 +77,9 @@ fn gone() -> WireError {
 }
 
 impl DlmAgent {
-    /// Starts an agent connected to `servers` (a session of its own at each).
-    pub async fn start(servers: Servers) -> Result<Self, WireError> {
+    /// Starts an agent connected to `servers` (a session of its own at each); `log`: keep
+    /// a record of every lock's life (`lock_log`).
+    pub async fn start(servers: Servers, log: bool) -> Result<Self, WireError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = oneshot::channel();
         let thread = std::thread::Builder::new()
@@ -98,7 +102,7 @@ impl DlmAgent {
                     match ClusterClient::connect(&servers).await {
                         Ok(c) => {
                             let _ = ready_tx.send(Ok(()));
-                            run(c, rx).await;
+                            run(c, rx, log).await;
                         }
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));
@@ -181,6 +185,13 @@ impl DlmAgent {
         self.send(Cmd::Stats { reply })?;
         rx.await.map_err(|_| gone())
     }
+
+    /// Every lock's life so far (empty unless started with `log`).
+    pub async fn lock_log(&self) -> Result<Vec<LockRecord>, WireError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Cmd::Log { reply })?;
+        rx.await.map_err(|_| gone())
+    }
 }
 
 impl Drop for DlmAgent {
@@ -200,8 +211,11 @@ enum Event {
 }
 
 /// The agent's loop: commands and frames in, frames and answers out.
-async fn run(mut c: ClusterClient, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+async fn run(mut c: ClusterClient, mut rx: mpsc::UnboundedReceiver<Cmd>, log: bool) {
     let mut m = DlmClient::new();
+    if log {
+        m = m.with_log();
+    }
     if let Some((soft, hard)) = limits_from_env() {
         m = m.with_limits(soft, hard);
     }
@@ -260,6 +274,9 @@ async fn run(mut c: ClusterClient, mut rx: mpsc::UnboundedReceiver<Cmd>) {
                     }
                     Cmd::Stats { reply } => {
                         let _ = reply.send(m.stats().clone());
+                    }
+                    Cmd::Log { reply } => {
+                        let _ = reply.send(m.lock_log());
                     }
                 }
             }

@@ -109,6 +109,20 @@ struct Held {
     hurried: bool,
     revoked_at: Option<u64>,
     canceled_at: u64,
+    /// When the call that asked for it sent the request, and when the grant came.
+    requested_at: u64,
+    granted_at: u64,
+}
+
+/// One lock's life, for the breakdown benchmark (ns of the clock passed in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LockRecord {
+    pub object: u32,
+    pub sn: u64,
+    pub requested_at: u64,
+    pub granted_at: u64,
+    pub canceled_at: Option<u64>,
+    pub released_at: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -218,6 +232,8 @@ pub struct DlmClient {
     now: u64,
     broken: Option<WireError>,
     stats: DlmClientStats,
+    /// Every lock's life, when asked for (`with_log`).
+    log: Option<Vec<LockRecord>>,
 }
 
 impl Default for DlmClient {
@@ -243,7 +259,25 @@ impl DlmClient {
             now: 0,
             broken: None,
             stats: DlmClientStats::default(),
+            log: None,
         }
+    }
+
+    /// Keeps a record of every lock's life (`lock_log`).
+    pub fn with_log(mut self) -> Self {
+        self.log = Some(Vec::new());
+        self
+    }
+
+    /// The records of released locks, and of those still held (not released).
+    pub fn lock_log(&self) -> Vec<LockRecord> {
+        let mut out = self.log.clone().unwrap_or_default();
+        if self.log.is_some() {
+            for (&k, r) in &self.res {
+                out.extend(r.held.values().map(|h| record(k, h, None)));
+            }
+        }
+        out
     }
 
     /// Dirty-byte limits (see `DEFAULT_SOFT_LIMIT`); tests use tiny ones.
@@ -549,6 +583,8 @@ impl DlmClient {
                 hurried: false,
                 revoked_at: None,
                 canceled_at: 0,
+                requested_at: asked,
+                granted_at: self.now,
             },
         );
     }
@@ -570,15 +606,7 @@ impl DlmClient {
         };
         h.flushing -= 1;
         if h.flushing == 0 && h.canceling {
-            let canceled_at = h.canceled_at;
-            res.held.remove(&id);
-            self.stats.cancel_to_release_ns += self.now.saturating_sub(canceled_at);
-            let request = Request::DlmRelease {
-                file: key.0,
-                object: key.1,
-                id,
-            };
-            self.send(server, TagUse::Quiet, request);
+            res_release(self, key, id, server);
         }
     }
 
@@ -609,7 +637,8 @@ impl DlmClient {
         if let Some(m) = downgrade {
             h.mode = m;
         }
-        let defer = early_grant && has_dirty && h.mode == Mode::Nbw && !h.hurried && defer_flushes();
+        let defer =
+            early_grant && has_dirty && h.mode == Mode::Nbw && !h.hurried && defer_flushes();
         h.deferred = defer;
         if let Some(at) = revoked_at {
             self.stats.revoke_to_cancel_ns += now.saturating_sub(at);
@@ -1062,10 +1091,14 @@ fn defer_flushes() -> bool {
     *ON.get_or_init(|| std::env::var("ATOMIO_DLM_DEFER").map_or(true, |v| v != "0"))
 }
 
+/// Forgets a lock and sends its release.
 fn res_release(c: &mut DlmClient, key: Key, id: u64, server: ServerId) {
     if let Some(res) = c.res.get_mut(&key) {
         if let Some(h) = res.held.remove(&id) {
             c.stats.cancel_to_release_ns += c.now.saturating_sub(h.canceled_at);
+            if let Some(log) = &mut c.log {
+                log.push(record(key, &h, Some(c.now)));
+            }
         }
     }
     let request = Request::DlmRelease {
@@ -1074,6 +1107,17 @@ fn res_release(c: &mut DlmClient, key: Key, id: u64, server: ServerId) {
         id,
     };
     c.send(server, TagUse::Quiet, request);
+}
+
+fn record(key: Key, h: &Held, released_at: Option<u64>) -> LockRecord {
+    LockRecord {
+        object: key.1,
+        sn: h.sn,
+        requested_at: h.requested_at,
+        granted_at: h.granted_at,
+        canceled_at: h.canceling.then_some(h.canceled_at),
+        released_at,
+    }
 }
 
 /// Whether a cached lock of mode `held` serves a call that asks for `want`.
