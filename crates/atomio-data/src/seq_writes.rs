@@ -44,6 +44,9 @@ pub struct SeqWrites {
     syncing: BTreeSet<ObjectKey>,
     /// Bytes discarded because a newer SN held them (a statistic).
     pub discarded: u64,
+    /// Negative control for the simulators: write every flush whole as it arrives,
+    /// ignoring SNs (what SeqDLM's data servers must not do).
+    pub fault_ignore_sns: bool,
 }
 
 /// What applying one flush did.
@@ -66,6 +69,7 @@ impl SeqWrites {
             threshold: DEFAULT_SYNC_THRESHOLD,
             syncing: BTreeSet::new(),
             discarded: 0,
+            fault_ignore_sns: false,
         }
     }
 
@@ -116,7 +120,10 @@ impl SeqWrites {
                 start: b.offset,
                 end: b.offset + b.len,
             };
-            let update = cache.merge(range, b.sn);
+            let mut update = cache.merge(range, b.sn);
+            if self.fault_ignore_sns {
+                update = vec![range];
+            }
             all_whole &= update.len() == 1 && update[0] == range;
             for u in update {
                 let lo = at + (u.start - b.offset) as usize;

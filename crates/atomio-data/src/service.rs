@@ -60,6 +60,11 @@ impl<S: ObjectStore> DataService<S> {
         &self.seq
     }
 
+    /// The SN-ordered writes, to change (negative controls in the simulators).
+    pub fn seq_writes_mut(&mut self) -> &mut SeqWrites {
+        &mut self.seq
+    }
+
     /// Synchronize objects past `entries` extent-cache entries (tests lower it).
     pub fn with_sync_threshold(mut self, entries: usize) -> Self {
         self.seq =

@@ -564,7 +564,10 @@ impl DlmClient {
             return;
         };
         for old in absorbed {
-            if let Some(h) = res.held.remove(&old) {
+            // Only a write lock has bytes to hand over. (A read grant carries the SN the
+            // next write grant gets: re-tagging by a read lock's SN would move another
+            // lock's bytes — found by the DLM simulation.)
+            if let Some(h) = res.held.remove(&old).filter(|h| h.mode.is_write()) {
                 res.cache.retag(h.sn, sn);
             }
         }

@@ -16,6 +16,7 @@
 
 pub mod agent;
 pub mod machine;
+pub mod sim;
 
 use atomio_lock::seqdlm::{Config, Expand, Mode};
 use atomio_proto::{DlmExpand, DlmPolicy};

@@ -22,7 +22,8 @@
 //!   which every write was granted before it;
 //! * **conversion** — a request that conflicts only with its own client's GRANTED locks is
 //!   granted *upgraded* (Fig. 9) over their hull, absorbing them (first revoking other
-//!   clients' locks the upgraded mode conflicts with). The client re-tags their cached data
+//!   clients' locks the upgraded mode conflicts with) — unless a revocation of one is on
+//!   its way (its holder may be giving it back already; found by the DLM simulation). The client re-tags their cached data
 //!   with the new SN, which is safe only because nobody wrote their bytes since they were
 //!   granted; a CANCELING own lock may have been early-granted over, so it is never
 //!   absorbed — it blocks until released, like anyone's; a CANCELING lock may be *downgraded* by its
@@ -340,8 +341,12 @@ impl Resource {
                     .granted
                     .iter()
                     .filter(|(id, g)| {
+                        // A lock whose revocation is on its way is being given back: its
+                        // holder may already be canceling and flushing it, so it cannot
+                        // be absorbed (it blocks like anyone's until released).
                         g.client == head.client
                             && g.state == State::Granted
+                            && !self.revoking.contains(*id)
                             && !own.contains(*id)
                             && g.range.overlaps(&range)
                             && !self.compatible(mode, g)

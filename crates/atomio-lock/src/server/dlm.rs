@@ -382,6 +382,8 @@ impl DlmTable {
                             },
                         });
                     }
+                    // The server's own read lock is given back as soon as it is granted.
+                    Out::Revoke { to, .. } if to == SERVER_SELF => {}
                     Out::Revoke { to, id } => {
                         self.stats.revocations += 1;
                         out.push(Outgoing {
