@@ -2,8 +2,9 @@
 //! on a file striped over atomio's data servers.
 //!
 //! `DataOp::write` / `DataOp::read` cut the call's ranges (increasing, disjoint) at strip
-//! boundaries into object pieces and group them per object into messages of at most
-//! `MAX_MESSAGE_DATA` bytes and `MAX_MESSAGE_PIECES` pieces — one message per object (and
+//! boundaries into object pieces (a piece longer than a message is cut too) and group them
+//! per object into messages of at most `MAX_MESSAGE_DATA` bytes and `MAX_MESSAGE_PIECES`
+//! pieces — one message per object (and
 //! so per server) for calls up to a MiB per object, never one per piece. `start` emits
 //! every message at once; `on_reply` takes the answers in any order. A read assembles the
 //! returned bytes into the caller's offset order (`take_data`).
@@ -63,24 +64,31 @@ pub fn chunks(layout: &Layout, ranges: impl Iterator<Item = ByteRange>) -> Vec<C
     let mut at = 0usize;
     for r in ranges {
         for p in layout.pieces(r) {
-            let (object, offset) = layout.object_offset(p.range.start);
-            let len = p.range.len() as usize;
-            let c = open.entry(object).or_insert_with(|| Chunk {
-                server: p.server,
-                object,
-                pieces: Vec::new(),
-                spans: Vec::new(),
-                bytes: 0,
-            });
-            c.pieces.push(ObjPiece {
-                offset,
-                len: len as u64,
-            });
-            c.spans.push((at, len));
-            c.bytes += len;
-            at += len;
-            if c.bytes >= MAX_MESSAGE_DATA || c.pieces.len() >= MAX_MESSAGE_PIECES {
-                done.push(open.remove(&object).expect("just used"));
+            let (object, mut offset) = layout.object_offset(p.range.start);
+            let mut left = p.range.len() as usize;
+            // A piece longer than a message (a large strip) goes in several.
+            while left > 0 {
+                let c = open.entry(object).or_insert_with(|| Chunk {
+                    server: p.server,
+                    object,
+                    pieces: Vec::new(),
+                    spans: Vec::new(),
+                    bytes: 0,
+                });
+                // (A full chunk was moved out: there is room in this one.)
+                let len = left.min(MAX_MESSAGE_DATA - c.bytes);
+                c.pieces.push(ObjPiece {
+                    offset,
+                    len: len as u64,
+                });
+                c.spans.push((at, len));
+                c.bytes += len;
+                at += len;
+                offset += len as u64;
+                left -= len;
+                if c.bytes >= MAX_MESSAGE_DATA || c.pieces.len() >= MAX_MESSAGE_PIECES {
+                    done.push(open.remove(&object).expect("just used"));
+                }
             }
         }
     }
@@ -524,6 +532,25 @@ impl Machine for DataOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_piece_longer_than_a_message_is_cut() {
+        let layout = Layout::round_robin(64 << 20, 1, 1, 0).unwrap();
+        let len = 3 * MAX_MESSAGE_DATA + 1234;
+        let cs = chunks(&layout, std::iter::once(ByteRange::new(10, 10 + len as u64).unwrap()));
+        assert_eq!(cs.len(), 4);
+        let mut at = 0usize;
+        let mut offset = 10u64;
+        for c in &cs {
+            assert!(c.bytes <= MAX_MESSAGE_DATA);
+            for (p, &(a, l)) in c.pieces.iter().zip(&c.spans) {
+                assert_eq!((p.offset, p.len as usize, a), (offset, l, at));
+                at += l;
+                offset += p.len;
+            }
+        }
+        assert_eq!(at, len);
+    }
 
     #[test]
     fn one_message_per_object_and_answers_in_any_order() {
