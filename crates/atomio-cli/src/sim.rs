@@ -250,7 +250,10 @@ fn run_dlm_stack(a: &SimArgs) -> anyhow::Result<()> {
                 t.flushes += r.flushes;
             }
             Err(f) if fault != Fault::None => {
-                println!("negative control {fault:?} caught after {} seeds: {f}", i + 1);
+                println!(
+                    "negative control {fault:?} caught after {} seeds: {f}",
+                    i + 1
+                );
                 return Ok(());
             }
             Err(f) => bail!("{f}"),
@@ -258,7 +261,10 @@ fn run_dlm_stack(a: &SimArgs) -> anyhow::Result<()> {
         progress(i + 1, a.seeds, started);
     }
     if fault != Fault::None {
-        bail!("negative control {fault:?} was not caught in {} seeds", a.seeds);
+        bail!(
+            "negative control {fault:?} was not caught in {} seeds",
+            a.seeds
+        );
     }
     println!(
         "{} seeds from {} ({}): {} writes and {} reads by the product's DLM client machines \

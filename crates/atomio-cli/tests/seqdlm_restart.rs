@@ -7,7 +7,6 @@
 //! all of them — its lock's SN is above every SN in the restarted server's extent log
 //! (replayed at start), so its flush is not taken for an older one and discarded.
 
-
 use atomio_client::{File, Strategy};
 use atomio_layout::{Access, Pattern};
 use atomio_net::{ClusterClient, LocalServers};
@@ -89,7 +88,10 @@ async fn synced_seqdlm_writes_survive_kill_9_and_later_writes_win() {
         killed.elapsed(),
         logged
     );
-    assert!(after == before, "synced SeqDLM writes changed across kill -9 and restart");
+    assert!(
+        after == before,
+        "synced SeqDLM writes changed across kill -9 and restart"
+    );
 
     // A write after the restart covers every byte the others wrote: it must win whole.
     let all = Access::new(0, Pattern::bytes(before.len() as u64).unwrap()).unwrap();

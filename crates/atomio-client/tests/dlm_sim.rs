@@ -24,7 +24,13 @@ fn seqdlm_is_atomic_under_every_interleaving() {
 
 #[test]
 fn ablations_and_traditional_dlms_are_atomic() {
-    for name in ["seqdlm:no-er", "seqdlm:bw:no-conv", "seqdlm:pw", "dlm-basic", "dlm-lustre"] {
+    for name in [
+        "seqdlm:no-er",
+        "seqdlm:bw:no-conv",
+        "seqdlm:pw",
+        "dlm-basic",
+        "dlm-lustre",
+    ] {
         sweep(DlmSpec::parse(name).unwrap().unwrap(), 1000..1100);
     }
 }

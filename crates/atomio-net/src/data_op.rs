@@ -537,7 +537,10 @@ mod tests {
     fn a_piece_longer_than_a_message_is_cut() {
         let layout = Layout::round_robin(64 << 20, 1, 1, 0).unwrap();
         let len = 3 * MAX_MESSAGE_DATA + 1234;
-        let cs = chunks(&layout, std::iter::once(ByteRange::new(10, 10 + len as u64).unwrap()));
+        let cs = chunks(
+            &layout,
+            std::iter::once(ByteRange::new(10, 10 + len as u64).unwrap()),
+        );
         assert_eq!(cs.len(), 4);
         let mut at = 0usize;
         let mut offset = 10u64;

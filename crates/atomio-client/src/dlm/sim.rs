@@ -145,7 +145,13 @@ fn random_access(rng: &mut ChaCha8Rng, file: u64) -> Access {
 
 /// One message at a server, as a server's actors handle it: lock requests at the lock
 /// service; flushes admitted there (and stamped with the mSN) before the data service.
-fn serve(s: &mut Server, client: ClientId, tag: u64, mut request: Request, out: &mut Vec<Outgoing>) {
+fn serve(
+    s: &mut Server,
+    client: ClientId,
+    tag: u64,
+    mut request: Request,
+    out: &mut Vec<Outgoing>,
+) {
     if request.class() == RequestClass::Lock {
         s.locks.handle(client, tag, request, out);
         return;
@@ -176,7 +182,10 @@ fn serve(s: &mut Server, client: ClientId, tag: u64, mut request: Request, out: 
 fn brief(r: &Request) -> String {
     match r {
         Request::SeqWrite {
-            object, blocks, msn, ..
+            object,
+            blocks,
+            msn,
+            ..
         } => format!("SeqWrite object {object} {blocks:?} msn {msn}"),
         Request::Read { object, pieces, .. } => format!("Read object {object} {pieces:?}"),
         other => format!("{other:?}"),
@@ -208,7 +217,8 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
     };
     let mut servers: Vec<Server> = (0..s)
         .map(|i| {
-            let mut data = DataService::new(MemStore::new()).with_sync_threshold(cfg.sync_threshold);
+            let mut data =
+                DataService::new(MemStore::new()).with_sync_threshold(cfg.sync_threshold);
             if cfg.fault == Fault::SnBlindServers {
                 data.seq_writes_mut().fault_ignore_sns = true;
             }
@@ -245,7 +255,11 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
     loop {
         step += 1;
         if step > budget {
-            return Err(fail(cfg, step, "step budget exhausted (livelock or deadlock)"));
+            return Err(fail(
+                cfg,
+                step,
+                "step budget exhausted (livelock or deadlock)",
+            ));
         }
         // Clients' frames onto their links.
         for (ci, c) in clients.iter_mut().enumerate() {
@@ -261,17 +275,28 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
             }
             for (id, done) in c.m.take_done() {
                 let Some((pid, p)) = c.pending.take() else {
-                    return Err(fail(cfg, step, format!("client {ci}: an answer to nothing")));
+                    return Err(fail(
+                        cfg,
+                        step,
+                        format!("client {ci}: an answer to nothing"),
+                    ));
                 };
                 if pid != id {
-                    return Err(fail(cfg, step, format!("client {ci}: answer {id} for {pid}")));
+                    return Err(fail(
+                        cfg,
+                        step,
+                        format!("client {ci}: answer {id} for {pid}"),
+                    ));
                 }
                 match (p, done) {
-                    (Pending::Write, Done::Write(Ok(()))) | (Pending::Flush, Done::Flush(Ok(()))) => {}
+                    (Pending::Write, Done::Write(Ok(())))
+                    | (Pending::Flush, Done::Flush(Ok(()))) => {}
                     (Pending::Read(a), Done::Read(Ok(data))) => {
                         reads.push((ci as u32, id, a, data));
                     }
-                    (_, d) => return Err(fail(cfg, step, format!("client {ci}: call {id}: {d:?}"))),
+                    (_, d) => {
+                        return Err(fail(cfg, step, format!("client {ci}: call {id}: {d:?}")))
+                    }
                 }
             }
         }
@@ -287,7 +312,11 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
             .collect();
         if busy_links.is_empty() && ready.is_empty() {
             if clients.iter().any(|c| c.pending.is_some()) {
-                return Err(fail(cfg, step, "deadlock: calls wait and nothing is in flight"));
+                return Err(fail(
+                    cfg,
+                    step,
+                    "deadlock: calls wait and nothing is in flight",
+                ));
             }
             break;
         }
@@ -299,19 +328,32 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
             match c.todo.pop_front() {
                 Some((a, false)) => {
                     if debug {
-                        eprintln!("{step} c{ci} write {id} {:?}", a.ranges().collect::<Vec<_>>());
+                        eprintln!(
+                            "{step} c{ci} write {id} {:?}",
+                            a.ranges().collect::<Vec<_>>()
+                        );
                     }
                     let mut data = vec![0u8; a.size() as usize];
                     atomio_verify::fill(ci as u32, id, a.ranges(), &mut data)
                         .map_err(|e| fail(cfg, step, format!("tags: {e}")))?;
                     writes.push(atomio_verify::Write::new(ci as u32, id, a.clone()));
                     report.writes += 1;
-                    c.m.write(id, FILE, layout.clone(), a.ranges().collect(), data.into(), spec);
+                    c.m.write(
+                        id,
+                        FILE,
+                        layout.clone(),
+                        a.ranges().collect(),
+                        data.into(),
+                        spec,
+                    );
                     c.pending = Some((id, Pending::Write));
                 }
                 Some((a, true)) => {
                     if debug {
-                        eprintln!("{step} c{ci} read {id} {:?}", a.ranges().collect::<Vec<_>>());
+                        eprintln!(
+                            "{step} c{ci} read {id} {:?}",
+                            a.ranges().collect::<Vec<_>>()
+                        );
                     }
                     report.reads += 1;
                     let len = a.size() as usize;
@@ -338,7 +380,13 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
                 eprintln!("{step} c{ci} -> s{si} [{tag}] {}", brief(&request));
             }
             out.clear();
-            serve(&mut servers[si], ClientId(ci as u64 + 1), tag, request, &mut out);
+            serve(
+                &mut servers[si],
+                ClientId(ci as u64 + 1),
+                tag,
+                request,
+                &mut out,
+            );
             for o in out.drain(..) {
                 if matches!(o.reply, Reply::DlmRevoke { .. }) {
                     report.revocations += 1;
@@ -373,7 +421,11 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
         back.on_reply(x.sub, reply, &mut sends);
     }
     if back.progress() != Progress::Done {
-        return Err(fail(cfg, step, format!("reading back: {:?}", back.progress())));
+        return Err(fail(
+            cfg,
+            step,
+            format!("reading back: {:?}", back.progress()),
+        ));
     }
     let bytes = back.take_data();
     let reads: Vec<atomio_verify::Read> = reads
