@@ -191,6 +191,11 @@ int atomio_open_direct(atomio_client *client, const char *path, uint32_t flags, 
 // Closes (frees) the file handle.
 int atomio_close(atomio_file *file);
 
+// Whether strategy `name` runs on the user's own file (direct placement): `*out` = 1, or
+// 0 when it runs only on atomio's data servers (the cached-lock DLMs: `seqdlm…`,
+// `dlm-basic`, `dlm-lustre`). An unknown name is `ATOMIO_EINVAL`.
+int atomio_strategy_direct(const char *name, int *out);
+
 // Atomic mode with a strategy by name ("ching:datatype:one-try", …); NULL or "none": off.
 int atomio_set_atomic(atomio_file *file, const char *strategy);
 

@@ -746,6 +746,20 @@ pub extern "C" fn atomio_close(file: *mut AtomioFile) -> c_int {
     })
 }
 
+/// Whether strategy `name` runs on the user's own file (direct placement): `*out` = 1, or
+/// 0 when it runs only on atomio's data servers (the cached-lock DLMs: `seqdlm…`,
+/// `dlm-basic`, `dlm-lustre`). An unknown name is `ATOMIO_EINVAL`.
+#[no_mangle]
+pub extern "C" fn atomio_strategy_direct(name: *const c_char, out: *mut c_int) -> c_int {
+    call(|| {
+        let s = str_or(name, "strategy")?
+            .parse::<Strategy>()
+            .map_err(|e| err(ErrorCode::InvalidArgument, e))?;
+        *mut_or(out, "out")? = c_int::from(s.supports(atomio_client::PlacementKind::Direct));
+        Ok(())
+    })
+}
+
 /// Atomic mode with a strategy by name ("ching:datatype:one-try", …); NULL or "none": off.
 #[no_mangle]
 pub extern "C" fn atomio_set_atomic(file: *mut AtomioFile, strategy: *const c_char) -> c_int {
@@ -924,6 +938,8 @@ pub extern "C" fn atomio_export(file: *mut AtomioFile, out_path: *const c_char) 
                 }
                 Placement::Servers(info) => info.clone(),
             };
+            // What a DLM client still caches is part of the file.
+            f.flush_cache().await?;
             let c = c.ok_or_else(|| err(ErrorCode::Internal, "a server file without a client"))?;
             let size = c.size(&info).await?;
             let out = std::fs::File::create(&path)

@@ -92,7 +92,12 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->amode = amode;
     snprintf(f->strategy, sizeof f->strategy, "%s", strategy);
     f->is_rma = strcmp(strategy, "rma") == 0;
-    f->direct = !f->is_rma && !amio_cfg.data_servers;
+    /* Strategies that run only on atomio's data servers (the cached-lock DLMs) take
+       servers placement whatever ATOMIO_DATA says. */
+    int runs_direct = 1;
+    if (!f->is_rma && atomio_strategy_direct(strategy, &runs_direct) != ATOMIO_OK)
+        runs_direct = 1; /* unknown names fail later, at atomio_set_atomic, with the reason */
+    f->direct = !f->is_rma && !amio_cfg.data_servers && runs_direct;
     amio_view_default(f);
     int rc = amio_comm_dup(comm, &f->comm);
     if (rc != MPI_SUCCESS) {

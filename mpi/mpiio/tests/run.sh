@@ -108,6 +108,11 @@ step "2f. negative control: strategy none is caught violating (servers, then dir
 t2h() { T_DIR=$(fresh t2h) ATOMIO_NFS=1 mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:datatype:one-try bounding-extent &&
         T_DIR=$(fresh t2h-pwrite) ATOMIO_MMAP=0 mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:list:one-try; }
 step "2h. overlapping writers atomic with NFS coherence (ATOMIO_NFS=1) and with one pwrite per piece (ATOMIO_MMAP=0)" t2h
+# Cached-lock DLMs run on atomio's servers (taken so whatever ATOMIO_DATA says): SeqDLM
+# (BW across stripes, downgraded while canceling) and the traditional DLMs, writes cached
+# by each rank's DLM agent and flushed with sequence numbers before the export at close.
+t2i() { T_DIR=$(fresh t2i) mpirun_n 4 --preload "$BUILD/t_overlap_writers" seqdlm dlm-basic dlm-lustre seqdlm:pw; }
+step "2i. overlapping writers atomic: seqdlm, dlm-basic, dlm-lustre, seqdlm:pw (cached stripe locks on the servers)" t2i
 
 # ----- test 3: noncontiguous views and memory types against ROMIO; API semantics ------------
 t3a() { T_DIR=$(fresh t3a) mpirun_n 4 --preload "$BUILD/t_noncontig"; }
