@@ -160,7 +160,12 @@ impl Node {
                         return;
                     }
                 }
+                let mut request = request;
+                self.locks.stamp(&mut request);
                 let reply = self.data.handle_from(client, request);
+                for (file, object) in self.data.take_synchronize() {
+                    self.locks.synchronize_object(file, object, &mut self.out);
+                }
                 if self.fenced.contains(&client) {
                     assert!(
                         matches!(&reply, Reply::Error(e) if e.code == ErrorCode::LeaseExpired),

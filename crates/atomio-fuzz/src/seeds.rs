@@ -6,8 +6,9 @@ use crate::script::{Script, Step};
 use atomio_layout::{Access, ByteRange, Layout, Order, Pattern, ServerId};
 use atomio_proto::frame;
 use atomio_proto::{
-    ClientFrame, ClientId, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, ObjPiece,
-    Reply, Request, ServerFrame, TxnId, TxnOutcome, Wait, WireError, WirePattern,
+    ClientFrame, ClientId, DlmExpand, DlmMode, DlmPolicy, ErrorCode, FileId, LockDesc, LockId,
+    LockMode, LockProgress, ObjPiece, Reply, Request, ServerFrame, SnBlock, TxnId, TxnOutcome,
+    Wait, WireError, WirePattern,
 };
 
 fn f(client: u8, tag: u64, request: Request) -> Step {
@@ -31,6 +32,64 @@ fn lock(mode: LockMode, desc: LockDesc, wait: Wait) -> Request {
         mode,
         desc,
         wait,
+    }
+}
+
+const SEQDLM: DlmPolicy = DlmPolicy {
+    expand: DlmExpand::Greedy,
+    early_grant: true,
+    early_revocation: true,
+    conversion: true,
+};
+const BASIC: DlmPolicy = DlmPolicy {
+    expand: DlmExpand::Lustre {
+        crowded: 32,
+        max_past: 32 << 20,
+    },
+    early_grant: false,
+    early_revocation: false,
+    conversion: false,
+};
+
+fn dlm_lock(policy: DlmPolicy, mode: DlmMode, start: u64, end: u64) -> Request {
+    Request::DlmLock {
+        file: FileId(7),
+        object: 0,
+        policy,
+        mode,
+        range: ByteRange { start, end },
+    }
+}
+
+fn dlm_cancel(id: u64, downgrade: Option<DlmMode>) -> Request {
+    Request::DlmCancel {
+        file: FileId(7),
+        object: 0,
+        id,
+        downgrade,
+    }
+}
+
+fn dlm_release(id: u64) -> Request {
+    Request::DlmRelease {
+        file: FileId(7),
+        object: 0,
+        id,
+    }
+}
+
+/// A flush of `blocks` (offset, length, SN), each filled with `fill`.
+fn seq_write(object: u32, blocks: &[(u64, u64, u64)], fill: u8) -> Request {
+    let len: u64 = blocks.iter().map(|b| b.1).sum();
+    Request::SeqWrite {
+        file: FileId(7),
+        object,
+        blocks: blocks
+            .iter()
+            .map(|&(offset, len, sn)| SnBlock { offset, len, sn })
+            .collect(),
+        data: vec![fill; len as usize].into(),
+        msn: 0,
     }
 }
 
@@ -411,6 +470,29 @@ pub fn scripts() -> Vec<(&'static str, Script)> {
                 },
             ]),
         ),
+        (
+            // Cached-lock DLMs: SeqDLM NBW locks early-granted and revoked, a CANCELING lock
+            // hurried, flushes with SNs (one of a lock this client does not hold: refused),
+            // an upgrade absorbing the client's own lock, a traditional DLM's PW, a policy
+            // clash, a departed holder.
+            "dlm",
+            Script(vec![
+                f(0, 1, dlm_lock(SEQDLM, DlmMode::Nbw, 0, 64)),
+                f(1, 1, dlm_lock(SEQDLM, DlmMode::Nbw, 32, 96)),
+                f(0, 2, dlm_cancel(0, Some(DlmMode::Nbw))),
+                f(0, 3, seq_write(0, &[(0, 16, 0)], 0x31)),
+                f(1, 2, seq_write(0, &[(40, 8, 1)], 0x32)),
+                f(1, 3, seq_write(0, &[(40, 8, 0)], 0x33)),
+                f(1, 4, dlm_lock(SEQDLM, DlmMode::Pr, 0, 8)),
+                f(0, 4, dlm_release(0)),
+                f(1, 5, dlm_lock(SEQDLM, DlmMode::Pw, 100, 120)),
+                f(2, 1, dlm_lock(BASIC, DlmMode::Pw, 0, 8)),
+                f(2, 2, dlm_lock(BASIC, DlmMode::Pw, 0, u64::MAX)),
+                f(2, 3, write(1, 0, &[(0, 12)], 0x34)),
+                Step::Disconnect { client: 1 },
+                f(0, 5, dlm_lock(SEQDLM, DlmMode::Bw, 0, 1 << 20)),
+            ]),
+        ),
     ]
 }
 
@@ -451,6 +533,22 @@ pub fn frames() -> Vec<(String, Vec<u8>)> {
         Reply::Data(atomio_proto::data::Bytes::from(vec![1, 2, 3])),
         Reply::Sizes(vec![(0, 10), (1, 4096)]),
         Reply::Error(WireError::new(ErrorCode::LeaseExpired, "lapsed")),
+        Reply::DlmGrant {
+            id: 5,
+            mode: DlmMode::Bw,
+            range: ByteRange {
+                start: 64,
+                end: atomio_layout::MAX_OFFSET,
+            },
+            canceling: true,
+            sn: 12,
+            absorbed: vec![3, 4],
+        },
+        Reply::DlmRevoke {
+            file: FileId(7),
+            object: 2,
+            id: 5,
+        },
     ];
     let mut bytes = Vec::new();
     for (tag, reply) in replies.into_iter().enumerate() {
