@@ -73,10 +73,14 @@ struct Env {
 
 impl Env {
     async fn start(cfg: &SeqBenchConfig) -> Result<Self, WireError> {
+        // A directory of its own per cluster: a stopped one's data threads may still hold
+        // theirs for a moment.
+        static CLUSTERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cluster = if cfg.memory {
             EmbeddedCluster::start(cfg.servers)
         } else {
-            EmbeddedCluster::start_on_disk(cfg.servers, &cfg.scratch.join("servers"))?
+            EmbeddedCluster::start_on_disk(cfg.servers, &cfg.scratch.join(format!("servers-{n}")))?
         };
         let addrs = cluster.serve_tcp().await?;
         Ok(Self {
@@ -265,8 +269,10 @@ async fn breakdown_once(
         tasks.push(tokio::spawn(async move {
             for buf in &bufs {
                 rx.recv().await.ok_or_else(|| wire("token lost"))?;
-                cl.f.write(&mut cl.c, &a, buf).await?;
+                let written = cl.f.write(&mut cl.c, &a, buf).await;
+                // Pass the token on even after a failure, so nobody waits for it forever.
                 let _ = next.send(());
+                written?;
             }
             Ok::<_, WireError>((cl, Instant::now()))
         }));
@@ -492,18 +498,24 @@ async fn throughput_once(
             let mut seen = Vec::new();
             barrier.wait().await;
             let t = Instant::now();
-            for (op, buf) in bufs.iter().enumerate() {
-                cl.f.write(&mut cl.c, &a, buf).await?;
-                if which == Throughput::Upgrade {
-                    let mut out = vec![0u8; a.size() as usize];
-                    cl.f.read(&mut cl.c, &a, &mut out).await?;
-                    seen.push((op as u64, out));
+            let done = async {
+                for (op, buf) in bufs.iter().enumerate() {
+                    cl.f.write(&mut cl.c, &a, buf).await?;
+                    if which == Throughput::Upgrade {
+                        let mut out = vec![0u8; a.size() as usize];
+                        cl.f.read(&mut cl.c, &a, &mut out).await?;
+                        seen.push((op as u64, out));
+                    }
                 }
+                Ok::<(), WireError>(())
             }
+            .await;
             let calls = t.elapsed();
             let stats = cl.f.dlm_stats().await.unwrap_or_default();
-            // Everyone's calls are done before anyone flushes.
+            // Everyone's calls are done before anyone flushes (a failed client too: it
+            // must not leave the others waiting at the barrier).
             barrier.wait().await;
+            done?;
             cl.f.flush_cache().await?;
             Ok::<_, WireError>((w as u32, calls, stats, seen))
         }));

@@ -465,11 +465,12 @@ impl File {
             }
             Op::Read { out, holes_ok } => {
                 let got = agent.read(id, layout, ranges, out.len(), spec).await?;
-                crate::check_len("read", got.len(), out.len() as u64)?;
-                out.copy_from_slice(&got);
+                crate::check_len("read", got.data.len(), out.len() as u64)?;
+                out.copy_from_slice(&got.data);
                 if !holes_ok {
+                    // The file reaches at least as far as this client's own cached bytes.
                     let info = info.clone();
-                    check_size(c, &info, access).await?;
+                    check_size_beyond(c, &info, access, got.cached_end).await?;
                 }
                 Ok(())
             }
@@ -664,10 +665,23 @@ async fn check_size(
     info: &FileInfo,
     access: &Access,
 ) -> Result<(), WireError> {
+    check_size_beyond(c, info, access, 0).await
+}
+
+/// `check_size` for a file known to be at least `known` bytes long.
+async fn check_size_beyond(
+    c: &mut ClusterClient,
+    info: &FileInfo,
+    access: &Access,
+    known: u64,
+) -> Result<(), WireError> {
     let Some(h) = access.hull() else {
         return Ok(());
     };
-    let size = c.size(info).await?;
+    if h.end <= known {
+        return Ok(());
+    }
+    let size = c.size(info).await?.max(known);
     if h.end > size {
         return Err(WireError::new(
             ErrorCode::InvalidArgument,

@@ -52,6 +52,14 @@ impl WriteCache {
         self.map.is_empty()
     }
 
+    /// One past the last cached byte (`None` when empty).
+    pub fn end(&self) -> Option<u64> {
+        self.map
+            .iter()
+            .next_back()
+            .map(|(&s, e)| s + e.data.len() as u64)
+    }
+
     /// Whether any byte is cached under `sn`.
     pub fn has(&self, sn: u64) -> bool {
         self.by_sn.contains_key(&sn)

@@ -139,3 +139,35 @@ async fn nbw_across_stripes_is_caught() {
     }
     panic!("40 runs of NBW across stripes never tore a write");
 }
+
+/// A read of bytes this client wrote and still caches (the servers' file is shorter): the
+/// read sees them and is not refused as past the end; with every DLM's read rules (an
+/// upgrade to PW, a PW lock reused, or the client's own lock given back first).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_reads_its_own_cached_writes() {
+    for s in ["seqdlm", "seqdlm:nbw:no-conv", "seqdlm:pw", "dlm-basic"] {
+        let cluster = EmbeddedCluster::start(2);
+        let addrs = cluster.serve_tcp().await.unwrap();
+        let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+        File::create(&mut c, "/own", 4096, 2).await.unwrap();
+        let mut f = File::open(&mut c, "/own").await.unwrap();
+        f.set_atomic(Some(s.parse::<Strategy>().unwrap())).unwrap();
+        for round in 0..4u8 {
+            let a = Access::new(1000 * u64::from(round), Pattern::bytes(6000).unwrap()).unwrap();
+            let buf = vec![round + 1; 6000];
+            f.write(&mut c, &a, &buf).await.unwrap();
+            let mut out = vec![0u8; 6000];
+            tokio::time::timeout(
+                std::time::Duration::from_secs(20),
+                f.read(&mut c, &a, &mut out),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{s}: the read hung"))
+            .unwrap_or_else(|e| panic!("{s}: round {round}: {e}"));
+            assert!(
+                out == buf,
+                "{s}: round {round}: the read missed the client's own write"
+            );
+        }
+    }
+}

@@ -14,7 +14,7 @@
 //! every frame it emits is sent before the next event is handled; every command gets
 //! exactly one answer (a dropped caller is fine).
 
-use super::machine::{DlmClient, DlmClientStats, Done, LockRecord};
+use super::machine::{DlmClient, DlmClientStats, Done, LockRecord, ReadDone};
 use super::DlmSpec;
 use atomio_layout::{ByteRange, Layout, ServerId};
 use atomio_net::client::PING_INTERVAL;
@@ -47,7 +47,7 @@ enum Cmd {
         ranges: Vec<ByteRange>,
         len: usize,
         spec: DlmSpec,
-        reply: oneshot::Sender<Result<Vec<u8>, WireError>>,
+        reply: oneshot::Sender<Result<ReadDone, WireError>>,
     },
     Flush {
         file: Option<FileId>,
@@ -64,7 +64,7 @@ enum Cmd {
 
 enum Waiter {
     Unit(oneshot::Sender<Result<(), WireError>>),
-    Data(oneshot::Sender<Result<Vec<u8>, WireError>>),
+    Data(oneshot::Sender<Result<ReadDone, WireError>>),
 }
 
 pub struct DlmAgent {
@@ -155,7 +155,7 @@ impl DlmAgent {
         ranges: Vec<ByteRange>,
         len: usize,
         spec: DlmSpec,
-    ) -> Result<Vec<u8>, WireError> {
+    ) -> Result<ReadDone, WireError> {
         let (reply, rx) = oneshot::channel();
         self.send(Cmd::Read {
             file,

@@ -63,8 +63,17 @@ pub struct Outgoing {
 #[derive(Debug)]
 pub enum Done {
     Write(Result<(), WireError>),
-    Read(Result<Vec<u8>, WireError>),
+    Read(Result<ReadDone, WireError>),
     Flush(Result<(), WireError>),
+}
+
+/// A finished read: its bytes, and one past the last file byte this client still caches
+/// (of the file read; 0 if none) — the file is at least that long, though the servers do
+/// not know it yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadDone {
+    pub data: Vec<u8>,
+    pub cached_end: u64,
 }
 
 /// What the client did, for statistics and the breakdown benchmark (times in ns of the
@@ -167,7 +176,7 @@ enum Kind {
         ranges: Vec<ByteRange>,
         len: usize,
         data: Option<Box<DataOp>>,
-        result: Option<Vec<u8>>,
+        result: Option<ReadDone>,
     },
     Flush {
         file: Option<FileId>,
@@ -643,16 +652,21 @@ impl DlmClient {
         let defer =
             early_grant && has_dirty && h.mode == Mode::Nbw && !h.hurried && defer_flushes();
         h.deferred = defer;
+        let granted_canceling = h.granted_canceling;
         if let Some(at) = revoked_at {
             self.stats.revoke_to_cancel_ns += now.saturating_sub(at);
         }
-        let cancel = Request::DlmCancel {
-            file: key.0,
-            object: key.1,
-            id,
-            downgrade: downgrade.map(Into::into),
-        };
-        self.send(server, TagUse::Quiet, cancel);
+        // A lock granted CANCELING (early revocation) is CANCELING at the server already:
+        // the answer says nothing new unless it downgrades (one message less per write).
+        if !granted_canceling || downgrade.is_some() {
+            let cancel = Request::DlmCancel {
+                file: key.0,
+                object: key.1,
+                id,
+                downgrade: downgrade.map(Into::into),
+            };
+            self.send(server, TagUse::Quiet, cancel);
+        }
         if !defer {
             self.flush_out(key, id);
         }
@@ -845,7 +859,10 @@ impl DlmClient {
                 (Kind::Write { .. }, Some(e)) => Done::Write(Err(e)),
                 (Kind::Write { .. }, None) => Done::Write(Ok(())),
                 (Kind::Read { .. }, Some(e)) => Done::Read(Err(e)),
-                (Kind::Read { result, .. }, None) => Done::Read(Ok(result.unwrap_or_default())),
+                (Kind::Read { result, .. }, None) => Done::Read(Ok(result.unwrap_or(ReadDone {
+                    data: Vec::new(),
+                    cached_end: 0,
+                }))),
                 (Kind::Flush { .. }, Some(e)) => Done::Flush(Err(e)),
                 (Kind::Flush { .. }, None) => Done::Flush(Ok(())),
             };
@@ -960,7 +977,11 @@ impl DlmClient {
             } => match data {
                 None => {
                     let Some(file) = op.needs.first().map(|n| n.key.0) else {
-                        *result = Some(vec![0; *len]); // no bytes to read
+                        // No bytes to read.
+                        *result = Some(ReadDone {
+                            data: vec![0; *len],
+                            cached_end: 0,
+                        });
                         return true;
                     };
                     let mut d = DataOp::read(file, layout, ranges.iter().copied(), *len);
@@ -988,7 +1009,20 @@ impl DlmClient {
                                 cache.overlay(p.offset, &mut buf[at..at + l]);
                             }
                         }
-                        *result = Some(buf);
+                        let cached_end = self
+                            .res
+                            .iter()
+                            .filter(|(k, _)| k.0 == file)
+                            .filter_map(|(k, r)| {
+                                let end = r.cache.end()?;
+                                layout.file_offset(k.1, end - 1).map(|x| x + 1)
+                            })
+                            .max()
+                            .unwrap_or(0);
+                        *result = Some(ReadDone {
+                            data: buf,
+                            cached_end,
+                        });
                         true
                     }
                 },

@@ -291,8 +291,8 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
                 match (p, done) {
                     (Pending::Write, Done::Write(Ok(())))
                     | (Pending::Flush, Done::Flush(Ok(()))) => {}
-                    (Pending::Read(a), Done::Read(Ok(data))) => {
-                        reads.push((ci as u32, id, a, data));
+                    (Pending::Read(a), Done::Read(Ok(r))) => {
+                        reads.push((ci as u32, id, a, r.data));
                     }
                     (_, d) => {
                         return Err(fail(cfg, step, format!("client {ci}: call {id}: {d:?}")))
