@@ -460,7 +460,7 @@ impl File {
         let ranges: Vec<atomio_layout::ByteRange> = access.ranges().collect();
         match op {
             Op::Write(data) => {
-                let data = bytes::Bytes::copy_from_slice(data);
+                let data = crate::dlm::pool::copy(data);
                 agent.write(id, layout, ranges, data, spec).await
             }
             Op::Read { out, holes_ok } => {

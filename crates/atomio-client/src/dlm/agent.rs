@@ -37,7 +37,7 @@ enum Cmd {
         file: FileId,
         layout: Layout,
         ranges: Vec<ByteRange>,
-        data: Bytes,
+        data: Vec<Bytes>,
         spec: DlmSpec,
         reply: oneshot::Sender<Result<(), WireError>>,
     },
@@ -126,13 +126,14 @@ impl DlmAgent {
             .map_err(|_| gone())
     }
 
-    /// Writes `data` (the ranges' bytes in order) into the caches under cached locks.
+    /// Writes `data` (the ranges' bytes in order, as consecutive parts: `pool::copy`) into
+    /// the caches under cached locks.
     pub async fn write(
         &self,
         file: FileId,
         layout: Layout,
         ranges: Vec<ByteRange>,
-        data: Bytes,
+        data: Vec<Bytes>,
         spec: DlmSpec,
     ) -> Result<(), WireError> {
         let (reply, rx) = oneshot::channel();

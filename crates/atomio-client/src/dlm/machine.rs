@@ -209,7 +209,8 @@ enum Cmd {
         file: FileId,
         layout: Layout,
         ranges: Vec<ByteRange>,
-        data: Bytes,
+        /// The ranges' bytes in order, as consecutive parts (see `pool::copy`).
+        data: Vec<Bytes>,
         spec: DlmSpec,
     },
     Read {
@@ -328,15 +329,16 @@ impl DlmClient {
         std::mem::take(&mut self.done)
     }
 
-    /// Queues a write of `data` (the ranges' bytes in order) to `ranges` (increasing,
-    /// disjoint) of a server file; `Done::Write` when it is in the caches (or failed).
+    /// Queues a write of `data` (the ranges' bytes in order, as consecutive parts) to
+    /// `ranges` (increasing, disjoint) of a server file; `Done::Write` when it is in the
+    /// caches (or failed).
     pub fn write(
         &mut self,
         id: u64,
         file: FileId,
         layout: Layout,
         ranges: Vec<ByteRange>,
-        data: Bytes,
+        data: Vec<Bytes>,
         spec: DlmSpec,
     ) {
         self.queue.push_back((
@@ -751,9 +753,12 @@ impl DlmClient {
                 spec,
             } => {
                 let mut pieces = Vec::new();
+                let parts = Parts::new(data);
                 let needs = self.needs_of(file, &layout, &ranges, spec.policy, |c| {
                     for (p, &(at, len)) in c.pieces.iter().zip(&c.spans) {
-                        pieces.push((c.object, p.offset, data.slice(at..at + len)));
+                        for (skip, b) in parts.slice(at, len) {
+                            pieces.push((c.object, p.offset + skip, b));
+                        }
                     }
                 });
                 let mode = match spec.modes {
@@ -1154,6 +1159,44 @@ fn record(key: Key, h: &Held, released_at: Option<u64>) -> LockRecord {
         granted_at: h.granted_at,
         canceled_at: h.canceling.then_some(h.canceled_at),
         released_at,
+    }
+}
+
+/// A write's bytes as consecutive parts (pooled chunks), sliced by call offsets.
+struct Parts {
+    parts: Vec<Bytes>,
+    /// Where each part starts in the call's bytes.
+    starts: Vec<usize>,
+}
+
+impl Parts {
+    fn new(parts: Vec<Bytes>) -> Self {
+        let mut starts = Vec::with_capacity(parts.len());
+        let mut at = 0;
+        for p in &parts {
+            starts.push(at);
+            at += p.len();
+        }
+        Self { parts, starts }
+    }
+
+    /// The bytes `[at, at + len)` of the call: (offset within that span, the slice), one
+    /// per part they lie in; no copy.
+    fn slice(&self, at: usize, len: usize) -> Vec<(u64, Bytes)> {
+        let mut out = Vec::new();
+        let end = at + len;
+        let first = self.starts.partition_point(|&s| s <= at).saturating_sub(1);
+        for (p, &s) in self.parts.iter().zip(&self.starts).skip(first) {
+            if s >= end {
+                break;
+            }
+            let lo = at.max(s);
+            let hi = end.min(s + p.len());
+            if lo < hi {
+                out.push(((lo - at) as u64, p.slice(lo - s..hi - s)));
+            }
+        }
+        out
     }
 }
 

@@ -16,6 +16,7 @@
 
 pub mod agent;
 pub mod machine;
+pub mod pool;
 pub mod sim;
 
 use atomio_lock::seqdlm::{Config, Expand, Mode};

@@ -178,6 +178,19 @@ fn serve(
     }
 }
 
+/// A write's bytes cut into 1–3 consecutive parts at random (as pooled chunks cut them).
+fn split(data: Vec<u8>, rng: &mut ChaCha8Rng) -> Vec<bytes::Bytes> {
+    let all = bytes::Bytes::from(data);
+    let mut cuts: Vec<usize> = (0..rng.gen_range(0..3))
+        .map(|_| rng.gen_range(0..=all.len()))
+        .collect();
+    cuts.push(0);
+    cuts.push(all.len());
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.windows(2).map(|w| all.slice(w[0]..w[1])).collect()
+}
+
 /// A request without its bytes (for the debug trace).
 fn brief(r: &Request) -> String {
     match r {
@@ -343,7 +356,7 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
                         FILE,
                         layout.clone(),
                         a.ranges().collect(),
-                        data.into(),
+                        split(data, &mut rng),
                         spec,
                     );
                     c.pending = Some((id, Pending::Write));
