@@ -322,8 +322,10 @@ async fn run(mut c: ClusterClient, mut rx: mpsc::UnboundedReceiver<Cmd>, log: bo
                 m.on_lost(s.server, e);
             }
         }
-        c.flush().await;
+        // No `flush` here: this runtime runs the connections' writers whenever the loop
+        // waits, and it always does (the caller's answer need not wait for the socket).
         if answer(&mut m, &mut waiters) && closing {
+            c.flush().await;
             return;
         }
     }
