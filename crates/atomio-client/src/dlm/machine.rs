@@ -645,7 +645,7 @@ impl DlmClient {
         h.canceling = true;
         h.canceled_at = now;
         let revoked_at = h.revoked_at;
-        let has_dirty = res.cache.has(h.sn);
+        let has_dirty = h.mode.is_write() && res.cache.has(h.sn);
         let downgrade =
             (conversion && has_dirty && matches!(h.mode, Mode::Bw | Mode::Pw)).then_some(Mode::Nbw);
         if let Some(m) = downgrade {
@@ -674,6 +674,33 @@ impl DlmClient {
         }
     }
 
+    /// Cancels a BW lock in use by a write that holds all its locks, downgrading it to NBW
+    /// (see `step_op`); its flush is deferred until the bytes are in the cache.
+    fn cancel_before_copy(&mut self, key: Key, id: u64) {
+        let now = self.now;
+        let Some(res) = self.res.get_mut(&key) else {
+            return;
+        };
+        let server = res.server;
+        let Some(h) = res.held.get_mut(&id) else {
+            return;
+        };
+        h.canceling = true;
+        h.canceled_at = now;
+        h.mode = Mode::Nbw;
+        h.deferred = true;
+        if let Some(at) = h.revoked_at {
+            self.stats.revoke_to_cancel_ns += now.saturating_sub(at);
+        }
+        let cancel = Request::DlmCancel {
+            file: key.0,
+            object: key.1,
+            id,
+            downgrade: Some(Mode::Nbw.into()),
+        };
+        self.send(server, TagUse::Quiet, cancel);
+    }
+
     /// Sends a CANCELING lock's bytes (then its release once acknowledged; at once when it
     /// has none).
     fn flush_out(&mut self, key: Key, id: u64) {
@@ -685,7 +712,14 @@ impl DlmClient {
             return;
         };
         h.deferred = false;
-        let blocks = res.cache.take(h.sn);
+        // Only a write lock owns cached bytes. (A read grant carries the SN the next write
+        // grant gets: taking by a read lock's SN would take that write lock's bytes — found
+        // by the DLM simulation as a torn read.)
+        let blocks = if h.mode.is_write() {
+            res.cache.take(h.sn)
+        } else {
+            Vec::new()
+        };
         let messages = flush_messages(key, blocks);
         h.flushing = messages.len();
         let flushed: u64 = messages.iter().map(|m| m.1).sum();
@@ -943,6 +977,28 @@ impl DlmClient {
                     .iter()
                     .map(|&(k, id)| (k.1, self.res[&k].held[&id].sn))
                     .collect();
+                // A write across objects holds BW locks only until it has them all: from
+                // then on its SN is fixed at every object, before anyone granted later
+                // there, so the order is the same on every stripe. Those someone already
+                // waits for are canceled and downgraded to NBW now, before the bytes are
+                // copied into the cache, so the next writers are granted early.
+                let early: Vec<(Key, u64)> = if op.mode == Mode::Bw {
+                    op.using
+                        .iter()
+                        .copied()
+                        .filter(|&(k, id)| {
+                            let r = &self.res[&k];
+                            r.policy.early_grant
+                                && r.policy.conversion
+                                && r.held[&id].give_back_after_use
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                for &(k, id) in &early {
+                    self.cancel_before_copy(k, id);
+                }
                 let file = op.needs[0].key.0;
                 for (object, offset, bytes) in std::mem::take(pieces) {
                     let res = self.res.get_mut(&(file, object)).expect("needed");
@@ -966,6 +1022,14 @@ impl DlmClient {
                     .collect();
                 for (k, id) in emptied {
                     self.flush_out(k, id);
+                }
+                // Early-canceled locks flush now if someone waits for their release
+                // (hurried) or flushes are not deferred.
+                for &(k, id) in &early {
+                    let hurried = self.res[&k].held.get(&id).is_some_and(|h| h.hurried);
+                    if hurried || !defer_flushes() {
+                        self.flush_out(k, id);
+                    }
                 }
                 let using = std::mem::take(&mut op.using);
                 self.free(using);
@@ -1108,7 +1172,9 @@ impl DlmClient {
             .flat_map(|(&k, r)| {
                 r.held
                     .iter()
-                    .filter(|(_, h)| !h.canceling && !h.in_use && r.cache.has(h.sn))
+                    .filter(|(_, h)| {
+                        !h.canceling && !h.in_use && h.mode.is_write() && r.cache.has(h.sn)
+                    })
                     .map(move |(&id, _)| (0, k, id))
             })
             .collect();
