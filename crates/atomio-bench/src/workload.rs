@@ -93,6 +93,9 @@ pub struct WorkloadBenchConfig {
     /// Keep each strategy's verified file and its manifest here (for `atomio verify`).
     pub keep: Option<PathBuf>,
     pub progress: bool,
+    /// Network delay added between every client and server (a relay per server; zero:
+    /// plain loopback).
+    pub delay: atomio_net::relay::Delay,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -132,6 +135,34 @@ pub struct WorkloadRow {
     pub violation: Option<String>,
     /// Cached-lock DLMs: what every client's DLM client did in the first run, summed.
     pub dlm: Option<atomio_client::dlm::machine::DlmClientStats>,
+    /// With an injected delay: the round trip asked for and the medians measured (a
+    /// `Ping` through the relays, and straight to the server), in µs.
+    pub rtt: Option<RttCheck>,
+}
+
+/// The round trip a relayed run asked for, and what a `Ping` measured.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct RttCheck {
+    pub asked_us: f64,
+    pub relayed_us: f64,
+    pub direct_us: f64,
+}
+
+/// Median `Ping` round trip to server 0, in µs.
+async fn ping_median_us(client: &mut ClusterClient) -> Result<f64, WireError> {
+    let mut t = Vec::new();
+    for nonce in 0..41 {
+        let start = Instant::now();
+        client
+            .rpc_all(vec![(
+                atomio_layout::ServerId(0),
+                atomio_proto::Request::Ping { nonce },
+            )])
+            .await?;
+        t.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    t.sort_by(f64::total_cmp);
+    Ok(t[t.len() / 2])
 }
 
 struct Worker {
@@ -250,7 +281,22 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
         ),
         Deploy::Cluster(a) => Servers::External(a.clone()),
     };
-    let addrs = servers.addrs().to_vec();
+    let mut addrs = servers.addrs().to_vec();
+    // Relays hold the injected delay; they live as long as this run.
+    let mut _relays = Vec::new();
+    let mut rtt = None;
+    if !cfg.delay.rtt.is_zero() {
+        let direct_us = ping_median_us(&mut ClusterClient::connect_tcp(&addrs).await?).await?;
+        _relays = atomio_net::relay::relay_all(&addrs, cfg.delay)
+            .map_err(|e| WireError::new(ErrorCode::Io, format!("starting relays: {e}")))?;
+        addrs = _relays.iter().map(|r| r.address.to_string()).collect();
+        let relayed_us = ping_median_us(&mut ClusterClient::connect_tcp(&addrs).await?).await?;
+        rtt = Some(RttCheck {
+            asked_us: cfg.delay.rtt.as_secs_f64() * 1e6,
+            relayed_us,
+            direct_us,
+        });
+    }
     let mut coordinator = ClusterClient::connect_tcp(&addrs).await?;
     let mut workers = Vec::new();
     for _ in 0..plan.clients.len() {
@@ -346,6 +392,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 seconds_runs: a.seconds,
                 violation: a.verdict.1,
                 dlm: a.dlm,
+                rtt,
             });
         }
         Ok::<(), WireError>(())

@@ -129,6 +129,8 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         json: None,
         chart: None,
         no_progress: a.no_progress,
+        rtt_us: 0,
+        jitter_us: 0,
     };
     println!(
         "atomio demo: 4 client processes, 4 embedded lock servers, data {} ({}), median of {} interleaved runs",

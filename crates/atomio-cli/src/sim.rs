@@ -29,8 +29,9 @@ pub struct SimArgs {
     /// the number of stripes, `--ops` writes per client.
     #[arg(long)]
     seqdlm: bool,
-    /// With `--seqdlm`: seqdlm, seqdlm-no-er (no early revocation), dlm-basic, dlm-lustre.
-    /// With `--dlm-stack`: any DLM strategy name (seqdlm[:mode][:no-er][:no-conv],
+    /// With `--seqdlm`: seqdlm, seqdlm-no-er (no early revocation), seqdlm-no-cr (the
+    /// paper's early revocation only), dlm-basic, dlm-lustre.
+    /// With `--dlm-stack`: any DLM strategy name (seqdlm[:mode][:no-er|:no-cr][:no-conv],
     /// dlm-basic, dlm-lustre).
     #[arg(long, default_value = "seqdlm")]
     dlm: String,
@@ -163,13 +164,23 @@ fn run_seqdlm(a: &SimArgs) -> anyhow::Result<()> {
         "seqdlm-no-er" => (
             Config {
                 early_revocation: false,
+                contention_revocation: false,
+                ..Config::SEQDLM
+            },
+            false,
+        ),
+        "seqdlm-no-cr" => (
+            Config {
+                contention_revocation: false,
                 ..Config::SEQDLM
             },
             false,
         ),
         "dlm-basic" => (Config::DLM_BASIC, true),
         "dlm-lustre" => (Config::DLM_LUSTRE, true),
-        other => bail!("unknown --dlm '{other}' (seqdlm, seqdlm-no-er, dlm-basic, dlm-lustre)"),
+        other => bail!(
+            "unknown --dlm '{other}' (seqdlm, seqdlm-no-er, seqdlm-no-cr, dlm-basic, dlm-lustre)"
+        ),
     };
     let mut t = SeqSimReport::default();
     let started = std::time::Instant::now();

@@ -32,6 +32,7 @@ fn config(workload: Workload, strategies: Vec<Strategy>, name: &str) -> Workload
         verify: true,
         keep: None,
         progress: false,
+        delay: Default::default(),
     }
 }
 
@@ -120,6 +121,32 @@ async fn every_atomic_strategy_verifies_on_tile_row_and_ior_hard() {
                 assert_eq!(r.data, want, "{}", r.strategy);
             }
         }
+    }
+}
+
+/// Through delaying relays (an injected round trip): lock and cached-lock strategies
+/// still verify, and the round trip a ping measures is at least the one asked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_through_delaying_relays_verify_and_measure_their_round_trip() {
+    let w = workload(
+        "ior-hard",
+        &["--transfers-per-block", "4", "--segments", "2"],
+    );
+    let strategies = vec![
+        "ching:datatype:one-try".parse().unwrap(),
+        "seqdlm".parse().unwrap(),
+        "dlm-lustre".parse().unwrap(),
+    ];
+    let mut cfg = config(w, strategies, "relayed");
+    cfg.delay = atomio_net::relay::Delay::rtt_us(2_000, 500);
+    for r in rows(cfg).await {
+        assert_eq!(r.verified, Some(true), "{}: {:?}", r.strategy, r.violation);
+        let rtt = r.rtt.expect("a relayed run reports its round trip");
+        assert_eq!(rtt.asked_us, 2_000.0);
+        assert!(
+            rtt.relayed_us >= 2_000.0 && rtt.relayed_us > rtt.direct_us,
+            "{rtt:?}"
+        );
     }
 }
 

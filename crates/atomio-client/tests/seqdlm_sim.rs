@@ -18,7 +18,9 @@ fn seqdlm_writes_across_stripes_are_atomic() {
     for seed in 0..seeds() {
         let mut cfg = SeqSimConfig::new(seed);
         cfg.stripes = 2 + (seed % 3) as usize;
-        cfg.dlm.early_revocation = seed % 2 == 0;
+        // Early revocation: both rules, the paper's alone, none.
+        cfg.dlm.early_revocation = seed % 3 != 2;
+        cfg.dlm.contention_revocation = seed % 3 == 0;
         let r = run(&cfg).unwrap_or_else(|f| panic!("{f}"));
         early += r.early_grants;
         discarded += r.bytes_discarded;

@@ -40,6 +40,7 @@ const SEQDLM: DlmPolicy = DlmPolicy {
     early_grant: true,
     early_revocation: true,
     conversion: true,
+    contention_revocation: true,
 };
 const BASIC: DlmPolicy = DlmPolicy {
     expand: DlmExpand::Lustre {
@@ -49,6 +50,7 @@ const BASIC: DlmPolicy = DlmPolicy {
     early_grant: false,
     early_revocation: false,
     conversion: false,
+    contention_revocation: false,
 };
 
 fn dlm_lock(policy: DlmPolicy, mode: DlmMode, start: u64, end: u64) -> Request {

@@ -73,6 +73,7 @@ fn a_traditional_dlm_grants_after_the_holder_released() {
 fn early_grant_does_not_wait_for_the_flush() {
     let mut s = Resource::new(Config {
         early_revocation: false,
+        contention_revocation: false,
         ..Config::SEQDLM
     });
     let mut out = Vec::new();
@@ -99,7 +100,11 @@ fn early_grant_does_not_wait_for_the_flush() {
 /// CANCELING, and the queued NBW is then granted at once (no revocation round trip).
 #[test]
 fn early_revocation_rides_on_the_grant() {
-    let mut s = Resource::new(Config::SEQDLM);
+    // The paper's rule alone (the extension would send the second grant CANCELING too).
+    let mut s = Resource::new(Config {
+        contention_revocation: false,
+        ..Config::SEQDLM
+    });
     let mut out = Vec::new();
     s.request(c(9), ReqId(1), Mode::Pw, r(0, 10), &mut out)
         .unwrap();
@@ -123,12 +128,54 @@ fn early_revocation_rides_on_the_grant() {
     s.check().unwrap();
 }
 
+/// The extension: once another client's lock over the requested bytes is CANCELING,
+/// the range is write-shared right now, and the grant goes out CANCELING too (the next
+/// writer is then granted without a revocation round trip). The paper's rule alone
+/// (`contention_revocation: false`) grants it GRANTED: nobody was queued at that instant.
+#[test]
+fn contention_revocation_rides_on_grants_over_bytes_being_given_back() {
+    for cr in [true, false] {
+        let mut s = Resource::new(Config {
+            contention_revocation: cr,
+            ..Config::SEQDLM
+        });
+        let mut out = Vec::new();
+        s.request(c(0), ReqId(1), Mode::Nbw, r(0, 100), &mut out)
+            .unwrap();
+        let a = grants(&out)[0];
+        assert_eq!(a.4, State::Granted, "nobody else writes here yet");
+        out.clear();
+        s.request(c(1), ReqId(1), Mode::Nbw, r(50, 150), &mut out)
+            .unwrap();
+        assert_eq!(revokes(&out), vec![(c(0), a.1)]);
+        out.clear();
+        s.revoked(c(0), a.1, &mut out).unwrap();
+        let b = grants(&out)[0];
+        let want = if cr { State::Canceling } else { State::Granted };
+        assert_eq!((b.0, b.4), (c(1), want), "cr {cr}");
+        out.clear();
+        // The third writer: granted at once with the extension, after a revocation of
+        // c1's lock without it.
+        s.request(c(2), ReqId(1), Mode::Nbw, r(60, 70), &mut out)
+            .unwrap();
+        if cr {
+            assert_eq!(grants(&out).len(), 1, "{out:?}");
+            assert!(revokes(&out).is_empty(), "{out:?}");
+        } else {
+            assert!(grants(&out).is_empty(), "{out:?}");
+            assert_eq!(revokes(&out), vec![(c(1), b.1)]);
+        }
+        s.check().unwrap();
+    }
+}
+
 /// §III-B1 / Fig. 12: BW blocks like a write lock, until its holder downgrades it to NBW
 /// while canceling; then the next BW is granted early.
 #[test]
 fn a_downgraded_bw_lets_the_next_bw_in_early() {
     let mut s = Resource::new(Config {
         early_revocation: false,
+        contention_revocation: false,
         ..Config::SEQDLM
     });
     let mut out = Vec::new();
@@ -235,8 +282,15 @@ fn act() -> impl Strategy<Value = Act> {
 }
 
 fn configs() -> impl Strategy<Value = Config> {
-    (0u8..3, any::<bool>(), any::<bool>(), any::<bool>(), 0u8..3).prop_map(
-        |(kind, eg, er, conv, expand)| {
+    (
+        0u8..3,
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        0u8..3,
+        any::<bool>(),
+    )
+        .prop_map(|(kind, eg, er, conv, expand, cr)| {
             let expand = match expand {
                 0 => Expand::None,
                 1 => Expand::Greedy,
@@ -254,11 +308,11 @@ fn configs() -> impl Strategy<Value = Config> {
                     expand,
                     early_grant: eg,
                     early_revocation: er,
-                    conversion: conv || (!eg && !er),
+                    conversion: conv || (!eg && !er && !cr),
+                    contention_revocation: cr,
                 },
             }
-        },
-    )
+        })
 }
 
 /// Drives random clients; returns the first invariant violation, if any. Every request is

@@ -13,6 +13,7 @@ pub mod grace;
 pub mod lease_keeper;
 pub mod machine;
 pub mod patience;
+pub mod relay;
 mod reply_budget;
 pub mod service;
 pub mod tcp;

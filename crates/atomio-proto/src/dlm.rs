@@ -43,6 +43,9 @@ pub struct DlmPolicy {
     pub early_grant: bool,
     pub early_revocation: bool,
     pub conversion: bool,
+    /// Early revocation also when the requested bytes overlap another client's lock
+    /// that is already CANCELING (an extension of the paper's; see `atomio-lock`).
+    pub contention_revocation: bool,
 }
 
 /// `len` bytes at `offset` of one object, written under the lock whose SN is `sn`.

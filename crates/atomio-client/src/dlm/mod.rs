@@ -12,7 +12,9 @@
 //!   Fig. 10 (NBW inside one object, BW across objects, PR for reads).
 //! * `seqdlm:<pr|nbw|bw|pw>` — every write in that mode (ablations; `seqdlm:nbw` across
 //!   objects is the paper's Fig. 8 anomaly, not atomic), and the switches `:no-er` (no early
-//!   revocation) and `:no-conv` (no upgrading/downgrading), e.g. `seqdlm:pw:no-er`.
+//!   revocation), `:no-cr` (the paper's early revocation only: without the extension that
+//!   also revokes early on bytes another client is already giving back) and `:no-conv` (no
+//!   upgrading/downgrading), e.g. `seqdlm:pw:no-er`.
 
 pub mod agent;
 pub mod machine;
@@ -51,6 +53,7 @@ pub fn policy_of(cfg: Config) -> DlmPolicy {
         early_grant: cfg.early_grant,
         early_revocation: cfg.early_revocation,
         conversion: cfg.conversion,
+        contention_revocation: cfg.contention_revocation,
     }
 }
 
@@ -98,7 +101,15 @@ impl DlmSpec {
         let mut seen_mode = false;
         for p in parts {
             match p {
-                "no-er" if spec.policy.early_revocation => spec.policy.early_revocation = false,
+                // No early revocation at all: the paper's and the extension's.
+                "no-er" if spec.policy.early_revocation => {
+                    spec.policy.early_revocation = false;
+                    spec.policy.contention_revocation = false;
+                }
+                // Only the paper's early revocation (queued conflicts).
+                "no-cr" if spec.policy.contention_revocation => {
+                    spec.policy.contention_revocation = false
+                }
                 "no-conv" if spec.policy.conversion => spec.policy.conversion = false,
                 m if !seen_mode && m.parse::<Mode>().is_ok() => {
                     seen_mode = true;
@@ -106,7 +117,7 @@ impl DlmSpec {
                 }
                 _ => {
                     return Some(Err(format!(
-                        "'{s}': expected seqdlm[:<pr|nbw|bw|pw>][:no-er][:no-conv]"
+                        "'{s}': expected seqdlm[:<pr|nbw|bw|pw>][:no-er|:no-cr][:no-conv]"
                     )))
                 }
             }
@@ -129,6 +140,8 @@ impl DlmSpec {
         }
         if !self.policy.early_revocation {
             n.push_str(":no-er");
+        } else if !self.policy.contention_revocation {
+            n.push_str(":no-cr");
         }
         if !self.policy.conversion {
             n.push_str(":no-conv");
@@ -151,12 +164,15 @@ mod tests {
             "seqdlm:pw:no-er",
             "seqdlm:bw:no-conv",
             "seqdlm:no-er:no-conv",
+            "seqdlm:nbw:no-cr",
+            "seqdlm:no-cr:no-conv",
         ] {
             let s = DlmSpec::parse(n).unwrap().unwrap();
             assert_eq!(s.name(), n);
         }
         assert!(DlmSpec::parse("seqdlm:xx").unwrap().is_err());
         assert!(DlmSpec::parse("seqdlm:nbw:pw").unwrap().is_err());
+        assert!(DlmSpec::parse("seqdlm:no-er:no-cr").unwrap().is_err());
         assert!(DlmSpec::parse("seqdlmx").is_none());
         assert!(DlmSpec::parse("ching:datatype:one-try").is_none());
         assert!(!DlmSpec::parse("seqdlm:nbw")

@@ -84,6 +84,7 @@ pub fn config_of(p: DlmPolicy) -> Config {
         early_grant: p.early_grant,
         early_revocation: p.early_revocation,
         conversion: p.conversion,
+        contention_revocation: p.contention_revocation,
     }
 }
 
