@@ -13,8 +13,9 @@
 //!   NBW's early grant takes the flush off that path; PW cannot.
 //! * **parallel** (Fig. 16b / 18): every client writes `[0, X)` at once, again and again;
 //!   throughput = writes / the time until every client's calls returned (the flush of what
-//!   is cached afterwards is timed apart). NBW / NBW+ER / PW / PW+ER (`seqdlm:nbw:no-er`,
-//!   `seqdlm:nbw`, `seqdlm:pw:no-er`, `seqdlm:pw`).
+//!   is cached afterwards is timed apart). NBW / NBW+ER / PW / PW+ER as in the paper
+//!   (`seqdlm:nbw:no-er`, `seqdlm:nbw:no-cr`, `seqdlm:pw:no-er`, `seqdlm:pw:no-cr`), and
+//!   NBW+ER+CR (`seqdlm:nbw`: with atomio's contention revocation).
 //! * **convert** (Fig. 19): *upgrading* — one client interleaves writes and reads of
 //!   `[0, X)` (PW; NBW without conversion; NBW with it, upgraded to PW at the first read);
 //!   *downgrading* — every client writes `X` bytes across the boundary of a two-stripe file
@@ -353,11 +354,12 @@ pub struct ThroughputRow {
     pub seconds_runs: Vec<f64>,
 }
 
-pub const PARALLEL_VARIANTS: [(&str, &str); 4] = [
+pub const PARALLEL_VARIANTS: [(&str, &str); 5] = [
     ("NBW", "seqdlm:nbw:no-er"),
-    ("NBW+ER", "seqdlm:nbw"),
+    ("NBW+ER", "seqdlm:nbw:no-cr"),
+    ("NBW+ER+CR", "seqdlm:nbw"),
     ("PW", "seqdlm:pw:no-er"),
-    ("PW+ER", "seqdlm:pw"),
+    ("PW+ER", "seqdlm:pw:no-cr"),
 ];
 pub const UPGRADE_VARIANTS: [(&str, &str); 3] = [
     ("PW", "seqdlm:pw"),

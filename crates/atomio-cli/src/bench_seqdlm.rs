@@ -235,7 +235,12 @@ pub fn parallel(a: SeqArgs) -> anyhow::Result<()> {
             ratio(&rows, s, "NBW+ER", "PW"),
             ratio(&rows, s, "NBW", "PW"),
         ) {
-            println!("X = {}: NBW+ER / PW = {er:.2}x, NBW / PW = {n:.2}x", kib(s));
+            let cr = ratio(&rows, s, "NBW+ER+CR", "PW")
+                .map_or(String::new(), |x| format!(", NBW+ER+CR / PW = {x:.2}x"));
+            println!(
+                "X = {}: NBW+ER / PW = {er:.2}x, NBW / PW = {n:.2}x{cr}",
+                kib(s)
+            );
         }
     }
     report(
