@@ -128,9 +128,21 @@ async fn every_atomic_strategy_verifies_on_tile_row_and_ior_hard() {
 /// still verify, and the round trip a ping measures is at least the one asked for.
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_through_delaying_relays_verify_and_measure_their_round_trip() {
+    // Overlapping tiles: every strategy must order the writers.
     let w = workload(
-        "ior-hard",
-        &["--transfers-per-block", "4", "--segments", "2"],
+        "tile",
+        &[
+            "--tile-x",
+            "24",
+            "--tile-y",
+            "24",
+            "--element-bytes",
+            "48",
+            "--overlap-x",
+            "5",
+            "--overlap-y",
+            "5",
+        ],
     );
     let strategies = vec![
         "ching:datatype:one-try".parse().unwrap(),
