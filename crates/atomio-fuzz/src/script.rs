@@ -413,6 +413,10 @@ fn empty_store(dir: &std::path::Path) {
     // be recovered by the next (inputs would depend on each other, and the log would grow
     // with every input AFL++ ran).
     let _ = std::fs::remove_file(dir.join("decisions.log"));
+    // SeqDLM's extent log likewise: a store opening replays it, so a log kept from input to
+    // input made every input slower than the last (the serve target fell to ~150 execs/s)
+    // and let one input's flushes shape the next one's.
+    let _ = std::fs::remove_file(dir.join("extents.log"));
     for sub in ["objects", "meta", "staging"] {
         let Ok(entries) = std::fs::read_dir(dir.join(sub)) else {
             continue;
@@ -422,5 +426,27 @@ fn empty_store(dir: &std::path::Path) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every input starts from an empty store: what one input flushed (SeqDLM's extent log)
+    /// or decided (the decision log) is gone before the next runs. A log kept across inputs
+    /// made each input replay every earlier one's records at open.
+    #[test]
+    fn no_log_survives_from_one_input_to_the_next() {
+        let dir = scratch();
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        for log in ["extents.log", "decisions.log"] {
+            std::fs::write(dir.join(log), [7u8; 40]).expect("scratch store is writable");
+        }
+        empty_store(&dir);
+        for log in ["extents.log", "decisions.log"] {
+            assert!(!dir.join(log).exists(), "{log} survived the reset");
+        }
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
