@@ -65,6 +65,8 @@ pub struct LockBenchConfig {
     /// Use these running servers for TCP instead of starting processes.
     pub external_servers: Option<Vec<String>>,
     pub progress: bool,
+    /// Network delay added between clients and TCP servers (a relay per server).
+    pub delay: atomio_net::relay::Delay,
 }
 
 impl Default for LockBenchConfig {
@@ -83,6 +85,7 @@ impl Default for LockBenchConfig {
             server_exe: None,
             external_servers: None,
             progress: true,
+            delay: Default::default(),
         }
     }
 }
@@ -108,6 +111,8 @@ pub struct LockBenchRow {
     pub release_runs: Vec<f64>,
     /// Messages one client sent to acquire and release (median over clients and runs).
     pub messages_per_client: f64,
+    /// TCP through delaying relays: the round trip asked for and measured.
+    pub rtt: Option<crate::workload::RttCheck>,
 }
 
 impl LockBenchRow {
@@ -118,7 +123,13 @@ impl LockBenchRow {
 
 enum Cluster {
     Embedded(EmbeddedCluster),
-    Tcp(Option<LocalServers>, Vec<String>),
+    /// Servers (when started here), the addresses clients use, and the relays those
+    /// addresses may lead through.
+    Tcp(
+        Option<LocalServers>,
+        Vec<String>,
+        Vec<atomio_net::relay::Relay>,
+    ),
 }
 
 impl Cluster {
@@ -138,7 +149,7 @@ impl Cluster {
                             format!("{n} servers needed, the cluster file names {}", addrs.len()),
                         ));
                     }
-                    return Ok(Cluster::Tcp(None, addrs[..n as usize].to_vec()));
+                    return Self::relayed(None, addrs[..n as usize].to_vec(), cfg);
                 }
                 let exe = cfg.server_exe.as_ref().ok_or_else(|| {
                     WireError::new(
@@ -148,20 +159,59 @@ impl Cluster {
                 })?;
                 let servers = LocalServers::start(exe, n, scratch).await?;
                 let addrs = servers.addresses.clone();
-                Ok(Cluster::Tcp(Some(servers), addrs))
+                Self::relayed(Some(servers), addrs, cfg)
             }
         }
+    }
+
+    /// TCP servers reached through delaying relays when `cfg.delay` asks for a round trip.
+    fn relayed(
+        servers: Option<LocalServers>,
+        addrs: Vec<String>,
+        cfg: &LockBenchConfig,
+    ) -> Result<Self, WireError> {
+        if cfg.delay.rtt.is_zero() {
+            return Ok(Cluster::Tcp(servers, addrs, Vec::new()));
+        }
+        let relays = atomio_net::relay::relay_all(&addrs, cfg.delay)
+            .map_err(|e| WireError::new(ErrorCode::Io, format!("starting relays: {e}")))?;
+        let relayed = relays.iter().map(|r| r.address.to_string()).collect();
+        Ok(Cluster::Tcp(servers, relayed, relays))
+    }
+
+    /// The round trip asked for and measured (TCP through relays only).
+    async fn rtt(
+        &self,
+        cfg: &LockBenchConfig,
+    ) -> Result<Option<crate::workload::RttCheck>, WireError> {
+        let Cluster::Tcp(_, addrs, relays) = self else {
+            return Ok(None);
+        };
+        if relays.is_empty() {
+            return Ok(None);
+        }
+        let direct: Vec<String> = match self {
+            Cluster::Tcp(Some(s), _, _) => s.addresses.clone(),
+            _ => cfg.external_servers.clone().unwrap_or_default(),
+        };
+        let mut through = ClusterClient::connect_tcp(addrs).await?;
+        let mut straight = ClusterClient::connect_tcp(&direct[..addrs.len()]).await?;
+        Ok(Some(crate::workload::RttCheck {
+            asked_us: cfg.delay.rtt.as_secs_f64() * 1e6,
+            relayed_us: crate::workload::ping_median_us(&mut through).await?,
+            direct_us: crate::workload::ping_median_us(&mut straight).await?,
+        }))
     }
 
     async fn connect(&self) -> Result<ClusterClient, WireError> {
         match self {
             Cluster::Embedded(c) => c.connect().await,
-            Cluster::Tcp(_, addrs) => ClusterClient::connect_tcp(addrs).await,
+            Cluster::Tcp(_, addrs, _) => ClusterClient::connect_tcp(addrs).await,
         }
     }
 
     async fn stop(self) {
-        if let Cluster::Tcp(Some(s), _) = self {
+        if let Cluster::Tcp(Some(s), _, _) = self {
             s.stop().await;
         }
     }
@@ -228,6 +278,7 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
         }
         bar.set_message(format!("starting {n} {t} servers"));
         let cluster = Cluster::start(t, n, cfg, &scratch).await?;
+        let rtt = cluster.rtt(cfg).await?;
         let mut pool = Vec::new();
         for _ in 0..n {
             pool.push(cluster.connect().await?);
@@ -268,6 +319,7 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
                 acquire_runs: acq,
                 release_runs: rel,
                 messages_per_client: median(&msgs),
+                rtt,
             });
         }
         drop(pool);

@@ -149,7 +149,7 @@ pub struct RttCheck {
 }
 
 /// Median `Ping` round trip to server 0, in µs.
-async fn ping_median_us(client: &mut ClusterClient) -> Result<f64, WireError> {
+pub(crate) async fn ping_median_us(client: &mut ClusterClient) -> Result<f64, WireError> {
     let mut t = Vec::new();
     for nonce in 0..41 {
         let start = Instant::now();

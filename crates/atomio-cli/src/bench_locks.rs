@@ -68,6 +68,13 @@ pub struct LockArgs {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
+    /// TCP runs: inject this network round-trip time (µs) through a delaying relay per
+    /// server (use fewer `--locks`: posix two-phase pays a round trip per lock).
+    #[arg(long, default_value_t = 0)]
+    rtt_us: u64,
+    /// With `--rtt-us`: each message's one-way delay varies by up to ± half this (µs).
+    #[arg(long, default_value_t = 0)]
+    jitter_us: u64,
 }
 
 pub fn run(a: LockArgs) -> anyhow::Result<()> {
@@ -95,6 +102,7 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
             None => None,
         },
         progress: !a.no_progress,
+        delay: atomio_net::relay::Delay::rtt_us(a.rtt_us, a.jitter_us),
         ..LockBenchConfig::default()
     };
     if a.quick {
@@ -109,6 +117,13 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let rows = rt.block_on(atomio_bench::locks::run(&cfg))?;
+    if let Some(r) = rows.iter().find_map(|r| r.rtt) {
+        println!(
+            "injected RTT (TCP rows): asked {:.0} µs; a ping measured {:.0} µs through the \
+             relays, {:.0} µs straight to the server",
+            r.asked_us, r.relayed_us, r.direct_us
+        );
+    }
     print!("{}", table(&rows));
     println!();
     print!("{}", key_ratios(&rows));
