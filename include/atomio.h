@@ -239,6 +239,12 @@ int atomio_read_view(atomio_file *file,
 // Makes the file durable on every server.
 int atomio_sync(atomio_file *file);
 
+// Gives back every cached lock of this process's cached-lock DLM client (`seqdlm`,
+// `dlm-basic`, `dlm-lustre`), its cached bytes flushed to the servers first; nothing to do
+// for other strategies. Readers that take no DLM locks (an export) see those bytes only
+// after every writer did this.
+int atomio_flush(atomio_file *file);
+
 // The file's size in bytes.
 int atomio_size(atomio_file *file, uint64_t *out);
 

@@ -908,6 +908,15 @@ pub extern "C" fn atomio_sync(file: *mut AtomioFile) -> c_int {
     call(|| with_file(file, async |f, c| f.sync(c).await))
 }
 
+/// Gives back every cached lock of this process's cached-lock DLM client (`seqdlm`,
+/// `dlm-basic`, `dlm-lustre`), its cached bytes flushed to the servers first; nothing to do
+/// for other strategies. Readers that take no DLM locks (an export) see those bytes only
+/// after every writer did this.
+#[no_mangle]
+pub extern "C" fn atomio_flush(file: *mut AtomioFile) -> c_int {
+    call(|| with_file(file, async |f, _c| f.flush_cache().await))
+}
+
 /// The file's size in bytes.
 #[no_mangle]
 pub extern "C" fn atomio_size(file: *mut AtomioFile, out: *mut u64) -> c_int {

@@ -79,8 +79,14 @@ int MPI_File_sync(MPI_File fh)
             code = amio_error_atomio(rc, "MPI_File_sync");
         return amio_raise(fh, amio_agree(code, f->comm, "MPI_File_sync"));
     }
+    /* every rank's cached-lock DLM bytes reach the servers before rank 0 exports */
+    int frc = (f->amode & MPI_MODE_RDONLY) ? ATOMIO_OK : atomio_flush(f->af);
+    if (frc != ATOMIO_OK)
+        code = amio_error_atomio(frc, "flushing cached writes at MPI_File_sync");
     int dirty = f->dirty;
-    code = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* every rank's writes are done */
+    int c1 = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* every rank's writes are done */
+    if (code == MPI_SUCCESS)
+        code = c1;
     int exported = 0;
     if (code == MPI_SUCCESS && f->rank == 0) {
         int rc = atomio_sync(f->af);

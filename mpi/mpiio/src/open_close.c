@@ -248,8 +248,15 @@ int MPI_File_close(MPI_File *fh)
         f->af = NULL;
         code = amio_agree(code, f->comm, "MPI_File_close");
     } else {
+        /* A cached-lock DLM keeps written bytes in this rank's cache: they reach the servers
+         * before rank 0 exports (the export reads without DLM locks). */
+        int frc = (f->amode & MPI_MODE_RDONLY) ? ATOMIO_OK : atomio_flush(f->af);
+        if (frc != ATOMIO_OK)
+            code = amio_error_atomio(frc, "flushing cached writes at MPI_File_close");
         int dirty = f->dirty;
-        code = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* everyone is done */
+        int c1 = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* everyone is done */
+        if (code == MPI_SUCCESS)
+            code = c1;
         if (f->rank == 0) {
             atomio_client *c = NULL;
             int c2 = amio_client(&c);

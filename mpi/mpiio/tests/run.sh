@@ -4,7 +4,11 @@
 # them at 28 s; `timeout 60` is the backstop) and oversubscribes this machine's cores.
 #
 #   BUILD=<dir with libatomio_mpiio.so and the test programs> [MPIEXEC=mpiexec]
-#   [ATOMIO_BIN=<atomio CLI, to test external servers>] [ONLY=<substring>] tests/run.sh
+#   [ATOMIO_BIN=<atomio CLI, to test external servers>] [ONLY=<substring>]
+#   [UNTIL=<step, e.g. 5d>: skip the steps after it] tests/run.sh
+#
+# Across emulated hosts: `scripts/hosts up 4`, then MPIEXEC=scripts/hosts-mpiexec UNTIL=5d
+# (steps 6 on start external servers on this namespace's loopback, which hosts cannot reach).
 #
 # Invariants: every run prints "== <name>" first and the script stops at the first failure
 # with a non-zero status; servers it starts are killed by their pid on exit; everything is
@@ -62,9 +66,12 @@ mpirun_n() {
   timeout 60 "$MPIEXEC" -n "$n" "${pass[@]}" "${pre[@]}" "$@"
 }
 
+PAST_UNTIL=0
 step() {
   local name=$1; shift
   if [ -n "${ONLY:-}" ] && [[ "$name" != *"$ONLY"* ]]; then return 0; fi
+  if [ $PAST_UNTIL = 1 ]; then return 0; fi
+  if [ -n "${UNTIL:-}" ] && [[ "$name" == "$UNTIL. "* ]]; then PAST_UNTIL=1; fi
   echo "== $name"
   local t0=$SECONDS
   if ! "$@"; then
