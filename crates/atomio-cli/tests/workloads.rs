@@ -53,6 +53,26 @@ fn workload(name: &str, args: &[&str]) -> Workload {
     Workload::from_name(name, args).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
+/// 24×24 tiles of 48-byte elements overlapping by 5 (every client's tile overlaps its
+/// neighbours').
+fn small_tiles() -> Workload {
+    workload(
+        "tile",
+        &[
+            "--tile-x",
+            "24",
+            "--tile-y",
+            "24",
+            "--element-bytes",
+            "48",
+            "--overlap-x",
+            "5",
+            "--overlap-y",
+            "5",
+        ],
+    )
+}
+
 async fn rows(cfg: WorkloadBenchConfig) -> Vec<WorkloadRow> {
     let dir = cfg.scratch.clone();
     let r = run(&cfg)
@@ -66,21 +86,7 @@ async fn rows(cfg: WorkloadBenchConfig) -> Vec<WorkloadRow> {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_atomic_strategy_verifies_on_tile_row_and_ior_hard() {
     let cases = [
-        workload(
-            "tile",
-            &[
-                "--tile-x",
-                "24",
-                "--tile-y",
-                "24",
-                "--element-bytes",
-                "48",
-                "--overlap-x",
-                "5",
-                "--overlap-y",
-                "5",
-            ],
-        ),
+        small_tiles(),
         workload(
             "row",
             &["--width", "40", "--height", "16", "--element-bytes", "24"],
@@ -129,21 +135,7 @@ async fn every_atomic_strategy_verifies_on_tile_row_and_ior_hard() {
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_through_delaying_relays_verify_and_measure_their_round_trip() {
     // Overlapping tiles: every strategy must order the writers.
-    let w = workload(
-        "tile",
-        &[
-            "--tile-x",
-            "24",
-            "--tile-y",
-            "24",
-            "--element-bytes",
-            "48",
-            "--overlap-x",
-            "5",
-            "--overlap-y",
-            "5",
-        ],
-    );
+    let w = small_tiles();
     let strategies = vec![
         "ching:datatype:one-try".parse().unwrap(),
         "seqdlm".parse().unwrap(),
