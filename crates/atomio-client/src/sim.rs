@@ -374,7 +374,7 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
     let mut writes = Vec::new();
     // Writes cut short by a crash: (writer, op, access, txn seq), judged after the run.
     let mut crashed: Vec<(u32, u64, Access, atomio_proto::TxnId)> = Vec::new();
-    let mut reads: Vec<(u32, u64, Access, Vec<u8>)> = Vec::new();
+    let mut reads: Vec<SeenRead> = Vec::new();
     let mut net: Vec<Envelope> = Vec::new();
     let mut report = StackSimReport::default();
     let budget = 200_000 + 20_000 * (cfg.clients * cfg.calls_per_client) as u64;
@@ -602,35 +602,58 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
             writes.push(atomio_verify::Write::new(w, op, access));
         }
     }
-    // The file as the servers hold it, read with the same data plane.
-    let mut back = DataOp::read(
+    // The file as the servers hold it, read with the same data plane. (Crashed writers
+    // may have left writes in doubt: the read resolves them.)
+    read_back_and_verify(
         file,
         &layout,
-        std::iter::once(ByteRange::new(0, cfg.file_bytes).expect("non-empty")),
-        cfg.file_bytes as usize,
+        cfg.file_bytes,
+        &writes,
+        &reads,
+        |server, r| servers[server.0 as usize].data.handle(r),
+    )
+    .map_err(|e| fail(cfg, step, e))?;
+    Ok(report)
+}
+
+/// A read a simulated client made: (client, op, where, what it saw).
+pub(crate) type SeenRead = (u32, u64, Access, Vec<u8>);
+
+/// Reads the whole file back from the servers with the client's data plane (`handle`
+/// answers one server's request) and proves it, with the reads the clients saw, a
+/// serialization of whole calls. `Err` says what failed.
+pub(crate) fn read_back_and_verify(
+    file: atomio_proto::FileId,
+    layout: &Layout,
+    file_bytes: u64,
+    writes: &[atomio_verify::Write],
+    reads: &[SeenRead],
+    mut handle: impl FnMut(ServerId, Request) -> Reply,
+) -> Result<(), String> {
+    let mut back = DataOp::read(
+        file,
+        layout,
+        std::iter::once(ByteRange::new(0, file_bytes).expect("non-empty")),
+        file_bytes as usize,
     );
-    // (Crashed writers may have left writes in doubt: the read resolves them.)
-    back.start(&mut out);
-    while let Some(s) = out.pop() {
-        let reply = servers[s.server.0 as usize].data.handle(s.request);
-        back.on_reply(s.sub, reply, &mut out);
+    let mut sends = Vec::new();
+    back.start(&mut sends);
+    while let Some(s) = sends.pop() {
+        let reply = handle(s.server, s.request);
+        back.on_reply(s.sub, reply, &mut sends);
     }
     if back.progress() != Progress::Done {
-        return Err(fail(
-            cfg,
-            step,
-            format!("reading back: {:?}", back.progress()),
-        ));
+        return Err(format!("reading back: {:?}", back.progress()));
     }
     let bytes = back.take_data();
     let reads: Vec<atomio_verify::Read> = reads
         .iter()
         .map(|(r, op, a, seen)| atomio_verify::Read::new(*r, *op, a.clone(), &seen[..]))
         .collect();
-    let verdict = atomio_verify::verify(&bytes[..], &writes, &reads)
-        .map_err(|e| fail(cfg, step, format!("verifier: {e}")))?;
+    let verdict =
+        atomio_verify::verify(&bytes[..], writes, &reads).map_err(|e| format!("verifier: {e}"))?;
     if verdict.verdict == atomio_verify::Verdict::Violated {
-        return Err(fail(cfg, step, format!("not atomic: {verdict}")));
+        return Err(format!("not atomic: {verdict}"));
     }
-    Ok(report)
+    Ok(())
 }

@@ -27,7 +27,6 @@ use atomio_data::{DataService, MemStore};
 use atomio_layout::{Access, ByteRange, Layout, RangeList, ServerId};
 use atomio_lock::seqdlm::Mode;
 use atomio_lock::{LockServer, Outgoing};
-use atomio_net::{DataOp, Machine, Progress};
 use atomio_proto::{ClientId, FileId, Reply, Request, RequestClass};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -259,7 +258,7 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
     let mut up: Vec<VecDeque<(u64, Request)>> = vec![VecDeque::new(); n * s];
     let mut down: Vec<VecDeque<(u64, Reply)>> = vec![VecDeque::new(); n * s];
     let mut writes: Vec<atomio_verify::Write> = Vec::new();
-    let mut reads: Vec<(u32, u64, Access, Vec<u8>)> = Vec::new();
+    let mut reads: Vec<crate::sim::SeenRead> = Vec::new();
     let mut report = DlmSimReport::default();
     let debug = std::env::var_os("ATOMIO_SIM_DEBUG").is_some();
     let budget = 200_000u64;
@@ -421,34 +420,9 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
     }
     report.steps = step;
     // The file as the servers hold it, read with the client's data plane.
-    let mut back = DataOp::read(
-        FILE,
-        &layout,
-        std::iter::once(ByteRange::new(0, file_bytes).expect("non-empty")),
-        file_bytes as usize,
-    );
-    let mut sends = Vec::new();
-    back.start(&mut sends);
-    while let Some(x) = sends.pop() {
-        let reply = servers[x.server.0 as usize].data.handle(x.request);
-        back.on_reply(x.sub, reply, &mut sends);
-    }
-    if back.progress() != Progress::Done {
-        return Err(fail(
-            cfg,
-            step,
-            format!("reading back: {:?}", back.progress()),
-        ));
-    }
-    let bytes = back.take_data();
-    let reads: Vec<atomio_verify::Read> = reads
-        .iter()
-        .map(|(r, op, a, seen)| atomio_verify::Read::new(*r, *op, a.clone(), &seen[..]))
-        .collect();
-    let verdict = atomio_verify::verify(&bytes[..], &writes, &reads)
-        .map_err(|e| fail(cfg, step, format!("verifier: {e}")))?;
-    if verdict.verdict == atomio_verify::Verdict::Violated {
-        return Err(fail(cfg, step, format!("not atomic: {verdict}")));
-    }
+    crate::sim::read_back_and_verify(FILE, &layout, file_bytes, &writes, &reads, |server, r| {
+        servers[server.0 as usize].data.handle(r)
+    })
+    .map_err(|e| fail(cfg, step, e))?;
     Ok(report)
 }
