@@ -92,6 +92,10 @@ pub struct File {
     dlm: Option<crate::dlm::agent::DlmAgent>,
     /// Keep a record of every DLM lock's life (`keep_dlm_log`).
     dlm_log: bool,
+    /// The file's versions (strategy `versioning`; opened at its first call).
+    versioned: Option<crate::versioned::VersionedFile>,
+    /// The trees' shape for versions this client makes (`set_version_geometry`).
+    version_geometry: Option<atomio_version::Geometry>,
 }
 
 fn no_client(what: &str) -> WireError {
@@ -158,7 +162,179 @@ impl File {
             stats: IoStats::default(),
             dlm: None,
             dlm_log: false,
+            versioned: None,
+            version_geometry: None,
         }
+    }
+
+    /// The chunk size and fan-out of the file's versions, if this client makes them (before
+    /// the first versioning call; default `Geometry::default()` or `ATOMIO_VERSION_CHUNK`).
+    pub fn set_version_geometry(&mut self, g: atomio_version::Geometry) {
+        self.version_geometry = Some(g);
+    }
+
+    /// The file's versioned store, opened at first use.
+    async fn versions(
+        &mut self,
+        c: &mut ClusterClient,
+    ) -> Result<&mut crate::versioned::VersionedFile, WireError> {
+        if self.versioned.is_none() {
+            let (id, name) = match &self.placement {
+                Placement::Servers(info) => (info.id(), info.meta.path.clone()),
+                Placement::Direct(d) => (d.lock_id(), d.lock_key().to_string()),
+            };
+            use crate::versioned::VersionedFile;
+            let v = match self.version_geometry {
+                Some(g) => VersionedFile::open(c, id, &name, Some(g)).await?,
+                // Not chosen here: the file's own, or the default for a new one.
+                None => match VersionedFile::open(c, id, &name, None).await {
+                    Err(e) if e.code == ErrorCode::NotFound => {
+                        let g = version_geometry_from_env()?;
+                        VersionedFile::open(c, id, &name, Some(g)).await?
+                    }
+                    r => r?,
+                },
+            };
+            self.versioned = Some(v);
+        }
+        Ok(self.versioned.as_mut().expect("opened above"))
+    }
+
+    /// What the file's versioned store did (`None`: no versioning call yet).
+    pub fn version_stats(&self) -> Option<crate::versioned::VersionStats> {
+        self.versioned.as_ref().map(|v| v.stats())
+    }
+
+    /// Steps 1–4 by the versioned store: a write becomes a new snapshot; a read reads the
+    /// newest published one, laying the file's base under what no version wrote.
+    async fn versioned_io(
+        &mut self,
+        c: &mut ClusterClient,
+        access: &Access,
+        op: Op<'_>,
+    ) -> Result<(), WireError> {
+        match op {
+            Op::Write(data) => {
+                self.versions(c).await?.write(c, access, data).await?;
+                Ok(())
+            }
+            Op::Read { out, holes_ok } => {
+                crate::check_len("read", out.len(), access.size())?;
+                let ranges = atomio_layout::RangeList::from_ranges(access.ranges().collect());
+                let (_, size, base) = self.versions(c).await?.read(c, None, &ranges, out).await?;
+                let base_size = self.read_base(c, &base, out).await?;
+                if let (false, Some(h)) = (holes_ok, access.hull()) {
+                    if h.end > size.max(base_size) {
+                        return Err(WireError::new(
+                            ErrorCode::InvalidArgument,
+                            format!(
+                                "read of {h} reaches past the end of the file ({} bytes)",
+                                size.max(base_size)
+                            ),
+                        ));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Fills the base pieces of a versioned read from the file's base; returns its size.
+    async fn read_base(
+        &mut self,
+        c: &mut ClusterClient,
+        base: &[(atomio_version::Segment, usize)],
+        out: &mut [u8],
+    ) -> Result<u64, WireError> {
+        let size = match &self.placement {
+            Placement::Direct(d) => d.size()?,
+            Placement::Servers(info) => c.size(info).await?,
+        };
+        let wanted: Vec<atomio_layout::ByteRange> = base
+            .iter()
+            .filter(|(s, _)| s.start < size)
+            .map(|(s, _)| atomio_layout::ByteRange {
+                start: s.start,
+                end: (s.start + s.len).min(size),
+            })
+            .collect();
+        if wanted.is_empty() {
+            return Ok(size);
+        }
+        let list = atomio_layout::RangeList::from_ranges(wanted.clone());
+        let access = Access::from_list(&list)?;
+        let mut buf = vec![0u8; access.size() as usize];
+        match &self.placement {
+            Placement::Direct(d) => d.read_pieces(&access, &mut buf, true)?,
+            Placement::Servers(info) => {
+                let info = info.clone();
+                c.read_ranges(&info, access.ranges(), &mut buf).await?
+            }
+        }
+        // `wanted` is in offset order and disjoint (segments are), as `list` is.
+        let mut at = 0usize;
+        for ((s, dst), r) in base.iter().filter(|(s, _)| s.start < size).zip(&wanted) {
+            let _ = s;
+            let n = r.len() as usize;
+            out[*dst..*dst + n].copy_from_slice(&buf[at..at + n]);
+            at += n;
+        }
+        Ok(size)
+    }
+
+    /// Writes the newest snapshot's bytes into the file's base (the user's file, or the
+    /// server file's objects): after it, the base alone holds the file as every version
+    /// made it. Idempotent; run by one process (the MPI library: rank 0 at close).
+    pub async fn materialize(&mut self, c: &mut ClusterClient) -> Result<(), WireError> {
+        if !self.atomic.is_versioning() {
+            return Ok(());
+        }
+        let (v, size) = self.versions(c).await?.snapshot(c, None).await?;
+        if v == 0 {
+            return Ok(());
+        }
+        const WINDOW: u64 = 64 << 20;
+        let mut start = 0;
+        while start < size {
+            let end = (start + WINDOW).min(size);
+            let r = atomio_layout::ByteRange { start, end };
+            let ranges = atomio_layout::RangeList::from_ranges(vec![r]);
+            let mut buf = vec![0u8; r.len() as usize];
+            let vf = self.versioned.as_mut().expect("opened above");
+            let (_, _, base) = vf.read(c, Some(v), &ranges, &mut buf).await?;
+            // Write every run that is not base (the base already holds those bytes).
+            let mut at = start;
+            let mut runs = Vec::new();
+            for (s, _) in base.iter().chain(std::iter::once(&(
+                atomio_version::Segment {
+                    start: end,
+                    len: 0,
+                    at: None,
+                },
+                0,
+            ))) {
+                if s.start > at {
+                    runs.push(atomio_layout::ByteRange {
+                        start: at,
+                        end: s.start,
+                    });
+                }
+                at = s.start + s.len;
+            }
+            for run in runs {
+                let data = &buf[(run.start - start) as usize..(run.end - start) as usize];
+                let access = Access::contiguous(run)?;
+                match &self.placement {
+                    Placement::Direct(d) => d.write_each(&access, data)?,
+                    Placement::Servers(info) => {
+                        let info = info.clone();
+                        c.write(&info, &access, data).await?
+                    }
+                }
+            }
+            start = end;
+        }
+        Ok(())
     }
 
     pub fn placement(&self) -> &Placement {
@@ -346,6 +522,10 @@ impl File {
             Some(Locks::Cached(spec)) => {
                 let c = c.ok_or_else(|| no_client(&self.atomic.name()))?;
                 return self.cached_io(c, access, op, spec).await;
+            }
+            Some(Locks::Versioned) => {
+                let c = c.ok_or_else(|| no_client(&self.atomic.name()))?;
+                return self.versioned_io(c, access, op).await;
             }
             None => None,
         };
@@ -589,8 +769,11 @@ impl File {
     }
 
     /// Makes everything written durable (servers: on every server; direct: `fdatasync`).
-    pub async fn sync(&mut self, c: Option<&mut ClusterClient>) -> Result<(), WireError> {
+    pub async fn sync(&mut self, mut c: Option<&mut ClusterClient>) -> Result<(), WireError> {
         self.flush_cache().await?;
+        if let (Some(v), Some(c)) = (self.versioned.as_mut(), c.as_deref_mut()) {
+            v.sync(c).await?;
+        }
         match &self.placement {
             Placement::Direct(d) => d.sync(),
             Placement::Servers(info) => {
@@ -619,9 +802,19 @@ impl File {
         }
     }
 
-    pub async fn size(&mut self, c: Option<&mut ClusterClient>) -> Result<u64, WireError> {
+    pub async fn size(&mut self, mut c: Option<&mut ClusterClient>) -> Result<u64, WireError> {
         // A DLM client's cached bytes are not at the servers yet.
         self.flush_cache().await?;
+        if self.atomic.is_versioning() {
+            if let Some(c) = c.as_deref_mut() {
+                let (_, snap) = self.versions(c).await?.snapshot(c, None).await?;
+                let base = match &self.placement {
+                    Placement::Direct(d) => d.size()?,
+                    Placement::Servers(info) => c.size(info).await?,
+                };
+                return Ok(snap.max(base));
+            }
+        }
         match &self.placement {
             Placement::Direct(d) => d.size(),
             Placement::Servers(info) => {
@@ -630,6 +823,22 @@ impl File {
             }
         }
     }
+}
+
+/// The default shape of versions this client makes: `ATOMIO_VERSION_CHUNK` (bytes) and
+/// `ATOMIO_VERSION_FANOUT` override `Geometry::default()`.
+fn version_geometry_from_env() -> Result<atomio_version::Geometry, WireError> {
+    let d = atomio_version::Geometry::default();
+    let get = |name: &str, default: u64| {
+        std::env::var(name).ok().map_or(Ok(default), |v| {
+            v.parse::<u64>().map_err(|_| format!("{name}={v}"))
+        })
+    };
+    let bad = |e: String| WireError::new(ErrorCode::InvalidArgument, format!("bad {e}"));
+    let chunk = get("ATOMIO_VERSION_CHUNK", d.chunk).map_err(bad)?;
+    let fanout = get("ATOMIO_VERSION_FANOUT", d.fanout as u64).map_err(bad)?;
+    atomio_version::Geometry::new(chunk, fanout as u32, atomio_version::geometry::DEFAULT_SPAN)
+        .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))
 }
 
 /// Whether atomic writes on servers are all-or-nothing (staged, committed at one server).

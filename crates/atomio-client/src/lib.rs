@@ -13,6 +13,7 @@ pub mod sim;
 pub mod strategy;
 pub mod technique;
 pub mod techniques;
+pub mod versioned;
 pub mod write_cache;
 
 pub use direct::{Coherence, DirectData, Mapping};

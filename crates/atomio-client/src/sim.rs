@@ -412,6 +412,13 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
                     step,
                     "cached-lock DLMs run in `atomio sim --seqdlm`, not in the stack simulation",
                 )),
+                Some(Locks::Versioned) => {
+                    return Err(fail(
+                        cfg,
+                        step,
+                        "versioning runs in `atomio sim --versioning`, not in the stack simulation",
+                    ))
+                }
                 None => None,
             };
             let io = match call.mode {

@@ -7,7 +7,9 @@
 
 use crate::technique::{PlacementKind, Technique};
 pub use crate::techniques::BlockSize;
-use crate::techniques::{BlockLocks, CachedStripeLocks, CentralLock, Ching, FcntlExtent, NoLocks};
+use crate::techniques::{
+    BlockLocks, CachedStripeLocks, CentralLock, Ching, FcntlExtent, NoLocks, Versioning,
+};
 use atomio_lock::{Method, Protocol};
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -43,6 +45,15 @@ impl Strategy {
     /// What ROMIO's atomic mode does: `fcntl` over the extent, then data sieving.
     pub fn romio() -> Self {
         Self::new(FcntlExtent { sieve: true })
+    }
+
+    /// Versioning: lock-free snapshots (Tran et al.).
+    pub fn versioning() -> Self {
+        Self::new(Versioning)
+    }
+
+    pub fn is_versioning(&self) -> bool {
+        self.name() == "versioning"
     }
 
     /// A cached-lock DLM (`dlm-basic`, `dlm-lustre`, `seqdlm[:…]`).
@@ -119,6 +130,7 @@ impl FromStr for Strategy {
             "posix-fcntl" => return Ok(Self::posix_fcntl()),
             "romio" => return Ok(Self::romio()),
             "block:stripe" => return Ok(Self::block(BlockSize::Stripe)),
+            "versioning" => return Ok(Self::versioning()),
             _ => {}
         }
         if let Some(n) = s.strip_prefix("block:") {
@@ -141,7 +153,7 @@ impl FromStr for Strategy {
         Err(format!(
             "unknown strategy '{s}' (expected none, whole-file, bounding-extent, block:<bytes>|block:stripe, \
              ching:<posix|list|list/N|datatype>:<two-phase|one-try|alt-try>, posix-fcntl, romio, \
-             dlm-basic, dlm-lustre or seqdlm[:<pr|nbw|bw|pw>][:no-er][:no-conv])"
+             dlm-basic, dlm-lustre, seqdlm[:<pr|nbw|bw|pw>][:no-er][:no-conv] or versioning)"
         ))
     }
 }
@@ -164,6 +176,7 @@ mod tests {
             "seqdlm".parse().unwrap(),
             "seqdlm:pw:no-er".parse().unwrap(),
             "dlm-lustre".parse().unwrap(),
+            Strategy::versioning(),
         ];
         all.extend(Strategy::ching_all());
         for s in all {

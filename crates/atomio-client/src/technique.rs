@@ -14,11 +14,12 @@
 //! file (`Direct`) or atomio's data servers (`Servers`); `placements()` says which it
 //! supports.
 //!
-//! Where the coming techniques plug in: the sequencer DLM is a technique whose `locks` are
-//! cached stripe locks (a new `Locks` arm served by its lock client) on `Servers`
-//! placement; versioning is a technique with no locks whose `publish` commits a version,
-//! on a `Versioned` placement; interval I/O's `auto` is a technique that picks one of the
-//! others per file from the interval analysis.
+//! Where the techniques beyond byte-range locks plug in: the sequencer DLM is a technique
+//! whose `locks` are cached stripe locks (`Locks::Cached`, served by its lock client) on
+//! `Servers` placement; versioning is `Locks::Versioned` — no locks, the file's versioned
+//! store writes a snapshot and publishes it (the commit is its step 4) — on either
+//! placement, the placement giving the snapshots' base; interval I/O's `auto` is a technique
+//! that picks one of the others per file from the interval analysis.
 //!
 //! **Invariants:** a technique's locks cover every byte the call touches (coarse ones cover
 //! more); `io() == Sieve` only when the locks cover the call's whole bounding extent (data
@@ -90,6 +91,9 @@ pub enum Locks {
     /// steps 1–3 of the call are its, and what it caches is flushed when a lock is given
     /// back, at `sync` and at close.
     Cached(crate::dlm::DlmSpec),
+    /// No locks: the call is a write of a new snapshot, or a read of the newest published
+    /// one, through the file's versioned store (`versioned`): steps 1–4 are its.
+    Versioned,
 }
 
 impl Locks {
@@ -98,6 +102,7 @@ impl Locks {
         match self {
             Locks::Service { subs, .. } => subs.len() as u64,
             Locks::Fcntl(_) | Locks::Cached(_) => 1,
+            Locks::Versioned => 0,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! | `posix-fcntl` | one `fcntl` lock over the bounding extent of the user's file | pieces (`pwrite` per run) | direct |
 //! | `romio` | one `fcntl` lock over the bounding extent (ROMIO's `ADIOI_WRITE_LOCK`) | data sieving in 4 MiB windows (ROMIO's `ADIOI_GEN_WriteStrided`) | direct |
 //! | `dlm-basic`, `dlm-lustre`, `seqdlm[:…]` | cached stripe locks, one per object the call touches, on each object's hull (see `dlm`) | into the client's write-back cache; flushed with SNs when a lock is given back | servers |
+//! | `versioning` | none: each write is a new snapshot of immutable chunks, published in version order (see `versioned`) | chunks on the servers; the file's base is the user's file (direct) or the server file | both |
 //!
 //! **Invariant:** every plan covers every byte of the access (checked by the tests below
 //! against the access's ranges); `romio` sieves only under a lock on the whole extent.
@@ -45,6 +46,30 @@ impl Technique for CachedStripeLocks {
         _: &LockGeometry,
     ) -> Result<Option<Locks>, WireError> {
         Ok(access.hull().map(|_| Locks::Cached(self.0)))
+    }
+}
+
+/// Versioning (Tran et al.): no locks; the file's versioned store moves the bytes.
+#[derive(Debug)]
+pub struct Versioning;
+
+impl Technique for Versioning {
+    fn name(&self) -> String {
+        "versioning".into()
+    }
+    fn placements(&self) -> &'static [PlacementKind] {
+        BOTH
+    }
+    fn uses_lock_service(&self) -> bool {
+        true
+    }
+    fn locks(
+        &self,
+        _: LockMode,
+        access: &Access,
+        _: &LockGeometry,
+    ) -> Result<Option<Locks>, WireError> {
+        Ok(access.hull().map(|_| Locks::Versioned))
     }
 }
 

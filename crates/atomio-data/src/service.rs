@@ -31,6 +31,10 @@ pub struct DataService<S: ObjectStore> {
     seq: SeqWrites,
     /// Objects whose writers the lock service must synchronize (see `seq_writes`).
     to_synchronize: Vec<(FileId, u32)>,
+    /// Versioning: version managers and this server's share of the node store.
+    versions: crate::versions::Versions,
+    /// Answers made outside a request (versions aborted when their writer was fenced).
+    pending: crate::versions::Out,
 }
 
 /// The client `handle` acts for (tests and tools that call the service directly).
@@ -52,7 +56,41 @@ impl<S: ObjectStore> DataService<S> {
             txns,
             seq,
             to_synchronize: Vec::new(),
+            versions: crate::versions::Versions::default(),
+            pending: Vec::new(),
         }
+    }
+
+    /// Passes the server's clock in (versioning's patience with stalled writers).
+    pub fn set_now(&mut self, now_ms: u64) {
+        self.versions.set_now(now_ms);
+    }
+
+    /// Versioning's state (for tests and reports).
+    pub fn versions(&self) -> &crate::versions::Versions {
+        &self.versions
+    }
+
+    /// Answers `request` into `out` (with whatever else it answers: a version's publication
+    /// answers every writer waiting for it), and what was left from earlier events.
+    pub fn handle_all(
+        &mut self,
+        client: ClientId,
+        tag: u64,
+        request: Request,
+        out: &mut crate::versions::Out,
+    ) {
+        out.append(&mut self.pending);
+        if crate::versions::Versions::handles(&request) && !self.fenced.contains(&client) {
+            self.versions.handle(client, tag, request, out);
+        } else {
+            out.push((client, tag, self.handle_from(client, request)));
+        }
+    }
+
+    /// Answers made since the last request (see `handle_all`).
+    pub fn take_pending(&mut self) -> crate::versions::Out {
+        std::mem::take(&mut self.pending)
     }
 
     /// SN-ordered writes (for tests, reports and the lock service's SN floor).
@@ -83,12 +121,15 @@ impl<S: ObjectStore> DataService<S> {
     pub fn fence(&mut self, client: ClientId) {
         self.fenced.insert(client);
         self.txns.client_gone(&mut self.store, client);
+        self.versions.client_gone(client, &mut self.pending);
     }
 
-    /// `client` disconnected: settle or leave in doubt its staged writes, and forget it.
+    /// `client` disconnected: settle or leave in doubt its staged writes, abort the
+    /// versions it was writing, and forget it.
     pub fn forget(&mut self, client: ClientId) {
         self.fenced.remove(&client);
         self.txns.client_gone(&mut self.store, client);
+        self.versions.client_gone(client, &mut self.pending);
     }
 
     /// The transaction state (for tests and reports).
@@ -113,6 +154,18 @@ impl<S: ObjectStore> DataService<S> {
                 ErrorCode::LeaseExpired,
                 "refused: this client's lease lapsed and its locks were released (fenced)",
             ));
+        }
+        if crate::versions::Versions::handles(&request) {
+            // Called directly (tests, tools): the answer to this request, if it has one now.
+            let mut out = Vec::new();
+            self.versions.handle(client, 0, request, &mut out);
+            let mine = out.iter().position(|(c, t, _)| *c == client && *t == 0);
+            self.pending.extend(
+                out.iter()
+                    .filter(|(c, t, _)| (*c, *t) != (client, 0))
+                    .cloned(),
+            );
+            return mine.map_or(Reply::Done, |i| out.swap_remove(i).2);
         }
         match self.answer(client, request) {
             Ok(r) => r,
@@ -139,7 +192,8 @@ impl<S: ObjectStore> DataService<S> {
                 | Request::SetObjectSize { .. }
                 | Request::Locate
                 | Request::SeqWrite { .. }
-        )
+                | Request::Punch { .. }
+        ) || crate::versions::Versions::handles(request)
     }
 
     /// `handle_from` for `LOCAL_CLIENT`.
@@ -385,6 +439,31 @@ impl<S: ObjectStore> DataService<S> {
                 self.store
                     .set_size(file, object, size)
                     .map_err(|e| io_err(&format!("resizing {file} object {object}"), e))?;
+                Ok(Reply::Done)
+            }
+            Request::Punch {
+                file,
+                object,
+                ranges,
+            } => {
+                if ranges.len() > atomio_proto::limits::MAX_PIECES_PER_REQUEST {
+                    return Err(WireError::new(
+                        ErrorCode::LimitExceeded,
+                        format!(
+                            "{} ranges to punch (at most {})",
+                            ranges.len(),
+                            atomio_proto::limits::MAX_PIECES_PER_REQUEST
+                        ),
+                    ));
+                }
+                for r in ranges {
+                    let r = r
+                        .validate()
+                        .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+                    self.store
+                        .punch(file, object, r.start, r.len())
+                        .map_err(|e| io_err("punching a hole", e))?;
+                }
                 Ok(Reply::Done)
             }
             Request::Locate => Ok(Reply::Located(self.store.local().map(|(dir, id)| {

@@ -102,6 +102,8 @@ pub trait ObjectStore: Send + 'static {
     fn drop_objects(&mut self, file: FileId) -> io::Result<()>;
     /// Truncates or zero-extends one object.
     fn set_size(&mut self, file: FileId, object: u32, size: u64) -> io::Result<()>;
+    /// Frees `len` bytes of an object from `offset` (they read as zeros; the size stays).
+    fn punch(&mut self, file: FileId, object: u32, offset: u64, len: u64) -> io::Result<()>;
     /// The directory of object files (named by `object_file_name`) and the store's id, for
     /// clients on the same host; `None` when objects are not files.
     fn local(&self) -> Option<(PathBuf, String)> {
@@ -313,6 +315,18 @@ impl ObjectStore for MemStore {
         let size = usize::try_from(size).map_err(|_| too_big(size))?;
         let obj = self.objects.entry((file, object)).or_default();
         obj.resize(size, 0);
+        Ok(())
+    }
+
+    fn punch(&mut self, file: FileId, object: u32, offset: u64, len: u64) -> io::Result<()> {
+        if let Some(obj) = self.objects.get_mut(&(file, object)) {
+            let n = obj.len() as u64;
+            let (s, e) = (
+                offset.min(n) as usize,
+                offset.saturating_add(len).min(n) as usize,
+            );
+            obj[s..e].fill(0);
+        }
         Ok(())
     }
 
@@ -826,6 +840,20 @@ impl ObjectStore for FileStore {
         let f = self.handle(file, object, true)?.expect("created");
         f.set_len(size)?;
         self.dirty.insert((file, object));
+        Ok(())
+    }
+
+    fn punch(&mut self, file: FileId, object: u32, offset: u64, len: u64) -> io::Result<()> {
+        use nix::fcntl::{fallocate, FallocateFlags};
+        let Some(f) = self.handle(file, object, false)? else {
+            return Ok(());
+        };
+        let (off, len) = (
+            i64::try_from(offset).map_err(|_| too_big(offset))?,
+            i64::try_from(len).map_err(|_| too_big(len))?,
+        );
+        let flags = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
+        fallocate(std::os::fd::AsRawFd::as_raw_fd(f), flags, off, len).map_err(io::Error::from)?;
         Ok(())
     }
 

@@ -353,6 +353,18 @@ fn request_name(r: &Request) -> &'static str {
         Request::DlmCancel { .. } => "DlmCancel",
         Request::DlmRelease { .. } => "DlmRelease",
         Request::SeqWrite { .. } => "SeqWrite",
+        Request::VersionOpen { .. } => "VersionOpen",
+        Request::VersionAssign { .. } => "VersionAssign",
+        Request::VersionComplete { .. } => "VersionComplete",
+        Request::VersionSnapshot { .. } => "VersionSnapshot",
+        Request::VersionList { .. } => "VersionList",
+        Request::VersionGcPlan { .. } => "VersionGcPlan",
+        Request::VersionGcDone { .. } => "VersionGcDone",
+        Request::NodePut { .. } => "NodePut",
+        Request::NodeGet { .. } => "NodeGet",
+        Request::NodeDrop { .. } => "NodeDrop",
+        Request::NodeDropVersions { .. } => "NodeDropVersions",
+        Request::Punch { .. } => "Punch",
     }
 }
 

@@ -100,21 +100,26 @@ impl Service for LockServer {
 /// capacity grows with I/O capacity).
 impl<S: ObjectStore + Send + 'static> Service for DataService<S> {
     fn handle(&mut self, client: ClientId, tag: u64, request: Request, out: &mut Vec<Outgoing>) {
-        let reply = DataService::handle_from(self, client, request);
-        if let atomio_proto::Reply::Error(e) = &reply {
-            if e.code == atomio_proto::ErrorCode::Io {
-                // A storage failure is the operator's business, not only the client's.
-                tracing::warn!(?client, "data I/O failed: {e}");
+        let mut replies = Vec::new();
+        DataService::handle_all(self, client, tag, request, &mut replies);
+        for (to, tag, reply) in replies {
+            if let atomio_proto::Reply::Error(e) = &reply {
+                if e.code == atomio_proto::ErrorCode::Io {
+                    // A storage failure is the operator's business, not only the client's.
+                    tracing::warn!(?to, "data I/O failed: {e}");
+                }
             }
+            out.push(Outgoing { to, tag, reply });
         }
-        out.push(Outgoing {
-            to: client,
-            tag,
-            reply,
-        });
     }
-    fn disconnect(&mut self, client: ClientId, _: &mut Vec<Outgoing>) {
-        DataService::forget(self, client)
+    fn disconnect(&mut self, client: ClientId, out: &mut Vec<Outgoing>) {
+        DataService::forget(self, client);
+        for (to, tag, reply) in DataService::take_pending(self) {
+            out.push(Outgoing { to, tag, reply });
+        }
+    }
+    fn set_now(&mut self, now_ms: u64) {
+        DataService::set_now(self, now_ms)
     }
     fn fence(&mut self, client: ClientId) {
         DataService::fence(self, client)

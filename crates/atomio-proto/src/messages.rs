@@ -353,6 +353,59 @@ pub enum Request {
         data: crate::data::Bytes,
         msn: u64,
     },
+    /// Versioning (see `atomio_version`), at the file's version manager (its metadata
+    /// server): opens the file's versions — made with `geometry` if new; `None` opens only
+    /// existing ones — and numbers a new writer. Answered `VersionWriter`.
+    VersionOpen {
+        file: FileId,
+        geometry: Option<atomio_version::Geometry>,
+    },
+    /// A writer whose chunks are stored asks for a version. Answered `Assigned`.
+    VersionAssign {
+        file: FileId,
+        writer: u64,
+        regions: RangeList,
+    },
+    /// The writer of `version` put every node of its tree. Answered `Published` once the
+    /// version is published (after every lower one), or `Aborted` if it was aborted.
+    VersionComplete { file: FileId, version: u64 },
+    /// A published snapshot (`None`: the newest). Answered `Snapshot`.
+    VersionSnapshot { file: FileId, version: Option<u64> },
+    /// Every version's record. Answered `Versions`.
+    VersionList { file: FileId },
+    /// Plans a garbage collection (answered `GcPlan`); `VersionGcDone` reports it done.
+    VersionGcPlan {
+        file: FileId,
+        keep_last: u64,
+        newer_than_ms: Option<u64>,
+    },
+    VersionGcDone {
+        file: FileId,
+        plan: atomio_version::GcPlan,
+    },
+    /// Segment-tree nodes, at the server the DHT places each on (answered `Done`).
+    NodePut {
+        file: FileId,
+        nodes: Vec<(atomio_version::NodeKey, crate::data::Bytes)>,
+    },
+    /// Answered `Nodes`, one entry per key (`None`: not stored).
+    NodeGet {
+        file: FileId,
+        keys: Vec<atomio_version::NodeKey>,
+    },
+    /// Frees nodes (answered `Done`).
+    NodeDrop {
+        file: FileId,
+        keys: Vec<atomio_version::NodeKey>,
+    },
+    /// Frees every node of aborted versions held by this server (answered `Done`).
+    NodeDropVersions { file: FileId, versions: Vec<u64> },
+    /// Frees stored bytes of one object (a hole reads as zeros; the size stays). `Done`.
+    Punch {
+        file: FileId,
+        object: u32,
+        ranges: Vec<ByteRange>,
+    },
 }
 
 /// A server's object files, as a client on the same host can reach them: the directory,
@@ -414,9 +467,21 @@ impl Request {
             | Request::SetObjectSize { .. }
             | Request::DropObjects { .. }
             | Request::Locate => RequestClass::Data,
-            Request::Create { .. } | Request::Open { .. } | Request::Remove { .. } => {
-                RequestClass::Meta
-            }
+            Request::NodePut { .. }
+            | Request::NodeGet { .. }
+            | Request::NodeDrop { .. }
+            | Request::NodeDropVersions { .. }
+            | Request::Punch { .. } => RequestClass::Data,
+            Request::Create { .. }
+            | Request::Open { .. }
+            | Request::Remove { .. }
+            | Request::VersionOpen { .. }
+            | Request::VersionAssign { .. }
+            | Request::VersionComplete { .. }
+            | Request::VersionSnapshot { .. }
+            | Request::VersionList { .. }
+            | Request::VersionGcPlan { .. }
+            | Request::VersionGcDone { .. } => RequestClass::Meta,
         }
     }
 }
@@ -503,6 +568,29 @@ pub enum Reply {
         object: u32,
         id: u64,
     },
+    /// Answer to `VersionOpen`: the writer's number (its chunk object) and the trees' shape.
+    VersionWriter {
+        object: u32,
+        geometry: atomio_version::Geometry,
+    },
+    /// Answer to `VersionAssign`.
+    Assigned(atomio_version::Assigned),
+    /// Answer to `VersionComplete`: `version` is published.
+    Published {
+        version: u64,
+    },
+    /// Answer to `VersionSnapshot`.
+    Snapshot {
+        version: u64,
+        size: u64,
+        geometry: atomio_version::Geometry,
+    },
+    /// Answer to `VersionList`.
+    Versions(Vec<atomio_version::VersionRecord>),
+    /// Answer to `VersionGcPlan`.
+    GcPlan(atomio_version::GcPlan),
+    /// Answer to `NodeGet`.
+    Nodes(Vec<Option<crate::data::Bytes>>),
 }
 
 /// What `Stats` reports. Gauges are the state at the moment of the request; counters run

@@ -1,0 +1,833 @@
+//! The versioning client (Tran et al.; `atomio_version` has the sans-IO parts): a write
+//! stores its bytes as new chunks, gets a version, builds and puts its tree, and waits for
+//! publication; a read resolves a published snapshot through its tree. No locks anywhere.
+//!
+//! ```text
+//!  write: chunks ─► VersionAssign ─► TreeBuilder (NodeGet, cached) ─► NodePut ─► VersionComplete
+//!  read:  VersionSnapshot ─► TreeReader (NodeGet, cached) ─► chunk bytes + the file's base
+//! ```
+//!
+//! * **Chunks** are appended to this writer's own object on each server (its number comes
+//!   from the version manager, so no two writers share one): a chunk is immutable once
+//!   written. The provider manager is a pure function every client computes — leaf block
+//!   `b` goes to server `(h + b) mod n` — so placement costs no round trip and balances
+//!   every writer's bytes over all servers. A client on the servers' host writes and reads
+//!   chunk objects through their files (the same-host bypass of `objects`).
+//! * **Nodes** live at `NodeKey::server` (a DHT) and are cached here forever (immutable).
+//! * **The base**: bytes no version wrote are the file's base — the user's file as it is
+//!   (direct placement) or the server file's objects — read by the caller (`File`).
+//! * A write whose version was aborted (a lower writer stalled or vanished) is assigned again
+//!   with the same chunks and rebuilt; after 8 aborts in a row the call fails.
+//!
+//! **Invariants:** a chunk byte is written once, before any version refers to it; a write
+//! returns only once its version is published (so a later read — this client's or, after
+//! synchronization, anyone's — sees it); nodes in the cache are exactly what was put.
+
+use atomio_layout::{Access, ByteRange, RangeList, ServerId};
+use atomio_net::ClusterClient;
+use atomio_proto::data::{file_id, Striping};
+use atomio_proto::{metadata_server, ErrorCode, FileId, ObjPiece, Reply, Request, WireError};
+use atomio_version::build::WritePieces;
+use atomio_version::gc::{GcStep, GcWalker};
+use atomio_version::{
+    BuildStep, ChunkRef, Geometry, Node, NodeKey, ReadStep, Segment, TreeBuilder, TreeReader,
+    Version, VersionRecord,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+/// Chunk objects per chunk-space file id (a server's object numbers are below the stripe
+/// count limit; writer `w` uses object `w % 4096` of space `w / 4096`).
+const OBJECTS_PER_SPACE: u32 = atomio_layout::MAX_STRIPE_COUNT as u32;
+/// Nodes kept in a client's cache before it starts over.
+const MAX_CACHED_NODES: usize = 1 << 20;
+/// Aborts in a row before a write gives up.
+const MAX_RETRIES: u32 = 8;
+
+/// What a versioned file did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VersionStats {
+    pub writes: u64,
+    pub reads: u64,
+    pub retries: u64,
+    pub nodes_put: u64,
+    pub nodes_fetched: u64,
+    pub nodes_cached: u64,
+    pub chunk_bytes: u64,
+}
+
+/// What a collection freed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GcReport {
+    pub kept_from: Version,
+    pub collected: Vec<Version>,
+    pub nodes_freed: u64,
+    pub bytes_punched: u64,
+}
+
+#[derive(Debug)]
+pub struct VersionedFile {
+    id: FileId,
+    meta: ServerId,
+    servers: u32,
+    geometry: Geometry,
+    slot: u32,
+    /// Next free byte of this writer's chunk object on each server.
+    cursors: Vec<u64>,
+    /// Object directories of every server when all are on this host.
+    local: Option<Vec<PathBuf>>,
+    /// Chunk object files opened, by (server, writer).
+    open: HashMap<(u32, u32), std::fs::File>,
+    cache: HashMap<NodeKey, Node>,
+    stats: VersionStats,
+}
+
+fn unexpected(what: &str, r: &Reply) -> WireError {
+    WireError::new(
+        ErrorCode::Internal,
+        format!("{what}: unexpected reply {r:?}"),
+    )
+}
+
+fn io_err(what: &str, e: std::io::Error) -> WireError {
+    WireError::new(ErrorCode::Io, format!("{what}: {e}"))
+}
+
+/// The chunk space (file id) and object of writer `slot`.
+fn chunk_home(id: FileId, slot: u32) -> (FileId, u32) {
+    let space = file_id(&format!(
+        "{:016x}/chunks/{}",
+        id.0,
+        slot / OBJECTS_PER_SPACE
+    ));
+    (space, slot % OBJECTS_PER_SPACE)
+}
+
+/// The striping every chunk `Write` names (chunk spaces take no locks; admission needs one).
+fn chunk_striping() -> Striping {
+    Striping {
+        stripe_size: 1 << 20,
+        objects: OBJECTS_PER_SPACE,
+    }
+}
+
+impl VersionedFile {
+    /// Opens the versions of the file `id` named `name` (its metadata server is
+    /// `hash(name) mod n`), making them with `geometry` if new (`None`: they must exist).
+    pub async fn open(
+        c: &mut ClusterClient,
+        id: FileId,
+        name: &str,
+        geometry: Option<Geometry>,
+    ) -> Result<Self, WireError> {
+        let servers = c.servers() as u32;
+        let meta = metadata_server(name, servers);
+        let reply = one(c, meta, Request::VersionOpen { file: id, geometry }).await?;
+        let Reply::VersionWriter { object, geometry } = reply else {
+            return Err(unexpected("VersionOpen", &reply));
+        };
+        let local = locate_all(c).await;
+        Ok(Self {
+            id,
+            meta,
+            servers,
+            geometry,
+            slot: object,
+            cursors: vec![0; servers as usize],
+            local,
+            open: HashMap::new(),
+            cache: HashMap::new(),
+            stats: VersionStats::default(),
+        })
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    pub fn stats(&self) -> VersionStats {
+        VersionStats {
+            nodes_cached: self.cache.len() as u64,
+            ..self.stats
+        }
+    }
+
+    /// The provider manager: the server that stores leaf block `block`'s new chunks.
+    fn provider(&self, block: u64) -> u32 {
+        ((self.id.0 % self.servers as u64 + block) % self.servers as u64) as u32
+    }
+
+    fn chunk_file(&mut self, server: u32, slot: u32) -> Result<&std::fs::File, WireError> {
+        if !self.open.contains_key(&(server, slot)) {
+            let dirs = self.local.as_ref().ok_or_else(|| {
+                WireError::new(ErrorCode::Internal, "chunk files are not on this host")
+            })?;
+            let dir = dirs.get(server as usize).ok_or_else(|| {
+                WireError::new(ErrorCode::Malformed, format!("no server {server}"))
+            })?;
+            let (space, object) = chunk_home(self.id, slot);
+            let path = dir.join(atomio_data::object_file_name(space, object));
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(slot == self.slot)
+                .create(slot == self.slot)
+                .truncate(false)
+                .open(&path)
+                .map_err(|e| io_err(&format!("opening {}", path.display()), e))?;
+            if self.open.len() >= 4096 {
+                self.open.retain(|(_, s), _| *s == self.slot);
+            }
+            self.open.insert((server, slot), f);
+        }
+        Ok(&self.open[&(server, slot)])
+    }
+
+    /// Stores `data` (offset order) for the bytes of `ranges` as new chunks.
+    async fn store_chunks(
+        &mut self,
+        c: &mut ClusterClient,
+        ranges: &RangeList,
+        data: &[u8],
+    ) -> Result<WritePieces, WireError> {
+        let g = self.geometry;
+        let mut pieces = WritePieces::default();
+        // Per server: (object offset, data offset, length) of each piece, appended in order.
+        let mut per: BTreeMap<u32, Vec<(u64, usize, usize)>> = BTreeMap::new();
+        let mut at = 0usize;
+        for r in ranges.as_slice() {
+            let mut s = r.start;
+            while s < r.end {
+                let block = g.block(s);
+                let e = r.end.min((block + 1).saturating_mul(g.chunk));
+                let server = self.provider(block);
+                let off = self.cursors[server as usize];
+                let len = (e - s) as usize;
+                self.cursors[server as usize] += len as u64;
+                per.entry(server).or_default().push((off, at, len));
+                pieces.add(
+                    &g,
+                    ByteRange { start: s, end: e },
+                    ChunkRef {
+                        server,
+                        object: self.slot,
+                        offset: off,
+                    },
+                );
+                at += len;
+                s = e;
+            }
+        }
+        if self.local.is_some() {
+            for (server, list) in &per {
+                let f = self.chunk_file(*server, self.slot)?;
+                let start = list[0].0;
+                let total: usize = list.iter().map(|p| p.2).sum();
+                if total / list.len() >= 64 << 10 {
+                    for &(off, at, len) in list {
+                        f.write_all_at(&data[at..at + len], off)
+                            .map_err(|e| io_err("pwrite (chunk)", e))?;
+                    }
+                } else {
+                    // Small pieces: one contiguous write of them gathered.
+                    let mut buf = Vec::with_capacity(total);
+                    for &(_, at, len) in list {
+                        buf.extend_from_slice(&data[at..at + len]);
+                    }
+                    f.write_all_at(&buf, start)
+                        .map_err(|e| io_err("pwrite (chunk)", e))?;
+                }
+            }
+        } else {
+            let (space, object) = chunk_home(self.id, self.slot);
+            let calls = per
+                .iter()
+                .map(|(server, list)| {
+                    let total: usize = list.iter().map(|p| p.2).sum();
+                    let mut buf = Vec::with_capacity(total);
+                    for &(_, at, len) in list {
+                        buf.extend_from_slice(&data[at..at + len]);
+                    }
+                    (
+                        ServerId(*server),
+                        Request::Write {
+                            file: space,
+                            object,
+                            striping: chunk_striping(),
+                            pieces: vec![ObjPiece {
+                                offset: list[0].0,
+                                len: total as u64,
+                            }],
+                            data: buf.into(),
+                        },
+                    )
+                })
+                .collect();
+            c.rpc_all(calls).await?;
+        }
+        self.stats.chunk_bytes += data.len() as u64;
+        Ok(pieces)
+    }
+
+    /// Nodes by key: from the cache, else from their servers (every key must exist).
+    async fn nodes(
+        &mut self,
+        c: &mut ClusterClient,
+        keys: Vec<NodeKey>,
+    ) -> Result<Vec<(NodeKey, Node)>, WireError> {
+        let got = self.nodes_maybe(c, keys).await?;
+        got.into_iter()
+            .map(|(k, n)| {
+                n.map(|n| (k, n)).ok_or_else(|| {
+                    WireError::new(
+                        ErrorCode::NotFound,
+                        format!("tree node {k:?} is missing (collected, or its writer's version aborted)"),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    async fn nodes_maybe(
+        &mut self,
+        c: &mut ClusterClient,
+        keys: Vec<NodeKey>,
+    ) -> Result<Vec<(NodeKey, Option<Node>)>, WireError> {
+        let mut out = Vec::with_capacity(keys.len());
+        let mut ask: BTreeMap<u32, Vec<NodeKey>> = BTreeMap::new();
+        for k in keys {
+            match self.cache.get(&k) {
+                Some(n) => out.push((k, Some(n.clone()))),
+                None => ask
+                    .entry(k.server(self.id.0, self.servers))
+                    .or_default()
+                    .push(k),
+            }
+        }
+        if ask.is_empty() {
+            return Ok(out);
+        }
+        let order: Vec<(u32, Vec<NodeKey>)> = ask.into_iter().collect();
+        let calls = order
+            .iter()
+            .map(|(s, keys)| {
+                (
+                    ServerId(*s),
+                    Request::NodeGet {
+                        file: self.id,
+                        keys: keys.clone(),
+                    },
+                )
+            })
+            .collect();
+        let replies = c.rpc_all(calls).await?;
+        if self.cache.len() > MAX_CACHED_NODES {
+            self.cache.clear();
+        }
+        for ((_, keys), reply) in order.into_iter().zip(replies) {
+            let Reply::Nodes(found) = reply else {
+                return Err(unexpected("NodeGet", &reply));
+            };
+            if found.len() != keys.len() {
+                return Err(unexpected("NodeGet", &Reply::Nodes(found)));
+            }
+            for (k, bytes) in keys.into_iter().zip(found) {
+                self.stats.nodes_fetched += 1;
+                let node = match bytes {
+                    Some(b) => {
+                        let n = Node::decode(&b, &self.geometry, k.pos)
+                            .map_err(|e| WireError::new(ErrorCode::Malformed, e))?;
+                        self.cache.insert(k, n.clone());
+                        Some(n)
+                    }
+                    None => None,
+                };
+                out.push((k, node));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn put_nodes(
+        &mut self,
+        c: &mut ClusterClient,
+        nodes: Vec<(NodeKey, Node)>,
+    ) -> Result<(), WireError> {
+        let mut per: BTreeMap<u32, Vec<(NodeKey, atomio_proto::data::Bytes)>> = BTreeMap::new();
+        for (k, n) in &nodes {
+            per.entry(k.server(self.id.0, self.servers))
+                .or_default()
+                .push((*k, n.encode().into()));
+        }
+        self.stats.nodes_put += nodes.len() as u64;
+        // Keep each frame well under the frame limit.
+        let mut calls = Vec::new();
+        for (s, list) in per {
+            let mut batch = Vec::new();
+            let mut bytes = 0usize;
+            for (k, b) in list {
+                bytes += b.len() + 32;
+                batch.push((k, b));
+                if bytes > 16 << 20 {
+                    calls.push((ServerId(s), std::mem::take(&mut batch)));
+                    bytes = 0;
+                }
+            }
+            if !batch.is_empty() {
+                calls.push((ServerId(s), batch));
+            }
+        }
+        let calls = calls
+            .into_iter()
+            .map(|(s, nodes)| {
+                (
+                    s,
+                    Request::NodePut {
+                        file: self.id,
+                        nodes,
+                    },
+                )
+            })
+            .collect();
+        c.rpc_all(calls).await?;
+        for (k, n) in nodes {
+            self.cache.insert(k, n);
+        }
+        Ok(())
+    }
+
+    /// `NONCONT_WRITE`: writes `data` (offset order) to the bytes of `access` as one new
+    /// snapshot; returns its version once it is published.
+    pub async fn write(
+        &mut self,
+        c: &mut ClusterClient,
+        access: &Access,
+        data: &[u8],
+    ) -> Result<Version, WireError> {
+        crate::check_len("write", data.len(), access.size())?;
+        let ranges = RangeList::from_ranges(access.ranges().collect());
+        let Some(hull) = ranges.hull() else {
+            return Ok(0);
+        };
+        self.geometry
+            .check(hull.end)
+            .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+        let pieces = self.store_chunks(c, &ranges, data).await?;
+        self.stats.writes += 1;
+        let mut tries = 0;
+        loop {
+            match self.commit(c, &ranges, pieces.clone()).await {
+                Err(e) if e.code == ErrorCode::Aborted && tries < MAX_RETRIES => {
+                    tries += 1;
+                    self.stats.retries += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Assign, build, put, complete (one try).
+    async fn commit(
+        &mut self,
+        c: &mut ClusterClient,
+        ranges: &RangeList,
+        pieces: WritePieces,
+    ) -> Result<Version, WireError> {
+        let reply = one(
+            c,
+            self.meta,
+            Request::VersionAssign {
+                file: self.id,
+                writer: self.slot as u64,
+                regions: ranges.clone(),
+            },
+        )
+        .await?;
+        let Reply::Assigned(a) = reply else {
+            return Err(unexpected("VersionAssign", &reply));
+        };
+        let version = a.version;
+        let mut builder = TreeBuilder::new(self.geometry, version, a.published, a.hints, pieces);
+        let mut supply = Vec::new();
+        let nodes = loop {
+            match builder
+                .advance(std::mem::take(&mut supply))
+                .map_err(|e| WireError::new(ErrorCode::Internal, e))?
+            {
+                BuildStep::Fetch(keys) => match self.nodes(c, keys).await {
+                    Ok(n) => supply = n,
+                    // The base may be collected once the version was aborted: say so.
+                    Err(e) if e.code == ErrorCode::NotFound => {
+                        return Err(self.abort_or(c, version, e).await)
+                    }
+                    Err(e) => return Err(e),
+                },
+                BuildStep::Done(nodes) => break nodes,
+            }
+        };
+        self.put_nodes(c, nodes).await?;
+        // Published when every lower version is; the server answers then. Asking again
+        // every second lets the manager notice a stalled writer below.
+        loop {
+            let req = Request::VersionComplete {
+                file: self.id,
+                version,
+            };
+            let call = c.rpc_all(vec![(self.meta, req)]);
+            match tokio::time::timeout(std::time::Duration::from_secs(1), call).await {
+                Ok(Ok(mut r)) => match r.pop() {
+                    Some(Reply::Published { .. }) => return Ok(version),
+                    Some(other) => return Err(unexpected("VersionComplete", &other)),
+                    None => return Err(unexpected("VersionComplete", &Reply::Done)),
+                },
+                Ok(Err(e)) => return Err(e),
+                Err(_) => continue,
+            }
+        }
+    }
+
+    /// `e`, or `Aborted` when `version` was aborted meanwhile.
+    async fn abort_or(
+        &mut self,
+        c: &mut ClusterClient,
+        version: Version,
+        e: WireError,
+    ) -> WireError {
+        match self.list(c).await {
+            Ok(list)
+                if list
+                    .iter()
+                    .any(|r| r.version == version && r.state.aborted()) =>
+            {
+                WireError::new(ErrorCode::Aborted, format!("version {version} was aborted"))
+            }
+            _ => e,
+        }
+    }
+
+    /// A published snapshot's version and size (`None`: the newest).
+    pub async fn snapshot(
+        &mut self,
+        c: &mut ClusterClient,
+        version: Option<Version>,
+    ) -> Result<(Version, u64), WireError> {
+        let reply = one(
+            c,
+            self.meta,
+            Request::VersionSnapshot {
+                file: self.id,
+                version,
+            },
+        )
+        .await?;
+        match reply {
+            Reply::Snapshot { version, size, .. } => Ok((version, size)),
+            other => Err(unexpected("VersionSnapshot", &other)),
+        }
+    }
+
+    /// `NONCONT_READ`: the bytes of `ranges` in snapshot `version` (`None`: the newest),
+    /// into `out` (offset order). Returns the version read, its size, and the pieces that
+    /// are the file's base with where they go in `out` (the caller reads those; they are
+    /// zeros in `out`).
+    pub async fn read(
+        &mut self,
+        c: &mut ClusterClient,
+        version: Option<Version>,
+        ranges: &RangeList,
+        out: &mut [u8],
+    ) -> Result<(Version, u64, Vec<(Segment, usize)>), WireError> {
+        let (mut v, mut size) = self.snapshot(c, version).await?;
+        let mut tries = 0;
+        loop {
+            match self.read_at(c, v, ranges, out).await {
+                // The newest snapshot was collected under a slow reader: read the new one.
+                Err(e) if e.code == ErrorCode::NotFound && version.is_none() && tries < 3 => {
+                    tries += 1;
+                    let (v2, size2) = self.snapshot(c, None).await?;
+                    if v2 == v {
+                        return Err(e);
+                    }
+                    (v, size) = (v2, size2);
+                }
+                Err(e) => return Err(e),
+                Ok(base) => {
+                    self.stats.reads += 1;
+                    return Ok((v, size, base));
+                }
+            }
+        }
+    }
+
+    async fn read_at(
+        &mut self,
+        c: &mut ClusterClient,
+        v: Version,
+        ranges: &RangeList,
+        out: &mut [u8],
+    ) -> Result<Vec<(Segment, usize)>, WireError> {
+        let mut reader = TreeReader::new(self.geometry, v, ranges.clone());
+        let mut supply = Vec::new();
+        let segs = loop {
+            match reader
+                .advance(std::mem::take(&mut supply))
+                .map_err(|e| WireError::new(ErrorCode::Internal, e))?
+            {
+                ReadStep::Fetch(keys) => supply = self.nodes(c, keys).await?,
+                ReadStep::Done(segs) => break segs,
+            }
+        };
+        // Where each segment lands in `out`: ranges are in order, segments too.
+        let mut base = Vec::new();
+        let mut stored: Vec<(Segment, usize)> = Vec::new();
+        let (mut ri, mut at) = (0usize, 0usize);
+        let rs = ranges.as_slice();
+        for s in segs {
+            while ri < rs.len() && rs[ri].end <= s.start {
+                at += rs[ri].len() as usize;
+                ri += 1;
+            }
+            let dst = at + (s.start - rs[ri].start) as usize;
+            match s.at {
+                Some(_) => stored.push((s, dst)),
+                None => {
+                    out[dst..dst + s.len as usize].fill(0);
+                    base.push((s, dst));
+                }
+            }
+        }
+        self.fetch_chunks(c, &stored, out).await?;
+        Ok(base)
+    }
+
+    /// Reads stored chunk bytes into `out` at the given offsets.
+    async fn fetch_chunks(
+        &mut self,
+        c: &mut ClusterClient,
+        stored: &[(Segment, usize)],
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        if self.local.is_some() {
+            for (s, dst) in stored {
+                let at = s.at.expect("stored");
+                let f = self.chunk_file(at.server, at.object)?;
+                f.read_exact_at(&mut out[*dst..*dst + s.len as usize], at.offset)
+                    .map_err(|e| io_err("pread (chunk)", e))?;
+            }
+            return Ok(());
+        }
+        // One Read per (server, object), pieces in the order listed.
+        let mut per: BTreeMap<(u32, u32), Vec<(u64, u64, usize)>> = BTreeMap::new();
+        for (s, dst) in stored {
+            let at = s.at.expect("stored");
+            per.entry((at.server, at.object))
+                .or_default()
+                .push((at.offset, s.len, *dst));
+        }
+        let order: Vec<((u32, u32), Vec<(u64, u64, usize)>)> = per.into_iter().collect();
+        let calls = order
+            .iter()
+            .map(|((server, slot), list)| {
+                let (space, object) = chunk_home(self.id, *slot);
+                (
+                    ServerId(*server),
+                    Request::Read {
+                        file: space,
+                        object,
+                        pieces: list
+                            .iter()
+                            .map(|&(offset, len, _)| ObjPiece { offset, len })
+                            .collect(),
+                    },
+                )
+            })
+            .collect();
+        let replies = c.rpc_all(calls).await?;
+        for ((_, list), reply) in order.iter().zip(replies) {
+            let Reply::Data(bytes) = reply else {
+                return Err(unexpected("Read (chunks)", &reply));
+            };
+            let mut at = 0usize;
+            for &(_, len, dst) in list {
+                let len = len as usize;
+                let src = bytes
+                    .get(at..at + len)
+                    .ok_or_else(|| WireError::new(ErrorCode::Malformed, "short chunk read"))?;
+                out[dst..dst + len].copy_from_slice(src);
+                at += len;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every version's record (`atomio versions`).
+    pub async fn list(&mut self, c: &mut ClusterClient) -> Result<Vec<VersionRecord>, WireError> {
+        match one(c, self.meta, Request::VersionList { file: self.id }).await? {
+            Reply::Versions(v) => Ok(v),
+            other => Err(unexpected("VersionList", &other)),
+        }
+    }
+
+    /// Makes this writer's chunks durable on every server (tree nodes and the version
+    /// manager are in the servers' memory: see ARCHITECTURE.md).
+    pub async fn sync(&mut self, c: &mut ClusterClient) -> Result<(), WireError> {
+        for ((_, slot), f) in &self.open {
+            if *slot == self.slot {
+                f.sync_data().map_err(|e| io_err("fdatasync (chunk)", e))?;
+            }
+        }
+        let (space, _) = chunk_home(self.id, self.slot);
+        let calls = (0..self.servers)
+            .map(|s| (ServerId(s), Request::Sync { file: space }))
+            .collect();
+        c.rpc_all(calls).await?;
+        Ok(())
+    }
+
+    /// Garbage collection: frees the nodes and chunk bytes that no snapshot kept reaches,
+    /// keeping the newest `keep_last` snapshots and those assigned after `newer_than_ms`
+    /// (Unix ms). Safe while others write and read (see `atomio_version::gc`).
+    pub async fn collect(
+        &mut self,
+        c: &mut ClusterClient,
+        keep_last: u64,
+        newer_than_ms: Option<u64>,
+    ) -> Result<GcReport, WireError> {
+        let reply = one(
+            c,
+            self.meta,
+            Request::VersionGcPlan {
+                file: self.id,
+                keep_last,
+                newer_than_ms,
+            },
+        )
+        .await?;
+        let Reply::GcPlan(plan) = reply else {
+            return Err(unexpected("VersionGcPlan", &reply));
+        };
+        let mut report = GcReport {
+            kept_from: plan.keep,
+            collected: plan.collect.clone(),
+            ..GcReport::default()
+        };
+        for &w in &plan.collect {
+            let mut walker = GcWalker::new(self.geometry, w, plan.keep);
+            let mut supply = Vec::new();
+            let garbage = loop {
+                match walker
+                    .advance(std::mem::take(&mut supply))
+                    .map_err(|e| WireError::new(ErrorCode::Internal, e))?
+                {
+                    GcStep::Fetch(keys) => supply = self.nodes_maybe(c, keys).await?,
+                    GcStep::Done(g) => break g,
+                }
+            };
+            let mut drops: BTreeMap<u32, Vec<NodeKey>> = BTreeMap::new();
+            for k in &garbage.nodes {
+                self.cache.remove(k);
+                drops
+                    .entry(k.server(self.id.0, self.servers))
+                    .or_default()
+                    .push(*k);
+            }
+            report.nodes_freed += garbage.nodes.len() as u64;
+            let mut calls: Vec<(ServerId, Request)> = drops
+                .into_iter()
+                .map(|(s, keys)| {
+                    (
+                        ServerId(s),
+                        Request::NodeDrop {
+                            file: self.id,
+                            keys,
+                        },
+                    )
+                })
+                .collect();
+            let mut punches: BTreeMap<(u32, u32), Vec<ByteRange>> = BTreeMap::new();
+            for p in &garbage.punch {
+                report.bytes_punched += p.len;
+                punches
+                    .entry((p.at.server, p.at.object))
+                    .or_default()
+                    .push(ByteRange {
+                        start: p.at.offset,
+                        end: p.at.offset + p.len,
+                    });
+            }
+            for ((server, slot), ranges) in punches {
+                let (space, object) = chunk_home(self.id, slot);
+                for part in ranges.chunks(atomio_proto::limits::MAX_PIECES_PER_REQUEST) {
+                    calls.push((
+                        ServerId(server),
+                        Request::Punch {
+                            file: space,
+                            object,
+                            ranges: part.to_vec(),
+                        },
+                    ));
+                }
+            }
+            if !calls.is_empty() {
+                c.rpc_all(calls).await?;
+            }
+        }
+        if !plan.aborted.is_empty() {
+            let calls = (0..self.servers)
+                .map(|s| {
+                    (
+                        ServerId(s),
+                        Request::NodeDropVersions {
+                            file: self.id,
+                            versions: plan.aborted.clone(),
+                        },
+                    )
+                })
+                .collect();
+            c.rpc_all(calls).await?;
+            self.cache.retain(|k, _| !plan.aborted.contains(&k.version));
+        }
+        one(
+            c,
+            self.meta,
+            Request::VersionGcDone {
+                file: self.id,
+                plan,
+            },
+        )
+        .await?;
+        Ok(report)
+    }
+}
+
+/// One request to one server.
+async fn one(c: &mut ClusterClient, s: ServerId, r: Request) -> Result<Reply, WireError> {
+    c.rpc_all(vec![(s, r)])
+        .await?
+        .pop()
+        .ok_or_else(|| WireError::new(ErrorCode::Internal, "no reply"))
+}
+
+/// Every server's object directory, when all are on this host and see the same files.
+async fn locate_all(c: &mut ClusterClient) -> Option<Vec<PathBuf>> {
+    if std::env::var("ATOMIO_LOCAL_BYPASS").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let calls = (0..c.servers() as u32)
+        .map(|s| (ServerId(s), Request::Locate))
+        .collect();
+    let replies = c.rpc_all(calls).await.ok()?;
+    let mut dirs = Vec::new();
+    for r in replies {
+        let Reply::Located(Some(lo)) = r else {
+            return None;
+        };
+        let dir = PathBuf::from(&lo.dir);
+        let id = std::fs::read_to_string(dir.join(atomio_data::STORE_ID_FILE)).ok()?;
+        if id.trim() != lo.id {
+            return None;
+        }
+        dirs.push(dir);
+    }
+    Some(dirs)
+}

@@ -1,0 +1,222 @@
+//! Versioning end to end: real servers (in-process actors over loopback TCP), several
+//! writers writing overlapping noncontiguous regions at once with no locks, readers reading
+//! the newest snapshot meanwhile, the file proven atomic by the verifier; old snapshots read
+//! back; the user's file as the base (direct placement) and materialized; collection of old
+//! snapshots while writers run, then every kept snapshot intact.
+
+use atomio_client::{DirectData, File, Strategy};
+use atomio_layout::{Access, Pattern, RangeList};
+use atomio_net::{ClusterClient, EmbeddedCluster};
+use atomio_verify::{Read, Verdict, Write};
+
+/// Writer w: `blocks` blocks of ¾ `block` every `block` bytes, shifted by 5/16 block per
+/// writer, so every writer overlaps its neighbours.
+fn access(w: u32, block: u64, blocks: u64) -> Access {
+    let p = Pattern::hvector(blocks, block / 4 * 3, block, &Pattern::bytes(1).unwrap()).unwrap();
+    Access::new(block / 16 * 5 * u64::from(w), p).unwrap()
+}
+
+fn small_chunks() -> atomio_version::Geometry {
+    // Small chunks and fan-out so writes share leaves and trees have several levels.
+    atomio_version::Geometry::new(4096, 4, 1 << 30).unwrap()
+}
+
+async fn run_writers(
+    addrs: &[String],
+    path: &str,
+    writers: u32,
+    rounds: u64,
+    readers: u32,
+) -> (Vec<Write>, Vec<(u32, u64, Access, Vec<u8>)>) {
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let mut c = ClusterClient::connect_tcp(addrs).await.unwrap();
+        let mut f = File::open(&mut c, path).await.unwrap();
+        f.set_atomic(Some(Strategy::versioning())).unwrap();
+        f.set_version_geometry(small_chunks());
+        tasks.push(tokio::spawn(async move {
+            let a = access(w, 1024, 64);
+            for op in 0..rounds {
+                let mut buf = vec![0u8; a.size() as usize];
+                atomio_verify::fill(w, op, a.ranges(), &mut buf).unwrap();
+                f.write(&mut c, &a, &buf).await.unwrap();
+            }
+            assert_eq!(f.version_stats().unwrap().writes, rounds);
+            Vec::new()
+        }));
+    }
+    for r in 0..readers {
+        let mut c = ClusterClient::connect_tcp(addrs).await.unwrap();
+        let mut f = File::open(&mut c, path).await.unwrap();
+        f.set_atomic(Some(Strategy::versioning())).unwrap();
+        f.set_version_geometry(small_chunks());
+        tasks.push(tokio::spawn(async move {
+            let mut reads = Vec::new();
+            let a = Access::contiguous(atomio_layout::ByteRange::new(0, 64 * 1024 + 2048).unwrap())
+                .unwrap();
+            for i in 0..rounds * 2 {
+                let mut buf = vec![0u8; a.size() as usize];
+                f.read_allowing_holes(&mut c, &a, &mut buf).await.unwrap();
+                reads.push((1000 + r, i, a.clone(), buf));
+            }
+            reads
+        }));
+    }
+    let mut reads = Vec::new();
+    for t in tasks {
+        reads.extend(t.await.unwrap());
+    }
+    let writes = (0..writers)
+        .flat_map(|w| (0..rounds).map(move |op| Write::new(w, op, access(w, 1024, 64))))
+        .collect();
+    (writes, reads)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn overlapping_writers_without_locks_are_atomic_and_readers_see_whole_snapshots() {
+    let cluster = EmbeddedCluster::start(3);
+    let addrs = cluster.serve_tcp().await.unwrap();
+    let path = "/versioned";
+    {
+        let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+        File::create(&mut c, path, 4096, 3).await.unwrap();
+    }
+    let (writes, reads) = run_writers(&addrs, path, 4, 6, 2).await;
+    let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+    let mut f = File::open(&mut c, path).await.unwrap();
+    f.set_atomic(Some(Strategy::versioning())).unwrap();
+    let size = f.size(Some(&mut c)).await.unwrap();
+    let mut file = vec![0u8; size as usize];
+    let all = Access::contiguous(atomio_layout::ByteRange::new(0, size).unwrap()).unwrap();
+    f.read(&mut c, &all, &mut file).await.unwrap();
+    assert!(reads.len() >= 20);
+    let reads: Vec<Read> = reads
+        .iter()
+        .map(|(r, i, a, buf)| Read::new(*r, *i, a.clone(), &buf[..]))
+        .collect();
+    let report = atomio_verify::verify(&file[..], &writes, &reads).unwrap();
+    assert_eq!(report.verdict, Verdict::Atomic, "{report}");
+
+    // Every snapshot stays readable: version 1 is exactly one write.
+    let mut v =
+        atomio_client::versioned::VersionedFile::open(&mut c, f.info().unwrap().id(), path, None)
+            .await
+            .unwrap();
+    let list = v.list(&mut c).await.unwrap();
+    assert_eq!(list.len(), 24, "{list:?}");
+    let ranges = RangeList::from_ranges(vec![atomio_layout::ByteRange::new(0, size).unwrap()]);
+    let mut first = vec![0u8; size as usize];
+    let (got, _, _) = v.read(&mut c, Some(1), &ranges, &mut first).await.unwrap();
+    assert_eq!(got, 1);
+    // Version 1 is some writer's first write alone.
+    let alone = (0..4u32).any(|w| {
+        let a = access(w, 1024, 64);
+        let mut want = vec![0u8; a.size() as usize];
+        atomio_verify::fill(w, 0, a.ranges(), &mut want).unwrap();
+        let mut expect = vec![0u8; size as usize];
+        let mut at = 0;
+        for r in a.ranges() {
+            let n = r.len() as usize;
+            expect[r.start as usize..r.end as usize].copy_from_slice(&want[at..at + n]);
+            at += n;
+        }
+        expect == first
+    });
+    assert!(alone, "version 1 is not one write alone");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_users_file_is_the_base_and_is_materialized() {
+    let dir = tempdir();
+    let user = dir.join("data");
+    std::fs::write(&user, vec![7u8; 200_000]).unwrap();
+    let cluster = EmbeddedCluster::start(2);
+    let addrs = cluster.serve_tcp().await.unwrap();
+    let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+    let d = DirectData::open(&user, false).unwrap();
+    let mut f = File::direct(d);
+    f.set_atomic(Some(Strategy::versioning())).unwrap();
+    f.set_version_geometry(small_chunks());
+    let a = access(0, 1024, 16);
+    let buf = vec![9u8; a.size() as usize];
+    f.write(&mut c, &a, &buf).await.unwrap();
+    // Before materializing, the user's file is untouched and a versioned read mixes both.
+    assert!(std::fs::read(&user).unwrap().iter().all(|&b| b == 7));
+    let mut got = vec![0u8; 4096];
+    let r = Access::contiguous(atomio_layout::ByteRange::new(0, 4096).unwrap()).unwrap();
+    f.read(&mut c, &r, &mut got).await.unwrap();
+    assert_eq!(&got[..768], &[9u8; 768][..]);
+    assert_eq!(&got[768..1024], &[7u8; 256][..]);
+    assert_eq!(f.size(Some(&mut c)).await.unwrap(), 200_000);
+    f.materialize(&mut c).await.unwrap();
+    let bytes = std::fs::read(&user).unwrap();
+    assert_eq!(bytes.len(), 200_000);
+    assert_eq!(&bytes[..768], &[9u8; 768][..]);
+    assert_eq!(&bytes[768..1024], &[7u8; 256][..]);
+    assert!(bytes[16 * 1024..].iter().all(|&b| b == 7));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn collection_keeps_the_newest_snapshots_intact_and_frees_the_rest() {
+    let cluster = EmbeddedCluster::start(2);
+    let addrs = cluster.serve_tcp().await.unwrap();
+    let path = "/gc";
+    let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+    File::create(&mut c, path, 4096, 2).await.unwrap();
+    let (writes, _) = run_writers(&addrs, path, 3, 5, 0).await;
+    let mut f = File::open(&mut c, path).await.unwrap();
+    f.set_atomic(Some(Strategy::versioning())).unwrap();
+    let id = f.info().unwrap().id();
+    let mut v = atomio_client::versioned::VersionedFile::open(&mut c, id, path, None)
+        .await
+        .unwrap();
+    let size = f.size(Some(&mut c)).await.unwrap();
+    let ranges = RangeList::from_ranges(vec![atomio_layout::ByteRange::new(0, size).unwrap()]);
+    let mut before = vec![0u8; size as usize];
+    let (latest, _, _) = v.read(&mut c, None, &ranges, &mut before).await.unwrap();
+    let mut prev = vec![0u8; size as usize];
+    v.read(&mut c, Some(latest - 1), &ranges, &mut prev)
+        .await
+        .unwrap();
+    let report = v.collect(&mut c, 2, None).await.unwrap();
+    assert_eq!(report.collected.len() as u64, latest - 2, "{report:?}");
+    assert!(
+        report.nodes_freed > 0 && report.bytes_punched > 0,
+        "{report:?}"
+    );
+    // A fresh client (no cache) reads the kept snapshots as before; older ones are gone.
+    let mut c2 = ClusterClient::connect_tcp(&addrs).await.unwrap();
+    let mut v2 = atomio_client::versioned::VersionedFile::open(&mut c2, id, path, None)
+        .await
+        .unwrap();
+    let mut after = vec![0u8; size as usize];
+    v2.read(&mut c2, None, &ranges, &mut after).await.unwrap();
+    assert_eq!(after, before);
+    v2.read(&mut c2, Some(latest - 1), &ranges, &mut after)
+        .await
+        .unwrap();
+    assert_eq!(after, prev);
+    assert!(v2
+        .read(&mut c2, Some(1), &ranges, &mut after)
+        .await
+        .is_err());
+    let report = atomio_verify::verify(&before[..], &writes, &[] as &[Read]).unwrap();
+    assert_eq!(report.verdict, Verdict::Atomic, "{report}");
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "atomio-versioning-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    h.finish()
+}

@@ -1,0 +1,362 @@
+//! Versioning's server side: the version manager of every file this server is the
+//! metadata server of, and this server's share of the segment-tree node store (a DHT:
+//! `NodeKey::server` picks the server of each node).
+//!
+//! Answers go out through `out` because one request may answer others: a `VersionComplete`
+//! is answered only once its version is published, which the completion of a lower version
+//! (another client's request) may cause; an abort answers every waiter above it.
+//!
+//! Writers that vanish (disconnect, lease lapse) have their in-flight versions aborted at
+//! once; a writer that merely stalls is aborted after `patience` (checked on every
+//! versioning request — waiting writers repeat their `VersionComplete` every second, so the
+//! check runs even when nobody else writes).
+//!
+//! **Invariants:** nodes are immutable (a put of an existing key with other bytes is
+//! refused); a `VersionComplete` is answered exactly once per request, `Published` only for
+//! a published version; the node store holds at most `MAX_NODE_BYTES` per server; nothing
+//! here panics on input. State is in memory: a restarted server has lost its versioned
+//! files' metadata (their chunks survive as objects) — see ARCHITECTURE.md.
+
+use atomio_proto::{ClientId, ErrorCode, FileId, Reply, Request, WireError};
+use atomio_version::{FileVersions, ManagerError, NodeKey, Version};
+use std::collections::{BTreeMap, HashMap};
+
+/// Node bytes a server keeps, over all files.
+pub const MAX_NODE_BYTES: usize = 4 << 30;
+/// One node's encoded size at most (a leaf of a 4 GiB chunk in 1-byte pieces would be more;
+/// such a write is refused at the client).
+pub const MAX_NODE_SIZE: usize = 16 << 20;
+
+/// Answers to send: (client, tag, reply).
+pub type Out = Vec<(ClientId, u64, Reply)>;
+
+struct FileState {
+    versions: FileVersions,
+    /// `VersionComplete` requests waiting for their version's publication.
+    waiting: BTreeMap<Version, Vec<(ClientId, u64)>>,
+    /// The client writing each in-flight version.
+    writer_of: HashMap<Version, ClientId>,
+}
+
+pub struct Versions {
+    files: HashMap<FileId, FileState>,
+    nodes: HashMap<FileId, HashMap<NodeKey, atomio_proto::data::Bytes>>,
+    node_bytes: usize,
+    now_ms: u64,
+    patience_ms: u64,
+}
+
+impl Default for Versions {
+    fn default() -> Self {
+        Self::new(patience_from_env())
+    }
+}
+
+/// How long a version may stay in flight before it is aborted (`ATOMIO_VERSION_PATIENCE_MS`,
+/// default 10 s: building a tree takes milliseconds; only a stalled writer takes seconds).
+fn patience_from_env() -> u64 {
+    std::env::var("ATOMIO_VERSION_PATIENCE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+fn manager_err(e: ManagerError) -> WireError {
+    let code = match e {
+        ManagerError::Aborted(_) => ErrorCode::Aborted,
+        ManagerError::Unknown(_) | ManagerError::NotPublished(_) | ManagerError::Collected(_) => {
+            ErrorCode::NotFound
+        }
+        ManagerError::Empty | ManagerError::Geometry(_) => ErrorCode::InvalidArgument,
+    };
+    WireError::new(code, e.to_string())
+}
+
+fn no_versions(file: FileId) -> WireError {
+    WireError::new(
+        ErrorCode::NotFound,
+        format!("file {:016x} has no versions here", file.0),
+    )
+}
+
+impl Versions {
+    pub fn new(patience_ms: u64) -> Self {
+        Self {
+            files: HashMap::new(),
+            nodes: HashMap::new(),
+            node_bytes: 0,
+            now_ms: 0,
+            patience_ms,
+        }
+    }
+
+    pub fn set_now(&mut self, now_ms: u64) {
+        self.now_ms = now_ms;
+    }
+
+    pub fn handles(request: &Request) -> bool {
+        matches!(
+            request,
+            Request::VersionOpen { .. }
+                | Request::VersionAssign { .. }
+                | Request::VersionComplete { .. }
+                | Request::VersionSnapshot { .. }
+                | Request::VersionList { .. }
+                | Request::VersionGcPlan { .. }
+                | Request::VersionGcDone { .. }
+                | Request::NodePut { .. }
+                | Request::NodeGet { .. }
+                | Request::NodeDrop { .. }
+                | Request::NodeDropVersions { .. }
+        )
+    }
+
+    /// Aborts what waited too long, then what `client` was writing if it is gone.
+    fn abort(&mut self, file: FileId, versions: Vec<Version>, out: &mut Out) {
+        let Some(f) = self.files.get_mut(&file) else {
+            return;
+        };
+        for v in versions {
+            f.writer_of.remove(&v);
+            for (client, tag) in f.waiting.remove(&v).unwrap_or_default() {
+                out.push((
+                    client,
+                    tag,
+                    Reply::Error(manager_err(ManagerError::Aborted(v))),
+                ));
+            }
+        }
+    }
+
+    fn expire(&mut self, file: FileId, out: &mut Out) {
+        let (now, patience) = (self.now_ms, self.patience_ms);
+        if let Some(f) = self.files.get_mut(&file) {
+            let aborted = f.versions.expire(now, patience);
+            if !aborted.is_empty() {
+                tracing::warn!(
+                    file = format!("{:016x}", file.0),
+                    ?aborted,
+                    "versions aborted: a writer stalled past {patience} ms"
+                );
+                self.abort(file, aborted, out);
+            }
+        }
+    }
+
+    /// `client` is gone (disconnected or fenced): its in-flight versions are aborted.
+    pub fn client_gone(&mut self, client: ClientId, out: &mut Out) {
+        let files: Vec<FileId> = self.files.keys().copied().collect();
+        for file in files {
+            let f = self.files.get_mut(&file).expect("listed");
+            let Some(lowest) = f
+                .writer_of
+                .iter()
+                .filter(|(_, c)| **c == client)
+                .map(|(v, _)| *v)
+                .min()
+            else {
+                continue;
+            };
+            let aborted = f.versions.abort_from(lowest);
+            self.abort(file, aborted, out);
+        }
+        for f in self.files.values_mut() {
+            for waiters in f.waiting.values_mut() {
+                waiters.retain(|(c, _)| *c != client);
+            }
+        }
+    }
+
+    pub fn handle(&mut self, client: ClientId, tag: u64, request: Request, out: &mut Out) {
+        let file = match &request {
+            Request::VersionOpen { file, .. }
+            | Request::VersionAssign { file, .. }
+            | Request::VersionComplete { file, .. }
+            | Request::VersionSnapshot { file, .. }
+            | Request::VersionList { file }
+            | Request::VersionGcPlan { file, .. }
+            | Request::VersionGcDone { file, .. } => Some(*file),
+            _ => None,
+        };
+        if let Some(file) = file {
+            self.expire(file, out);
+        }
+        match self.answer(client, tag, request, out) {
+            Ok(Some(reply)) => out.push((client, tag, reply)),
+            Ok(None) => {}
+            Err(e) => out.push((client, tag, Reply::Error(e))),
+        }
+    }
+
+    fn file(&mut self, file: FileId) -> Result<&mut FileState, WireError> {
+        self.files.get_mut(&file).ok_or_else(|| no_versions(file))
+    }
+
+    fn answer(
+        &mut self,
+        client: ClientId,
+        tag: u64,
+        request: Request,
+        out: &mut Out,
+    ) -> Result<Option<Reply>, WireError> {
+        let reply = match request {
+            Request::VersionOpen { file, geometry } => {
+                let f = match (self.files.get_mut(&file), geometry) {
+                    (Some(f), Some(g)) if f.versions.geometry != g => {
+                        return Err(WireError::new(
+                            ErrorCode::InvalidArgument,
+                            format!(
+                                "the file's versions have chunks of {} bytes and fan-out {}",
+                                f.versions.geometry.chunk, f.versions.geometry.fanout
+                            ),
+                        ))
+                    }
+                    (Some(f), _) => f,
+                    (None, Some(g)) => {
+                        let g = g.validate().map_err(|e| {
+                            WireError::new(ErrorCode::InvalidArgument, e.to_string())
+                        })?;
+                        self.files.entry(file).or_insert(FileState {
+                            versions: FileVersions::new(g),
+                            waiting: BTreeMap::new(),
+                            writer_of: HashMap::new(),
+                        })
+                    }
+                    (None, None) => return Err(no_versions(file)),
+                };
+                Reply::VersionWriter {
+                    object: f.versions.new_writer(),
+                    geometry: f.versions.geometry,
+                }
+            }
+            Request::VersionAssign {
+                file,
+                writer,
+                regions,
+            } => {
+                let now = self.now_ms;
+                let f = self.file(file)?;
+                let a = f
+                    .versions
+                    .assign(writer, regions, now)
+                    .map_err(manager_err)?;
+                f.writer_of.insert(a.version, client);
+                Reply::Assigned(a)
+            }
+            Request::VersionComplete { file, version } => {
+                let f = self.file(file)?;
+                match f.versions.state(version) {
+                    Some(atomio_version::VersionState::Published)
+                    | Some(atomio_version::VersionState::Collected) => {
+                        return Ok(Some(Reply::Published { version }))
+                    }
+                    Some(atomio_version::VersionState::Complete) => {
+                        // A repeated completion: wait (again) for publication.
+                        f.waiting.entry(version).or_default().push((client, tag));
+                        return Ok(None);
+                    }
+                    _ => {}
+                }
+                let published = f.versions.complete(version).map_err(manager_err)?;
+                f.waiting.entry(version).or_default().push((client, tag));
+                for v in published {
+                    f.writer_of.remove(&v);
+                    for (c, t) in f.waiting.remove(&v).unwrap_or_default() {
+                        out.push((c, t, Reply::Published { version: v }));
+                    }
+                }
+                return Ok(None);
+            }
+            Request::VersionSnapshot { file, version } => {
+                let f = self.file(file)?;
+                let v = version.unwrap_or_else(|| f.versions.published());
+                Reply::Snapshot {
+                    version: v,
+                    size: f.versions.size(v).map_err(manager_err)?,
+                    geometry: f.versions.geometry,
+                }
+            }
+            Request::VersionList { file } => Reply::Versions(self.file(file)?.versions.list()),
+            Request::VersionGcPlan {
+                file,
+                keep_last,
+                newer_than_ms,
+            } => Reply::GcPlan(self.file(file)?.versions.gc_plan(keep_last, newer_than_ms)),
+            Request::VersionGcDone { file, plan } => {
+                self.file(file)?.versions.gc_done(&plan);
+                Reply::Done
+            }
+            Request::NodePut { file, nodes } => {
+                let store = self.nodes.entry(file).or_default();
+                for (key, bytes) in nodes {
+                    if bytes.len() > MAX_NODE_SIZE {
+                        return Err(WireError::new(
+                            ErrorCode::LimitExceeded,
+                            format!("a node of {} bytes (at most {MAX_NODE_SIZE})", bytes.len()),
+                        ));
+                    }
+                    match store.get(&key) {
+                        Some(old) if *old == bytes => continue,
+                        Some(_) => {
+                            return Err(WireError::new(
+                                ErrorCode::Exists,
+                                format!(
+                                    "node {key:?} exists with other contents (nodes never change)"
+                                ),
+                            ))
+                        }
+                        None => {}
+                    }
+                    if self.node_bytes + bytes.len() > MAX_NODE_BYTES {
+                        return Err(WireError::new(
+                            ErrorCode::LimitExceeded,
+                            format!("this server holds {MAX_NODE_BYTES} bytes of nodes, its limit"),
+                        ));
+                    }
+                    self.node_bytes += bytes.len();
+                    store.insert(key, bytes);
+                }
+                Reply::Done
+            }
+            Request::NodeGet { file, keys } => {
+                let store = self.nodes.get(&file);
+                Reply::Nodes(
+                    keys.iter()
+                        .map(|k| store.and_then(|s| s.get(k)).cloned())
+                        .collect(),
+                )
+            }
+            Request::NodeDrop { file, keys } => {
+                if let Some(store) = self.nodes.get_mut(&file) {
+                    for k in keys {
+                        if let Some(b) = store.remove(&k) {
+                            self.node_bytes -= b.len();
+                        }
+                    }
+                }
+                Reply::Done
+            }
+            Request::NodeDropVersions { file, versions } => {
+                if let Some(store) = self.nodes.get_mut(&file) {
+                    let before: usize = store.values().map(|b| b.len()).sum();
+                    store.retain(|k, _| !versions.contains(&k.version));
+                    let after: usize = store.values().map(|b| b.len()).sum();
+                    self.node_bytes -= before - after;
+                }
+                Reply::Done
+            }
+            other => {
+                return Err(WireError::new(
+                    ErrorCode::Internal,
+                    format!("not a versioning request: {other:?}"),
+                ))
+            }
+        };
+        Ok(Some(reply))
+    }
+
+    /// Nodes held (for reports and tests).
+    pub fn node_count(&self) -> usize {
+        self.nodes.values().map(|s| s.len()).sum()
+    }
+}
