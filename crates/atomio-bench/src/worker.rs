@@ -10,7 +10,9 @@
 //! coordinator → worker   {"cmd":"go"}         run the calls (timed)
 //! worker → coordinator   {"msg":"called"}     the calls returned (the PIO phase is over)
 //! coordinator → worker   {"cmd":"flush"}      once every worker's calls returned: flush
-//!                                             what a cached-lock DLM cached (timed apart)
+//!                                             what a cached-lock DLM cached, and (rank 0)
+//!                                             write versioning's newest snapshot into the
+//!                                             file's base (timed apart)
 //! worker → coordinator   {"msg":"done", ...}  seconds, bytes, lock counts, read dumps
 //! coordinator → worker   {"cmd":"exit"}
 //! ```
@@ -307,8 +309,13 @@ async fn finish(p: &mut Prepared, called: Called) -> Result<JobResult, WireError
         pio_seconds,
     } = called;
     let dlm = match &mut p.io {
-        Io::File { file, .. } => {
+        Io::File { file, client } => {
             file.flush_cache().await?;
+            // Versioning: the newest snapshot goes into the file's base once, by rank 0,
+            // as the MPI library does at close (every client's calls have returned).
+            if let (0, Some(c)) = (p.job.rank, client.as_deref_mut()) {
+                file.materialize(c).await?;
+            }
             file.dlm_stats().await
         }
         Io::Limit { .. } => None,
