@@ -218,25 +218,60 @@ impl File {
                 self.versions(c).await?.write(c, access, data).await?;
                 Ok(())
             }
-            Op::Read { out, holes_ok } => {
-                crate::check_len("read", out.len(), access.size())?;
-                let ranges = atomio_layout::RangeList::from_ranges(access.ranges().collect());
-                let (_, size, base) = self.versions(c).await?.read(c, None, &ranges, out).await?;
-                let base_size = self.read_base(c, &base, out).await?;
-                if let (false, Some(h)) = (holes_ok, access.hull()) {
-                    if h.end > size.max(base_size) {
-                        return Err(WireError::new(
-                            ErrorCode::InvalidArgument,
-                            format!(
-                                "read of {h} reaches past the end of the file ({} bytes)",
-                                size.max(base_size)
-                            ),
-                        ));
-                    }
-                }
-                Ok(())
+            Op::Read { out, holes_ok } => self.read_snapshot(c, None, access, out, holes_ok).await,
+        }
+    }
+
+    /// Reads the bytes of `access` as snapshot `version` has them (strategy `versioning`;
+    /// `None`: the newest published one). Bytes past the snapshot's end read as zeros
+    /// when `holes_ok`, else the call fails.
+    pub async fn read_snapshot(
+        &mut self,
+        c: &mut ClusterClient,
+        version: Option<atomio_version::Version>,
+        access: &Access,
+        out: &mut [u8],
+        holes_ok: bool,
+    ) -> Result<(), WireError> {
+        if !self.atomic.is_versioning() {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                "snapshots exist only for files written with strategy versioning",
+            ));
+        }
+        crate::check_len("read", out.len(), access.size())?;
+        let ranges = atomio_layout::RangeList::from_ranges(access.ranges().collect());
+        let (_, size, base) = self.versions(c).await?.read(c, version, &ranges, out).await?;
+        let base_size = self.read_base(c, &base, out).await?;
+        if let (false, Some(h)) = (holes_ok, access.hull()) {
+            let end = size.max(base_size);
+            if h.end > end {
+                return Err(WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("read of {h} reaches past the end of the file ({end} bytes)"),
+                ));
             }
         }
+        Ok(())
+    }
+
+    /// Every snapshot's record (version, time, writer, bytes, size, state).
+    pub async fn list_versions(
+        &mut self,
+        c: &mut ClusterClient,
+    ) -> Result<Vec<atomio_version::VersionRecord>, WireError> {
+        self.versions(c).await?.list(c).await
+    }
+
+    /// Frees what no kept snapshot reaches: keeps the newest `keep_last` and those made
+    /// after `newer_than_ms` (Unix ms). Safe while others write and read.
+    pub async fn collect_versions(
+        &mut self,
+        c: &mut ClusterClient,
+        keep_last: u64,
+        newer_than_ms: Option<u64>,
+    ) -> Result<crate::versioned::GcReport, WireError> {
+        self.versions(c).await?.collect(c, keep_last, newer_than_ms).await
     }
 
     /// Fills the base pieces of a versioned read from the file's base; returns its size.
