@@ -46,8 +46,12 @@ enum Command {
     },
     /// Run the seeded deterministic lock-protocol simulation.
     Sim(sim::SimArgs),
-    /// Write a cluster file's logical bytes as one ordinary file.
+    /// Write a cluster file's logical bytes (or one snapshot's) as one ordinary file.
     Export(files::ExportArgs),
+    /// List the snapshots of a file written with strategy `versioning`.
+    Versions(files::VersionsArgs),
+    /// Free the snapshots of a versioned file no longer kept (newest K, or newer than T).
+    Gc(files::GcArgs),
     /// Decide from a file's bytes (and its manifest) whether its writes were atomic.
     Verify(files::VerifyArgs),
     /// What running servers hold: lock table, waiters, leases, queue depths.
@@ -155,6 +159,8 @@ fn main() -> std::process::ExitCode {
         } => bench_workload::run(&args[0], &args[1..]),
         Command::Demo(a) => demo::run(a),
         Command::Export(a) => files::export(a),
+        Command::Versions(a) => files::versions(a),
+        Command::Gc(a) => files::gc(a),
         Command::Verify(a) => files::verify(a),
         Command::Worker => worker(),
         Command::ProbeHold(a) => probe::run(a),
