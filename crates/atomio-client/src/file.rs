@@ -200,6 +200,16 @@ impl File {
         Ok(self.versioned.as_mut().expect("opened above"))
     }
 
+    /// Negative control for tests: this client's versions are built without forward
+    /// references to in-flight writers (overlapping concurrent writes then tear).
+    pub async fn ignore_version_hints_unsafely(
+        &mut self,
+        c: &mut ClusterClient,
+    ) -> Result<(), WireError> {
+        self.versions(c).await?.ignore_hints_unsafely();
+        Ok(())
+    }
+
     /// What the file's versioned store did (`None`: no versioning call yet).
     pub fn version_stats(&self) -> Option<crate::versioned::VersionStats> {
         self.versioned.as_ref().map(|v| v.stats())
@@ -241,7 +251,11 @@ impl File {
         }
         crate::check_len("read", out.len(), access.size())?;
         let ranges = atomio_layout::RangeList::from_ranges(access.ranges().collect());
-        let (_, size, base) = self.versions(c).await?.read(c, version, &ranges, out).await?;
+        let (_, size, base) = self
+            .versions(c)
+            .await?
+            .read(c, version, &ranges, out)
+            .await?;
         let base_size = self.read_base(c, &base, out).await?;
         if let (false, Some(h)) = (holes_ok, access.hull()) {
             let end = size.max(base_size);
@@ -271,7 +285,10 @@ impl File {
         keep_last: u64,
         newer_than_ms: Option<u64>,
     ) -> Result<crate::versioned::GcReport, WireError> {
-        self.versions(c).await?.collect(c, keep_last, newer_than_ms).await
+        self.versions(c)
+            .await?
+            .collect(c, keep_last, newer_than_ms)
+            .await
     }
 
     /// Fills the base pieces of a versioned read from the file's base; returns its size.

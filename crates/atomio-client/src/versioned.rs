@@ -81,6 +81,9 @@ pub struct VersionedFile {
     open: HashMap<(u32, u32), std::fs::File>,
     cache: HashMap<NodeKey, Node>,
     stats: VersionStats,
+    /// Negative control: build trees ignoring the in-flight writers (see
+    /// `TreeBuilder::ignoring_hints`).
+    ignore_hints: bool,
 }
 
 fn unexpected(what: &str, r: &Reply) -> WireError {
@@ -139,7 +142,13 @@ impl VersionedFile {
             open: HashMap::new(),
             cache: HashMap::new(),
             stats: VersionStats::default(),
+            ignore_hints: false,
         })
+    }
+
+    /// Negative control for tests: trees built without forward references.
+    pub fn ignore_hints_unsafely(&mut self) {
+        self.ignore_hints = true;
     }
 
     pub fn geometry(&self) -> Geometry {
@@ -448,6 +457,9 @@ impl VersionedFile {
         };
         let version = a.version;
         let mut builder = TreeBuilder::new(self.geometry, version, a.published, a.hints, pieces);
+        if self.ignore_hints {
+            builder = builder.ignoring_hints();
+        }
         let mut supply = Vec::new();
         let nodes = loop {
             match builder

@@ -154,6 +154,15 @@ impl TreeBuilder {
         NodeKey { pos, version }
     }
 
+    /// A negative control: build as if no other writer were in flight (borders from the
+    /// published tree only, no forward references) — concurrent overlapping writes then
+    /// lose each other's bytes in some subtrees and not others (torn), which the
+    /// verifier must catch.
+    pub fn ignoring_hints(mut self) -> Self {
+        self.hints.clear();
+        self
+    }
+
     /// Feeds the nodes last asked for and runs as far as possible.
     pub fn advance(
         &mut self,
