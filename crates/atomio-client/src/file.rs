@@ -386,7 +386,9 @@ impl File {
             }
             start = end;
         }
-        Ok(())
+        // Older snapshots' unwritten bytes are no longer in the base.
+        let vf = self.versioned.as_mut().expect("opened above");
+        vf.set_base(c, v).await
     }
 
     pub fn placement(&self) -> &Placement {

@@ -636,6 +636,11 @@ impl VersionedFile {
                 .or_default()
                 .push((at.offset, s.len, *dst));
         }
+        // Servers take an object's pieces in increasing offset order; a snapshot's file
+        // order is not its chunks' (a later write's bytes sit further on in the object).
+        for list in per.values_mut() {
+            list.sort_unstable_by_key(|p| p.0);
+        }
         let order: Vec<((u32, u32), Vec<(u64, u64, usize)>)> = per.into_iter().collect();
         let calls = order
             .iter()
@@ -669,6 +674,24 @@ impl VersionedFile {
                 at += len;
             }
         }
+        Ok(())
+    }
+
+    /// Records that the file's base now holds snapshot `version` (older ones are refused).
+    pub async fn set_base(
+        &mut self,
+        c: &mut ClusterClient,
+        version: Version,
+    ) -> Result<(), WireError> {
+        one(
+            c,
+            self.meta,
+            Request::VersionBase {
+                file: self.id,
+                version,
+            },
+        )
+        .await?;
         Ok(())
     }
 

@@ -204,10 +204,24 @@ async fn the_users_file_is_the_base_and_is_materialized() {
     assert_eq!(&got[..768], &[9u8; 768][..]);
     assert_eq!(&got[768..1024], &[7u8; 256][..]);
     assert_eq!(f.size(Some(&mut c)).await.unwrap(), 200_000);
+    // A second snapshot, then materialize: the first can no longer be read (its unwritten
+    // bytes would come from a base that now holds the second).
+    let b = Access::contiguous(atomio_layout::ByteRange::new(100, 200).unwrap()).unwrap();
+    f.write(&mut c, &b, &[5u8; 100]).await.unwrap();
     f.materialize(&mut c).await.unwrap();
+    assert!(f
+        .read_snapshot(&mut c, Some(1), &r, &mut got, false)
+        .await
+        .is_err());
+    f.read_snapshot(&mut c, Some(2), &r, &mut got, false)
+        .await
+        .unwrap();
+    assert_eq!(&got[100..200], &[5u8; 100][..]);
     let bytes = std::fs::read(&user).unwrap();
     assert_eq!(bytes.len(), 200_000);
-    assert_eq!(&bytes[..768], &[9u8; 768][..]);
+    assert_eq!(&bytes[100..200], &[5u8; 100][..]);
+    assert_eq!(&bytes[..100], &[9u8; 100][..]);
+    assert_eq!(&bytes[200..768], &[9u8; 568][..]);
     assert_eq!(&bytes[768..1024], &[7u8; 256][..]);
     assert!(bytes[16 * 1024..].iter().all(|&b| b == 7));
 }

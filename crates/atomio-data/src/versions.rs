@@ -64,9 +64,10 @@ fn patience_from_env() -> u64 {
 fn manager_err(e: ManagerError) -> WireError {
     let code = match e {
         ManagerError::Aborted(_) => ErrorCode::Aborted,
-        ManagerError::Unknown(_) | ManagerError::NotPublished(_) | ManagerError::Collected(_) => {
-            ErrorCode::NotFound
-        }
+        ManagerError::Unknown(_)
+        | ManagerError::NotPublished(_)
+        | ManagerError::Collected(_)
+        | ManagerError::BelowBase(..) => ErrorCode::NotFound,
         ManagerError::Empty | ManagerError::Geometry(_) => ErrorCode::InvalidArgument,
     };
     WireError::new(code, e.to_string())
@@ -104,6 +105,7 @@ impl Versions {
                 | Request::VersionList { .. }
                 | Request::VersionGcPlan { .. }
                 | Request::VersionGcDone { .. }
+                | Request::VersionBase { .. }
                 | Request::NodePut { .. }
                 | Request::NodeGet { .. }
                 | Request::NodeDrop { .. }
@@ -175,7 +177,8 @@ impl Versions {
             | Request::VersionSnapshot { file, .. }
             | Request::VersionList { file }
             | Request::VersionGcPlan { file, .. }
-            | Request::VersionGcDone { file, .. } => Some(*file),
+            | Request::VersionGcDone { file, .. }
+            | Request::VersionBase { file, .. } => Some(*file),
             _ => None,
         };
         if let Some(file) = file {
@@ -284,6 +287,10 @@ impl Versions {
             } => Reply::GcPlan(self.file(file)?.versions.gc_plan(keep_last, newer_than_ms)),
             Request::VersionGcDone { file, plan } => {
                 self.file(file)?.versions.gc_done(&plan);
+                Reply::Done
+            }
+            Request::VersionBase { file, version } => {
+                self.file(file)?.versions.set_base(version);
                 Reply::Done
             }
             Request::NodePut { file, nodes } => {

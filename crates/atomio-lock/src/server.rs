@@ -365,6 +365,7 @@ fn request_name(r: &Request) -> &'static str {
         Request::NodeDrop { .. } => "NodeDrop",
         Request::NodeDropVersions { .. } => "NodeDropVersions",
         Request::Punch { .. } => "Punch",
+        Request::VersionBase { .. } => "VersionBase",
     }
 }
 

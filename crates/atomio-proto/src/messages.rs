@@ -406,6 +406,9 @@ pub enum Request {
         object: u32,
         ranges: Vec<ByteRange>,
     },
+    /// The file's base now holds snapshot `version` (it was materialized): older snapshots
+    /// can no longer be read through the base, so they are refused from now on. `Done`.
+    VersionBase { file: FileId, version: u64 },
 }
 
 /// A server's object files, as a client on the same host can reach them: the directory,
@@ -481,7 +484,8 @@ impl Request {
             | Request::VersionSnapshot { .. }
             | Request::VersionList { .. }
             | Request::VersionGcPlan { .. }
-            | Request::VersionGcDone { .. } => RequestClass::Meta,
+            | Request::VersionGcDone { .. }
+            | Request::VersionBase { .. } => RequestClass::Meta,
         }
     }
 }

@@ -72,6 +72,10 @@ pub enum ManagerError {
     Collected(Version),
     #[error("an empty write makes no version")]
     Empty,
+    #[error(
+        "version {0} is older than version {1}, which the file itself now holds (materialized)"
+    )]
+    BelowBase(Version, Version),
     #[error("{0}")]
     Geometry(#[from] crate::geometry::GeometryError),
 }
@@ -92,6 +96,8 @@ pub struct FileVersions {
     inflight: BTreeMap<Version, InFlight>,
     history: BTreeMap<Version, VersionRecord>,
     writers: u32,
+    /// The file's base holds this snapshot (materialized): older ones are unreadable.
+    base: Version,
 }
 
 /// What a garbage collection pass frees: the published versions `collect` (increasing)
@@ -114,7 +120,13 @@ impl FileVersions {
             inflight: BTreeMap::new(),
             history: BTreeMap::new(),
             writers: 0,
+            base: 0,
         }
+    }
+
+    /// The base was overwritten with snapshot `v` (see `base`).
+    pub fn set_base(&mut self, v: Version) {
+        self.base = self.base.max(v);
     }
 
     /// A new writer's number: the object its chunks go to in the file's chunk space.
@@ -129,6 +141,9 @@ impl FileVersions {
 
     /// The file's size in version `v` (0 for version 0).
     pub fn size(&self, v: Version) -> Result<u64, ManagerError> {
+        if v < self.base {
+            return Err(ManagerError::BelowBase(v, self.base));
+        }
         if v == 0 {
             return Ok(0);
         }
