@@ -296,8 +296,9 @@ mod tests {
     fn covered(locks: &Locks) -> RangeList {
         match locks {
             Locks::Fcntl(r) => RangeList::from_ranges(vec![*r]),
-            // The DLM client locks each object's hull of the call: everything.
-            Locks::Cached(_) => RangeList::from_ranges(vec![ByteRange {
+            // The DLM client locks each object's hull of the call: everything. A versioned
+            // call is one snapshot: all its bytes become visible at once.
+            Locks::Cached(_) | Locks::Versioned => RangeList::from_ranges(vec![ByteRange {
                 start: 0,
                 end: MAX_OFFSET,
             }]),
@@ -339,6 +340,7 @@ mod tests {
                 protocol: Protocol::AltTry,
             }),
             Box::new(FcntlExtent { sieve: true }),
+            Box::new(Versioning),
         ];
         for t in techniques {
             let locks = t

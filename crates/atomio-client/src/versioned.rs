@@ -629,7 +629,7 @@ impl VersionedFile {
             return Ok(());
         }
         // One Read per (server, object), pieces in the order listed.
-        let mut per: BTreeMap<(u32, u32), Vec<(u64, u64, usize)>> = BTreeMap::new();
+        let mut per: BTreeMap<(u32, u32), Vec<StoredPiece>> = BTreeMap::new();
         for (s, dst) in stored {
             let at = s.at.expect("stored");
             per.entry((at.server, at.object))
@@ -641,7 +641,7 @@ impl VersionedFile {
         for list in per.values_mut() {
             list.sort_unstable_by_key(|p| p.0);
         }
-        let order: Vec<((u32, u32), Vec<(u64, u64, usize)>)> = per.into_iter().collect();
+        let order: Vec<((u32, u32), Vec<StoredPiece>)> = per.into_iter().collect();
         let calls = order
             .iter()
             .map(|((server, slot), list)| {
@@ -834,6 +834,9 @@ impl VersionedFile {
         Ok(report)
     }
 }
+
+/// Stored bytes to read: (object offset, length, where they go in the caller's buffer).
+type StoredPiece = (u64, u64, usize);
 
 /// One request to one server.
 async fn one(c: &mut ClusterClient, s: ServerId, r: Request) -> Result<Reply, WireError> {
