@@ -245,13 +245,41 @@ int atomio_sync(atomio_file *file);
 // after every writer did this.
 int atomio_flush(atomio_file *file);
 
+// `versioning`: writes the newest published snapshot's bytes into the file's base (the
+// user's file in direct placement, the server file's objects otherwise), so that the base
+// alone holds the file as every version made it. Nothing to do for other strategies (or
+// with atomic mode off). Idempotent. Run it in ONE process after every writer's calls
+// returned (like an export): two materializations running at once may leave the older
+// snapshot's bytes in the base.
+int atomio_materialize(atomio_file *file);
+
+// `versioning`: reads the ranges (as `atomio_read_list`) as published snapshot `version`
+// has them — any version still kept, not only the newest. Version 0 (the file before any
+// version) is not a snapshot: `ATOMIO_EINVAL`. A version that was garbage-collected, is not
+// assigned yet, or is still in flight: `ATOMIO_ENOTFOUND`; one that was aborted:
+// `ATOMIO_EABORTED` (the message says which). Other strategies: `ATOMIO_EINVAL`.
+int atomio_read_version(atomio_file *file,
+                        uint64_t version,
+                        size_t n,
+                        const uint64_t *offsets,
+                        const uint64_t *lengths,
+                        void *buf,
+                        size_t len);
+
+// `versioning`: the newest published version (0: none yet) into `*out`. Later versions
+// may be in flight; every write call that returned before this call began is in it or
+// below it. Other strategies: `ATOMIO_EINVAL`.
+int atomio_latest_version(atomio_file *file, uint64_t *out);
+
 // The file's size in bytes.
 int atomio_size(atomio_file *file, uint64_t *out);
 
 // Truncates or zero-extends the file to `size` bytes.
 int atomio_set_size(atomio_file *file, uint64_t size);
 
-// Writes the file's logical bytes to `out_path` as one ordinary file.
+// Writes the file's logical bytes to `out_path` as one ordinary file. For a `versioning`
+// file: its newest published snapshot (one version throughout, whatever is written
+// meanwhile), the base under what no version wrote.
 int atomio_export(atomio_file *file, const char *out_path);
 
 // For strategies that need no servers (rma): `pwrite`s `len` bytes of one MPI-IO call,

@@ -917,6 +917,109 @@ pub extern "C" fn atomio_flush(file: *mut AtomioFile) -> c_int {
     call(|| with_file(file, async |f, _c| f.flush_cache().await))
 }
 
+/// The file's strategy is `versioning` (`what` names the call in the error otherwise).
+fn versioning(f: &File, what: &str) -> Result<(), WireError> {
+    if f.atomic().is_some_and(|s| s.is_versioning()) {
+        return Ok(());
+    }
+    Err(err(
+        ErrorCode::InvalidArgument,
+        format!("{what}: snapshots exist only for files in atomic mode with strategy versioning"),
+    ))
+}
+
+/// `versioning`: writes the newest published snapshot's bytes into the file's base (the
+/// user's file in direct placement, the server file's objects otherwise), so that the base
+/// alone holds the file as every version made it. Nothing to do for other strategies (or
+/// with atomic mode off). Idempotent. Run it in ONE process after every writer's calls
+/// returned (like an export): two materializations running at once may leave the older
+/// snapshot's bytes in the base.
+#[no_mangle]
+pub extern "C" fn atomio_materialize(file: *mut AtomioFile) -> c_int {
+    call(|| {
+        with_file(file, async |f, c| {
+            if versioning(f, "atomio_materialize").is_err() {
+                return Ok(());
+            }
+            let c = c.ok_or_else(|| {
+                err(
+                    ErrorCode::InvalidArgument,
+                    "atomio_materialize: versioning needs a connection to atomio servers",
+                )
+            })?;
+            f.materialize(c).await
+        })
+    })
+}
+
+/// `versioning`: reads the ranges (as `atomio_read_list`) as published snapshot `version`
+/// has them — any version still kept, not only the newest. Version 0 (the file before any
+/// version) is not a snapshot: `ATOMIO_EINVAL`. A version that was garbage-collected, is not
+/// assigned yet, or is still in flight: `ATOMIO_ENOTFOUND`; one that was aborted:
+/// `ATOMIO_EABORTED` (the message says which). Other strategies: `ATOMIO_EINVAL`.
+#[no_mangle]
+pub extern "C" fn atomio_read_version(
+    file: *mut AtomioFile,
+    version: u64,
+    n: usize,
+    offsets: *const u64,
+    lengths: *const u64,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        if version == 0 {
+            return Err(err(
+                ErrorCode::InvalidArgument,
+                "atomio_read_version: version 0 is the file before any version, not a \
+                 snapshot (versions start at 1)",
+            ));
+        }
+        let a = list_access(n, offsets, lengths)?;
+        let out = slice_mut(buf, len, "buf")?;
+        with_file(file, async |f, c| {
+            versioning(f, "atomio_read_version")?;
+            let c = c.ok_or_else(|| {
+                err(
+                    ErrorCode::InvalidArgument,
+                    "atomio_read_version: versioning needs a connection to atomio servers",
+                )
+            })?;
+            f.read_snapshot(c, Some(version), &a, out, false).await
+        })
+    })
+}
+
+/// `versioning`: the newest published version (0: none yet) into `*out`. Later versions
+/// may be in flight; every write call that returned before this call began is in it or
+/// below it. Other strategies: `ATOMIO_EINVAL`.
+#[no_mangle]
+pub extern "C" fn atomio_latest_version(file: *mut AtomioFile, out: *mut u64) -> c_int {
+    call(|| {
+        let out = mut_or(out, "out")?;
+        let v = with_file(file, async |f, c| {
+            versioning(f, "atomio_latest_version")?;
+            let c = c.ok_or_else(|| {
+                err(
+                    ErrorCode::InvalidArgument,
+                    "atomio_latest_version: versioning needs a connection to atomio servers",
+                )
+            })?;
+            // Published in order, so the newest published record is the published version
+            // (garbage collection always keeps it).
+            Ok(f.list_versions(c)
+                .await?
+                .iter()
+                .filter(|r| r.state == atomio_version::VersionState::Published)
+                .map(|r| r.version)
+                .max()
+                .unwrap_or(0))
+        })?;
+        *out = v;
+        Ok(())
+    })
+}
+
 /// The file's size in bytes.
 #[no_mangle]
 pub extern "C" fn atomio_size(file: *mut AtomioFile, out: *mut u64) -> c_int {
@@ -933,12 +1036,85 @@ pub extern "C" fn atomio_set_size(file: *mut AtomioFile, size: u64) -> c_int {
     call(|| with_file(file, async |f, c| f.set_size(c, size).await))
 }
 
-/// Writes the file's logical bytes to `out_path` as one ordinary file.
+/// The newest published snapshot of a `versioning` file (version, size), or `None` when the
+/// file is not versioned or has no version yet (its base is then all of it).
+async fn newest_snapshot(
+    f: &mut File,
+    c: &mut ClusterClient,
+) -> Result<Option<(u64, u64)>, WireError> {
+    if versioning(f, "export").is_err() {
+        return Ok(None);
+    }
+    let newest = f
+        .list_versions(c)
+        .await?
+        .into_iter()
+        .filter(|r| r.state == atomio_version::VersionState::Published)
+        .max_by_key(|r| r.version);
+    let Some(r) = newest else { return Ok(None) };
+    let base = match f.placement() {
+        Placement::Direct(d) => d.size()?,
+        Placement::Servers(info) => c.size(info).await?,
+    };
+    Ok(Some((r.version, r.size.max(base))))
+}
+
+/// Writes `size` bytes of snapshot `version` to the new ordinary file `path`.
+async fn export_snapshot(
+    f: &mut File,
+    c: &mut ClusterClient,
+    version: u64,
+    size: u64,
+    path: &str,
+) -> Result<(), WireError> {
+    let out =
+        std::fs::File::create(path).map_err(|e| err(ErrorCode::Io, format!("{path}: {e}")))?;
+    out.set_len(size)
+        .map_err(|e| err(ErrorCode::Io, e.to_string()))?;
+    const CHUNK: u64 = 64 << 20;
+    let mut at = 0;
+    while at < size {
+        let end = (at + CHUNK).min(size);
+        let mut buf = vec![0u8; (end - at) as usize];
+        let a = Access::contiguous(ByteRange::new(at, end)?)?;
+        f.read_snapshot(c, Some(version), &a, &mut buf, true)
+            .await?;
+        out.write_all_at(&buf, at)
+            .map_err(|e| err(ErrorCode::Io, e.to_string()))?;
+        at = end;
+    }
+    out.sync_all()
+        .map_err(|e| err(ErrorCode::Io, e.to_string()))
+}
+
+/// Writes the file's logical bytes to `out_path` as one ordinary file. For a `versioning`
+/// file: its newest published snapshot (one version throughout, whatever is written
+/// meanwhile), the base under what no version wrote.
 #[no_mangle]
 pub extern "C" fn atomio_export(file: *mut AtomioFile, out_path: *const c_char) -> c_int {
     call(|| {
         let path = str_or(out_path, "out_path")?.to_string();
-        with_file(file, async |f, c| {
+        with_file(file, async |f, mut c| {
+            if let Placement::Direct(d) = f.placement() {
+                let same = std::fs::canonicalize(&path)
+                    .ok()
+                    .zip(std::fs::canonicalize(d.path()).ok())
+                    .is_some_and(|(a, b)| a == b);
+                if same {
+                    return Err(err(
+                        ErrorCode::InvalidArgument,
+                        format!(
+                            "exporting {path} onto itself (atomio_materialize writes a \
+                                 versioning file's snapshot into it)"
+                        ),
+                    ));
+                }
+            }
+            if let Some(c) = c.as_deref_mut() {
+                if let Some((version, size)) = newest_snapshot(f, c).await? {
+                    return export_snapshot(f, c, version, size, &path).await;
+                }
+            }
             let info = match f.placement() {
                 Placement::Direct(d) => {
                     std::fs::copy(d.path(), &path)

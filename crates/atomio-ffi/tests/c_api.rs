@@ -10,8 +10,8 @@ fn lib_dir() -> PathBuf {
     exe.parent().unwrap().parent().unwrap().to_path_buf()
 }
 
-#[test]
-fn a_c_program_uses_the_library() {
+/// Compiles `tests/c/<name>.c` into a fresh temporary folder; returns (folder, executable).
+fn compile(name: &str) -> (PathBuf, PathBuf) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let lib = lib_dir();
     assert!(
@@ -19,13 +19,13 @@ fn a_c_program_uses_the_library() {
         "build the cdylib first: {}",
         lib.display()
     );
-    let tmp = std::env::temp_dir().join(format!("atomio-capi-{}", std::process::id()));
+    let tmp = std::env::temp_dir().join(format!("atomio-capi-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
-    let exe = tmp.join("smoke");
+    let exe = tmp.join(name);
     let status = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
         .arg(&exe)
-        .arg(root.join("crates/atomio-ffi/tests/c/smoke.c"))
+        .arg(root.join(format!("crates/atomio-ffi/tests/c/{name}.c")))
         .arg("-I")
         .arg(root.join("include"))
         .arg("-L")
@@ -34,19 +34,25 @@ fn a_c_program_uses_the_library() {
         .arg("-latomio")
         .status()
         .expect("a C compiler");
-    assert!(status.success(), "compiling the C smoke test failed");
-    let export = tmp.join("export.dat");
-    let out = Command::new(&exe)
-        .arg(tmp.join("data"))
-        .arg(&export)
-        .output()
-        .unwrap();
+    assert!(status.success(), "compiling the C test {name}.c failed");
+    (tmp, exe)
+}
+
+fn run(exe: &std::path::Path, args: &[PathBuf]) {
+    let out = Command::new(exe).args(args).output().unwrap();
     assert!(
         out.status.success(),
         "stdout: {}\nstderr: {}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn a_c_program_uses_the_library() {
+    let (tmp, exe) = compile("smoke");
+    let export = tmp.join("export.dat");
+    run(&exe, &[tmp.join("data"), export.clone()]);
     let bytes = std::fs::read(&export).unwrap();
     assert_eq!(bytes.len(), 3000);
     // Element (2, 5) of the 10x20 array holds the first 8 bytes written.
@@ -55,5 +61,21 @@ fn a_c_program_uses_the_library() {
         &[1, 2, 3, 4, 5, 6, 7, 8]
     );
     assert_eq!(&bytes[2000..2004], b"abcd");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Strategy versioning from C: snapshots read by number, the latest version, materialize
+/// into the user's file (direct) and the server file (servers), export, bad input.
+#[test]
+fn a_c_program_reads_versions_and_materializes() {
+    let (tmp, exe) = compile("versions");
+    run(
+        &exe,
+        &[
+            tmp.join("data"),
+            tmp.join("user.dat"),
+            tmp.join("export.dat"),
+        ],
+    );
     let _ = std::fs::remove_dir_all(&tmp);
 }
