@@ -1,6 +1,7 @@
 //! The MPI-IO front under `mpiexec`: builds `libatomio_mpiio.so` and the test programs of
 //! `mpi/mpiio` against this profile's `libatomio.so` and runs `mpi/mpiio/tests/run.sh`
-//! (readers see all or nothing, overlapping writers verified for every strategy and `rma`,
+//! (readers see all or nothing, overlapping writers verified for every strategy, `rma` and
+//! `versioning` (lock-free snapshots materialized into the user's file at close),
 //! the `none` negative control, views and memory types byte-equal to ROMIO, untaken files
 //! untouched, external `atomio server`s). Needs MPICH (`scripts/setup` installs it); set
 //! `ATOMIO_SKIP_MPI=1` to skip on a machine without MPI.
@@ -80,9 +81,9 @@ impl Drop for Hosts {
 /// The suite's steps 1–5 across four emulated hosts (network namespaces on a bridge): ranks
 /// placed round robin on the hosts, in-job servers listening on host addresses with the
 /// job's token, overlapping writers verified for every strategy, `rma`, the cached-lock
-/// DLMs, the negative control, views. Skipped with a message where namespaces cannot be
-/// made (not root, no iproute2). Steps 6 on start external servers on this namespace's
-/// loopback, which the hosts cannot reach.
+/// DLMs, `versioning`, the negative control, views. Skipped with a message where namespaces
+/// cannot be made (not root, no iproute2). Steps 6 on start external servers on this
+/// namespace's loopback, which the hosts cannot reach.
 #[test]
 fn mpi_io_suite_runs_across_four_emulated_hosts() {
     if !(have("mpiexec") && have("mpicc") && have("ip")) {
@@ -99,7 +100,7 @@ fn mpi_io_suite_runs_across_four_emulated_hosts() {
         "mpi/mpiio tests across 4 hosts failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     for step in [
-        "== 1.", "== 2b.", "== 2c.", "== 2f.", "== 2i.", "== 3a.", "== 5d.",
+        "== 1.", "== 2b.", "== 2c.", "== 2f.", "== 2i.", "== 2j.", "== 3a.", "== 5d.",
     ] {
         assert!(stdout.contains(step), "step {step} missing:\n{stdout}");
     }
@@ -129,8 +130,8 @@ fn mpi_io_front_passes_its_mpiexec_suite() {
     );
     // Every step ran (none silently filtered out).
     for step in [
-        "== 1.", "== 2f.", "== 2g.", "== 2h.", "== 3d.", "== 4b.", "== 5d.", "== 6b.", "== 7.",
-        "== 8.", "== 9.", "== 10.", "== 11.",
+        "== 1.", "== 2f.", "== 2g.", "== 2h.", "== 2j.", "== 3d.", "== 4b.", "== 5d.", "== 5e.",
+        "== 6b.", "== 7.", "== 8.", "== 9.", "== 10.", "== 11.",
     ] {
         assert!(stdout.contains(step), "step {step} missing:\n{stdout}");
     }

@@ -7,12 +7,18 @@
  * whatever the program asks, and MPI_File_get_atomicity then says 1. The atomicity holds
  * across every handle on the same servers (or, for rma with ATOMIO_RMA_SCOPE=world, the
  * same job), including independent opens on MPI_COMM_SELF, which MPI does not promise.
+ * Strategy versioning stays on with atomic mode off (see versioning.c for why).
  *
- * sync: direct placement: every rank fdatasyncs the ordinary file (atomio_sync). Servers
+ * sync: direct placement: every rank fdatasyncs the ordinary file (atomio_sync); with
+ * strategy versioning instead the ranks agree their writes returned and rank 0 writes the
+ * newest snapshot into the ordinary file and fdatasyncs it (versioning.c). Servers
  * placement: rank 0 makes the server copy durable (atomio_sync) and, if anyone wrote since
  * the last export and ATOMIO_EXPORT_ON_SYNC is not 0, writes it over the ordinary file, so
  * the bytes survive the job (in-job servers keep their data in a temporary directory).
- * set_size / preallocate: rank 0 changes the size once, after every rank arrived.
+ * set_size / preallocate: rank 0 changes the size once, after every rank arrived; a file
+ * with versioning snapshots may grow but not shrink (refused on every rank).
+ * get_size: atomio_size, which for versioning is the newest snapshot's size laid over the
+ * ordinary file's.
  *
  * Invariants: the collective calls agree on the outcome on every rank before returning;
  * sizes are never negative; preallocate never shrinks a file.
@@ -28,7 +34,7 @@ static int apply_atomic(amio_file *f)
 {
     if (f->is_rma)
         return MPI_SUCCESS;
-    int rc = atomio_set_atomic(f->af, f->atomic ? f->strategy : NULL);
+    int rc = atomio_set_atomic(f->af, f->atomic || f->versioning ? f->strategy : NULL);
     return rc == ATOMIO_OK ? MPI_SUCCESS : amio_error_atomio(rc, "MPI_File_set_atomicity");
 }
 
@@ -71,6 +77,14 @@ int MPI_File_sync(MPI_File fh)
         if (!(f->amode & MPI_MODE_RDONLY) && fsync(f->data_fd) < 0)
             code = amio_error(MPI_ERR_IO, "fsync %s: %s", f->path, strerror(errno));
         return amio_raise(fh, amio_agree(code, f->comm, "MPI_File_sync"));
+    }
+    if (f->direct && f->versioning) {
+        /* the writes are snapshots: rank 0 materializes them once every rank is done */
+        code = amio_versioning_settle(f, code, "MPI_File_sync");
+        code = amio_agree(code, f->comm, "MPI_File_sync");
+        if (code == MPI_SUCCESS)
+            f->dirty = 0;
+        return amio_raise(fh, code);
     }
     if (f->direct) {
         /* each rank flushes what its own descriptor wrote (other hosts' caches too) */
@@ -135,6 +149,8 @@ static int resize(amio_file *f, MPI_Offset size, int grow_only, const char *what
         uint64_t cur = 0;
         if (grow_only)
             code = amio_file_size(f, &cur);
+        else if (f->versioning)
+            code = amio_versioning_check_shrink(f, (uint64_t)size, what);
         if (code == MPI_SUCCESS && (!grow_only || cur < (uint64_t)size)) {
             if (f->is_rma) {
                 int r = grow_only ? posix_fallocate(f->data_fd, 0, (off_t)size)

@@ -149,7 +149,8 @@ typedef struct amio_file {
     int direct;                /* af is the ordinary file itself (direct placement) */
     int lock_fd;               /* rank 0 only: session locks (session.c), else -1 */
     int lock_rw;               /* lock_fd is writable (MUTEX can be exclusive) */
-    int dirty;                 /* written since the last export */
+    int dirty;                 /* written since the last export (or materialization) */
+    int versioning;            /* strategy versioning: writes are snapshots (versioning.c) */
 
     /* rma strategy */
     int data_fd;
@@ -202,6 +203,16 @@ int amio_session_export(amio_file *f);
 /* Is some handle anywhere in a session on the ordinary file at `path`? */
 int amio_session_busy(const char *path, int *busy);
 int amio_session_leave(amio_file *f, atomio_client *c, int export_first);
+
+/* ----- strategy versioning (versioning.c) -------------------------------------------- */
+
+/* Collective (sync, close of a direct file): every rank's writes returned; if any rank wrote
+ * since the last time, rank 0 materializes the newest snapshot into the user's file and
+ * makes it durable. Returns `code` or the first error of this rank; the caller agrees. */
+int amio_versioning_settle(amio_file *f, int code, const char *what);
+/* Rank 0 of a resize to `size`: refused (MPI_ERR_UNSUPPORTED_OPERATION) when the file has a
+ * snapshot and would shrink. */
+int amio_versioning_check_shrink(amio_file *f, uint64_t size, const char *what);
 
 /* ----- views and positions (view.c) -------------------------------------------------- */
 

@@ -22,7 +22,9 @@
  * end: on this 2-core machine each collective of a 4-rank open costs milliseconds.
  *
  * Close (collective): direct placement has nothing to copy (a write that returned is in the
- * file; a rank killed later loses nothing it was told was written). Servers placement:
+ * file; a rank killed later loses nothing it was told was written) — except with strategy
+ * versioning, whose writes are snapshots on the servers: the ranks agree they are done and
+ * rank 0 materializes the newest snapshot into the file (versioning.c). Servers placement:
  * agree that every rank is done ("dirty" = any rank wrote), rank 0 exports the server copy
  * over the ordinary file if it was written (not with MPI_MODE_DELETE_ON_CLOSE) and leaves
  * the session (the last one removes the copy). Then PMPI_File_close closes the genuine
@@ -92,6 +94,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->amode = amode;
     snprintf(f->strategy, sizeof f->strategy, "%s", strategy);
     f->is_rma = strcmp(strategy, "rma") == 0;
+    f->versioning = strcmp(strategy, "versioning") == 0;
     /* Strategies that run only on atomio's data servers (the cached-lock DLMs) take
        servers placement whatever ATOMIO_DATA says. */
     int runs_direct = 1;
@@ -200,7 +203,8 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         code = amio_agree(code, f->comm, "MPI_File_open");
     }
     f->atomic = amio_cfg.force_atomic;
-    if (code == MPI_SUCCESS && !f->is_rma && !f->atomic &&
+    /* versioning stays on with atomic mode off (versioning.c) */
+    if (code == MPI_SUCCESS && !f->is_rma && !f->atomic && !f->versioning &&
         atomio_set_atomic(f->af, NULL) != ATOMIO_OK)
         code = amio_error_atomio(ATOMIO_EINTERNAL, "atomic mode off");
 
@@ -243,7 +247,10 @@ int MPI_File_close(MPI_File *fh)
     if (f->is_rma) {
         code = amio_rma_close(f);
     } else if (f->direct) {
-        /* nothing to copy: every acknowledged write is already in the file */
+        /* nothing to copy: every acknowledged write is already in the file, except under
+         * strategy versioning, whose snapshots rank 0 materializes once all ranks are done */
+        if (f->versioning)
+            code = amio_versioning_settle(f, code, "MPI_File_close");
         atomio_close(f->af);
         f->af = NULL;
         code = amio_agree(code, f->comm, "MPI_File_close");

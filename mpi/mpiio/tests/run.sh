@@ -87,7 +87,7 @@ SERVER_STRATEGIES_A="whole-file bounding-extent block:4096 ching:posix:two-phase
 SERVER_STRATEGIES_B="ching:list:two-phase ching:list:one-try ching:list:alt-try ching:datatype:two-phase ching:datatype:one-try ching:datatype:alt-try"
 
 # ----- test 1: one writer, several readers ------------------------------------------------
-t1() { T_DIR=$(fresh t1) mpirun_n 4 --preload "$BUILD/t_atomic_readers" ching:datatype:one-try bounding-extent rma; }
+t1() { T_DIR=$(fresh t1) mpirun_n 4 --preload "$BUILD/t_atomic_readers" ching:datatype:one-try bounding-extent rma versioning; }
 step "1. one writer, readers see all or nothing (contiguous + vector views)" t1
 
 # ----- test 2: overlapping noncontiguous writers, every strategy ----------------------------
@@ -97,7 +97,7 @@ t2c() { T_DIR=$(fresh t2c) mpirun_n 4 --preload "$BUILD/t_overlap_writers" rma; 
 t2d() { T_DIR=$(fresh t2d) ATOMIO_RMA_MODE=paper mpirun_n 4 --preload "$BUILD/t_overlap_writers" rma; }
 # 2e: no ATOMIO_RMA_SCOPE: under ATOMIO_FORCE_ATOMIC the rma window spans the world by default.
 t2e() { T_DIR=$(fresh t2e) ATOMIO_FORCE_ATOMIC=1 \
-          mpirun_n 4 --preload "$BUILD/t_overlap_writers" --self ching:datatype:one-try ching:list:two-phase rma; }
+          mpirun_n 4 --preload "$BUILD/t_overlap_writers" --self ching:datatype:one-try ching:list:two-phase rma versioning; }
 t2f() {
   T_DIR=$(fresh t2f) ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_overlap_writers" --expect-violation none &&
   T_DIR=$(fresh t2f-direct) T_BLOCKS=2048 T_MIN_OPS=4 mpirun_n 4 --preload "$BUILD/t_overlap_writers" --expect-violation none
@@ -120,6 +120,13 @@ step "2h. overlapping writers atomic with NFS coherence (ATOMIO_NFS=1) and with 
 # by each rank's DLM agent and flushed with sequence numbers before the export at close.
 t2i() { T_DIR=$(fresh t2i) mpirun_n 4 --preload "$BUILD/t_overlap_writers" seqdlm dlm-basic dlm-lustre seqdlm:pw; }
 step "2i. overlapping writers atomic: seqdlm, dlm-basic, dlm-lustre, seqdlm:pw (cached stripe locks on the servers)" t2i
+# Versioning takes no locks: every write is a snapshot on the servers, read back over the
+# user's file; rank 0 materializes the newest into the user's file at close, which is what
+# the verifier reads (direct placement; on servers placement the export writes it).
+t2j() { T_DIR=$(fresh t2j) mpirun_n 4 --preload "$BUILD/t_overlap_writers" versioning &&
+        T_DIR=$(fresh t2j-coll) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --collective versioning &&
+        T_DIR=$(fresh t2j-servers) ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_overlap_writers" versioning; }
+step "2j. overlapping writers atomic: versioning (snapshots, materialized at close; independent, collective, servers)" t2j
 
 # ----- test 3: noncontiguous views and memory types against ROMIO; API semantics ------------
 t3a() { T_DIR=$(fresh t3a) mpirun_n 4 --preload "$BUILD/t_noncontig"; }
@@ -179,6 +186,7 @@ t5d() {
   diff "$WORK/out.a" "$WORK/out.b" && same_dirs "$a" "$b"
 }
 step "5d. ATOMIO_FILES=<directory> takes the tree: t_noncontig bytes = ROMIO" t5d
+step "5e. every file taken by glob, ATOMIO_STRATEGY=versioning: t_noncontig bytes = ROMIO" t5 t_noncontig versioning ""
 
 # ----- external servers (ATOMIO_SERVERS=host:port,... and a cluster file) ---------------------
 if [ -n "${ATOMIO_BIN:-}" ]; then
