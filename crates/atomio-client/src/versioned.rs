@@ -27,7 +27,7 @@ use atomio_layout::{Access, ByteRange, RangeList, ServerId};
 use atomio_net::ClusterClient;
 use atomio_proto::data::{file_id, Striping};
 use atomio_proto::{metadata_server, ErrorCode, FileId, ObjPiece, Reply, Request, WireError};
-use atomio_version::build::WritePieces;
+use atomio_version::build::{coalesce, WritePieces};
 use atomio_version::gc::{GcStep, GcWalker};
 use atomio_version::{
     BuildStep, ChunkRef, Geometry, Node, NodeKey, ReadStep, Segment, TreeBuilder, TreeReader,
@@ -42,6 +42,8 @@ use std::path::PathBuf;
 const OBJECTS_PER_SPACE: u32 = atomio_layout::MAX_STRIPE_COUNT as u32;
 /// Nodes kept in a client's cache before it starts over.
 const MAX_CACHED_NODES: usize = 1 << 20;
+/// Regions a write declares to the version manager at most (its hint to other writers).
+const MAX_DECLARED_REGIONS: usize = 4096;
 /// Aborts in a row before a write gives up.
 const MAX_RETRIES: u32 = 8;
 
@@ -442,13 +444,15 @@ impl VersionedFile {
         ranges: &RangeList,
         pieces: WritePieces,
     ) -> Result<Version, WireError> {
+        // A write of very many pieces declares fewer, wider regions (see `coalesce`).
+        let declared = coalesce(ranges, MAX_DECLARED_REGIONS);
         let reply = one(
             c,
             self.meta,
             Request::VersionAssign {
                 file: self.id,
                 writer: self.slot as u64,
-                regions: ranges.clone(),
+                regions: declared.clone(),
             },
         )
         .await?;
@@ -456,7 +460,14 @@ impl VersionedFile {
             return Err(unexpected("VersionAssign", &reply));
         };
         let version = a.version;
-        let mut builder = TreeBuilder::new(self.geometry, version, a.published, a.hints, pieces);
+        let mut builder = TreeBuilder::new(
+            self.geometry,
+            version,
+            a.published,
+            a.hints,
+            pieces,
+            &declared,
+        );
         if self.ignore_hints {
             builder = builder.ignoring_hints();
         }

@@ -378,3 +378,38 @@ async fn every_read_is_exactly_the_snapshot_of_its_version() {
         (1..=24).collect::<Vec<_>>()
     );
 }
+
+/// A write of more pieces than a write may declare (10,000 > 4,096) declares coalesced
+/// regions and still reads back exactly, under another writer's overlapping write.
+#[tokio::test(flavor = "multi_thread")]
+async fn writes_of_very_many_pieces_declare_coalesced_regions() {
+    use atomio_client::versioned::VersionedFile;
+    let cluster = EmbeddedCluster::start(2);
+    let addrs = cluster.serve_tcp().await.unwrap();
+    let id = atomio_proto::data::file_id("/many");
+    let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+    let mut v = VersionedFile::open(&mut c, id, "/many", Some(small_chunks()))
+        .await
+        .unwrap();
+    let many = Access::new(
+        0,
+        Pattern::hvector(10_000, 3, 10, &Pattern::bytes(1).unwrap()).unwrap(),
+    )
+    .unwrap();
+    v.write(&mut c, &many, &vec![1u8; 30_000]).await.unwrap();
+    let over = Access::contiguous(atomio_layout::ByteRange::new(50_000, 60_000).unwrap()).unwrap();
+    v.write(&mut c, &over, &vec![2u8; 10_000]).await.unwrap();
+    let r = RangeList::from_ranges(vec![atomio_layout::ByteRange::new(0, 100_000).unwrap()]);
+    let mut got = vec![0u8; 100_000];
+    v.read(&mut c, None, &r, &mut got).await.unwrap();
+    for (i, b) in got.iter().enumerate() {
+        let want = if (50_000..60_000).contains(&i) {
+            2
+        } else if i % 10 < 3 {
+            1
+        } else {
+            0
+        };
+        assert_eq!(*b, want, "byte {i}");
+    }
+}

@@ -21,8 +21,15 @@ use atomio_proto::{ClientId, ErrorCode, FileId, Reply, Request, WireError};
 use atomio_version::{FileVersions, ManagerError, NodeKey, Version};
 use std::collections::{BTreeMap, HashMap};
 
-/// Node bytes a server keeps, over all files.
-pub const MAX_NODE_BYTES: usize = 4 << 30;
+/// Node bytes a server keeps, over all files (a 1 TiB file of 256 KiB chunks, fully
+/// written, has ~4 Mi leaves: about 200 MiB of nodes per snapshot's unshared part).
+pub const MAX_NODE_BYTES: usize = 1 << 30;
+/// Files with versions a server manages.
+pub const MAX_VERSIONED_FILES: usize = 1 << 16;
+/// Versions in flight per file (each holds its regions as hints for the next writers).
+pub const MAX_IN_FLIGHT: usize = 4096;
+/// Regions one write may name (its hint to later writers).
+pub const MAX_REGIONS_PER_WRITE: usize = 1 << 16;
 /// One node's encoded size at most (a leaf of a 4 GiB chunk in 1-byte pieces would be more;
 /// such a write is refused at the client).
 pub const MAX_NODE_SIZE: usize = 16 << 20;
@@ -204,6 +211,7 @@ impl Versions {
     ) -> Result<Option<Reply>, WireError> {
         let reply = match request {
             Request::VersionOpen { file, geometry } => {
+                let full = self.files.len() >= MAX_VERSIONED_FILES;
                 let f = match (self.files.get_mut(&file), geometry) {
                     (Some(f), Some(g)) if f.versions.geometry != g => {
                         return Err(WireError::new(
@@ -215,6 +223,12 @@ impl Versions {
                         ))
                     }
                     (Some(f), _) => f,
+                    (None, Some(_)) if full => {
+                        return Err(WireError::new(
+                            ErrorCode::LimitExceeded,
+                            format!("this server manages versions of {MAX_VERSIONED_FILES} files, its limit"),
+                        ))
+                    }
                     (None, Some(g)) => {
                         let g = g.validate().map_err(|e| {
                             WireError::new(ErrorCode::InvalidArgument, e.to_string())
@@ -238,7 +252,22 @@ impl Versions {
                 regions,
             } => {
                 let now = self.now_ms;
+                if regions.len() > MAX_REGIONS_PER_WRITE {
+                    return Err(WireError::new(
+                        ErrorCode::LimitExceeded,
+                        format!(
+                            "a versioned write of {} regions (at most {MAX_REGIONS_PER_WRITE})",
+                            regions.len()
+                        ),
+                    ));
+                }
                 let f = self.file(file)?;
+                if f.writer_of.len() >= MAX_IN_FLIGHT {
+                    return Err(WireError::new(
+                        ErrorCode::LimitExceeded,
+                        format!("{MAX_IN_FLIGHT} versions of this file are in flight, its limit"),
+                    ));
+                }
                 let a = f
                     .versions
                     .assign(writer, regions, now)

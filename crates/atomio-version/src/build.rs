@@ -24,6 +24,29 @@ use crate::{Ref, Version};
 use atomio_layout::{ByteRange, RangeList};
 use std::collections::{BTreeMap, HashMap};
 
+/// At most `max` ranges covering `ranges` (the smallest gaps filled first): what a write
+/// with very many pieces declares to the version manager. Declaring more than it writes is
+/// safe — the writer makes nodes (pass-through where it wrote nothing) at every declared
+/// position — and keeps hints, and the manager's memory, bounded.
+pub fn coalesce(ranges: &RangeList, max: usize) -> RangeList {
+    let s = ranges.as_slice();
+    if s.len() <= max.max(1) {
+        return ranges.clone();
+    }
+    let mut gaps: Vec<u64> = s.windows(2).map(|w| w[1].start - w[0].end).collect();
+    gaps.sort_unstable();
+    // Fill every gap up to the one that leaves `max` ranges.
+    let fill = gaps[s.len() - max.max(1) - 1];
+    let mut out: Vec<ByteRange> = Vec::with_capacity(max);
+    for r in s {
+        match out.last_mut() {
+            Some(last) if r.start - last.end <= fill => last.end = r.end,
+            _ => out.push(*r),
+        }
+    }
+    RangeList::from_ranges(out)
+}
+
 /// One write's pieces, per leaf block.
 #[derive(Clone, Debug, Default)]
 pub struct WritePieces {
@@ -81,6 +104,10 @@ pub struct TreeBuilder {
     hints: Vec<(Version, RangeList)>,
     own: BTreeMap<u64, Vec<Extent>>,
     own_bytes: BTreeMap<u64, u64>,
+    /// Blocks under the regions this version declared to the manager (a superset of the
+    /// blocks it writes): it makes a node at every position above them, since later
+    /// writers' forward references name those positions.
+    declared: std::collections::BTreeSet<u64>,
     level: u8,
     /// The write's positions at `level`, each with what `p`'s tree has there.
     positions: BTreeMap<Pos, Ref>,
@@ -90,14 +117,23 @@ pub struct TreeBuilder {
 }
 
 impl TreeBuilder {
-    /// `hints` must be the versions strictly between `published` and `v`.
+    /// `hints` must be the versions strictly between `published` and `v`; `declared` the
+    /// regions `v` was assigned with (covering every byte of `pieces`).
     pub fn new(
         g: Geometry,
         v: Version,
         published: Version,
         mut hints: Vec<(Version, RangeList)>,
         pieces: WritePieces,
+        declared: &RangeList,
     ) -> Self {
+        let mut blocks: std::collections::BTreeSet<u64> = pieces.blocks.keys().copied().collect();
+        for r in declared.as_slice() {
+            if r.is_empty() {
+                continue;
+            }
+            blocks.extend(g.block(r.start)..=g.block(r.end - 1));
+        }
         hints.sort_unstable_by_key(|h| std::cmp::Reverse(h.0));
         let own_bytes = pieces
             .blocks
@@ -112,6 +148,7 @@ impl TreeBuilder {
             hints,
             own: pieces.blocks,
             own_bytes,
+            declared: blocks,
             level: g.levels - 1,
             positions,
             fetched: HashMap::new(),
@@ -128,7 +165,7 @@ impl TreeBuilder {
     }
 
     fn writes_under(&self, p: Pos) -> bool {
-        self.own.range(self.blocks_under(p)).next().is_some()
+        self.declared.range(self.blocks_under(p)).next().is_some()
     }
 
     fn full(&self, p: Pos) -> bool {

@@ -370,11 +370,18 @@ pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimReport, String> {
                     wr.write = Some((regions, data, pieces));
                 }
                 let (regions, _, pieces) = wr.write.clone().expect("set above");
+                // Sometimes declare fewer, wider regions than written (as a client does for
+                // writes of very many pieces).
+                let declared = match rng.gen_ratio(1, 3) {
+                    true => crate::build::coalesce(&regions, rng.gen_range(1..=3)),
+                    false => regions,
+                };
                 let a = w
                     .manager
-                    .assign(i as u64, regions, now_ms)
+                    .assign(i as u64, declared.clone(), now_ms)
                     .map_err(|e| e.to_string())?;
-                let builder = TreeBuilder::new(g, a.version, a.published, a.hints, pieces);
+                let builder =
+                    TreeBuilder::new(g, a.version, a.published, a.hints, pieces, &declared);
                 if cfg.stalls && rng.gen_ratio(1, 25) {
                     Phase::Stalled {
                         version: a.version,

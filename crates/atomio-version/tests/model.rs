@@ -121,8 +121,9 @@ fn nodes_for(size: u64, writes: &[(u64, u64)]) -> usize {
             },
         );
         at += len;
-        let a = m.assign(1, RangeList::from_ranges(vec![r]), 0).unwrap();
-        let mut b = TreeBuilder::new(g, a.version, a.published, a.hints, pieces);
+        let declared = RangeList::from_ranges(vec![r]);
+        let a = m.assign(1, declared.clone(), 0).unwrap();
+        let mut b = TreeBuilder::new(g, a.version, a.published, a.hints, pieces, &declared);
         let mut supply = Vec::new();
         loop {
             match b.advance(std::mem::take(&mut supply)).unwrap() {
@@ -160,4 +161,25 @@ fn nodes_grow_with_bytes_written_not_with_the_file_size() {
     let huge = nodes_for(1 << 40, &writes);
     // Depth grows from 6 to 20 levels: nodes grow at most in that ratio, not 2^28-fold.
     assert!(huge <= small * 20 / 6 + 50, "{small} vs {huge}");
+}
+
+#[test]
+fn coalescing_keeps_every_byte_and_at_most_max_ranges() {
+    use atomio_layout::{ByteRange, RangeList};
+    use atomio_version::build::coalesce;
+    let ranges = RangeList::from_ranges(
+        (0..1000u64)
+            .map(|i| ByteRange::new(i * 100 + (i % 7) * 3, i * 100 + 50).unwrap())
+            .collect(),
+    );
+    for max in [1, 2, 10, 999, 1000, 5000] {
+        let c = coalesce(&ranges, max);
+        assert!(c.len() <= max.max(1), "{max}: {}", c.len());
+        for r in ranges.as_slice() {
+            assert!(c
+                .as_slice()
+                .iter()
+                .any(|x| x.start <= r.start && r.end <= x.end));
+        }
+    }
 }
