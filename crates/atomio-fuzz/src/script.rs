@@ -162,15 +162,27 @@ impl Node {
                 }
                 let mut request = request;
                 self.locks.stamp(&mut request);
-                let reply = self.data.handle_from(client, request);
+                // Every answer this causes (versioning: a completion answers the writers
+                // waiting for the versions it publishes).
+                let mut replies = Vec::new();
+                self.data.set_now(self.now);
+                self.data.handle_all(client, tag, request, &mut replies);
                 for (file, object) in self.data.take_synchronize() {
                     self.locks.synchronize_object(file, object, &mut self.out);
                 }
-                if self.fenced.contains(&client) {
-                    assert!(
-                        matches!(&reply, Reply::Error(e) if e.code == ErrorCode::LeaseExpired),
-                        "a fenced client's data request was served: {reply:?}"
-                    );
+                for (to, t, reply) in &replies {
+                    if self.fenced.contains(&client) && (*to, *t) == (client, tag) {
+                        assert!(
+                            matches!(reply, Reply::Error(e) if e.code == ErrorCode::LeaseExpired),
+                            "a fenced client's data request was served: {reply:?}"
+                        );
+                    }
+                    if let Reply::Published { .. } = reply {
+                        assert!(
+                            !self.fenced.contains(to),
+                            "a fenced client was told its version is published"
+                        );
+                    }
                 }
             }
         }

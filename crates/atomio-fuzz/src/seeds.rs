@@ -160,11 +160,165 @@ fn stage(
 }
 
 /// Named scripts for the `serve` target.
+/// Versioning's requests: two writers assigned overlapping versions that complete out of
+/// order (the lower one's completion publishes both), nodes put and read back, a snapshot,
+/// a collection, a hole punched, and a third writer gone mid-version (aborted).
+fn versioning_script() -> Script {
+    use atomio_version::{Geometry, Node, NodeKey, Pos};
+    let file = FileId(9);
+    let g = Geometry::new(64, 4, 1 << 12).expect("valid");
+    let regions = |a: u64, b: u64| {
+        atomio_layout::RangeList::from_ranges(vec![ByteRange { start: a, end: b }])
+    };
+    let key = |level, index, version| NodeKey {
+        pos: Pos { level, index },
+        version,
+    };
+    let leaf = Node::Leaf(atomio_version::Leaf::default()).encode();
+    let inner = Node::Inner(vec![None; 4]).encode();
+    Script(vec![
+        f(
+            0,
+            1,
+            Request::VersionOpen {
+                file,
+                geometry: Some(g),
+            },
+        ),
+        f(
+            1,
+            1,
+            Request::VersionOpen {
+                file,
+                geometry: None,
+            },
+        ),
+        f(
+            0,
+            2,
+            Request::VersionAssign {
+                file,
+                writer: 1,
+                regions: regions(0, 100),
+            },
+        ),
+        f(
+            1,
+            2,
+            Request::VersionAssign {
+                file,
+                writer: 2,
+                regions: regions(50, 150),
+            },
+        ),
+        f(
+            1,
+            3,
+            Request::NodePut {
+                file,
+                nodes: vec![
+                    (key(0, 1, 2), leaf.clone().into()),
+                    (key(5, 0, 2), inner.clone().into()),
+                ],
+            },
+        ),
+        f(1, 4, Request::VersionComplete { file, version: 2 }),
+        f(
+            0,
+            3,
+            Request::NodePut {
+                file,
+                nodes: vec![(key(0, 0, 1), leaf.into())],
+            },
+        ),
+        f(0, 4, Request::VersionComplete { file, version: 1 }),
+        f(
+            0,
+            5,
+            Request::NodeGet {
+                file,
+                keys: vec![key(0, 0, 1), key(3, 3, 3)],
+            },
+        ),
+        f(
+            2,
+            1,
+            Request::VersionOpen {
+                file,
+                geometry: None,
+            },
+        ),
+        f(
+            2,
+            2,
+            Request::VersionAssign {
+                file,
+                writer: 3,
+                regions: regions(0, 4096),
+            },
+        ),
+        Step::Disconnect { client: 2 },
+        f(
+            0,
+            6,
+            Request::VersionSnapshot {
+                file,
+                version: None,
+            },
+        ),
+        f(0, 7, Request::VersionList { file }),
+        f(
+            0,
+            8,
+            Request::VersionGcPlan {
+                file,
+                keep_last: 1,
+                newer_than_ms: None,
+            },
+        ),
+        f(
+            0,
+            9,
+            Request::NodeDrop {
+                file,
+                keys: vec![key(0, 0, 1)],
+            },
+        ),
+        f(
+            0,
+            10,
+            Request::NodeDropVersions {
+                file,
+                versions: vec![3],
+            },
+        ),
+        f(
+            0,
+            11,
+            Request::Punch {
+                file,
+                object: 0,
+                ranges: vec![ByteRange { start: 0, end: 10 }],
+            },
+        ),
+        f(0, 12, Request::VersionBase { file, version: 2 }),
+        f(
+            0,
+            13,
+            Request::VersionSnapshot {
+                file,
+                version: Some(1),
+            },
+        ),
+    ])
+}
+
 pub fn scripts() -> Vec<(&'static str, Script)> {
     use LockMode::{Read, Write};
     let w = |rs: &[(u64, u64)], wait| lock(Write, ranges(rs), wait);
     let many: Vec<(u64, u64)> = (0..40).map(|i| (i * 100, i * 100 + 50)).collect();
     vec![
+        ("versioning", versioning_script()),
         (
             // Long requests run in slices (`FUZZ_SLICE` ranges per step): a 40-range read
             // lock is granted over several work steps while a writer waits behind it; a
