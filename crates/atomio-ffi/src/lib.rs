@@ -933,7 +933,7 @@ fn versioning(f: &File, what: &str) -> Result<(), WireError> {
 /// alone holds the file as every version made it. Nothing to do for other strategies (or
 /// with atomic mode off). Idempotent. Run it in ONE process after every writer's calls
 /// returned (like an export): two materializations running at once may leave the older
-/// snapshot's bytes in the base.
+/// snapshot's bytes in the base. Snapshots older than the one written become unreadable.
 #[no_mangle]
 pub extern "C" fn atomio_materialize(file: *mut AtomioFile) -> c_int {
     call(|| {
@@ -954,8 +954,9 @@ pub extern "C" fn atomio_materialize(file: *mut AtomioFile) -> c_int {
 
 /// `versioning`: reads the ranges (as `atomio_read_list`) as published snapshot `version`
 /// has them — any version still kept, not only the newest. Version 0 (the file before any
-/// version) is not a snapshot: `ATOMIO_EINVAL`. A version that was garbage-collected, is not
-/// assigned yet, or is still in flight: `ATOMIO_ENOTFOUND`; one that was aborted:
+/// version) is not a snapshot: `ATOMIO_EINVAL`. A version that was garbage-collected, is
+/// older than the one last materialized (the base no longer holds its unwritten bytes), is
+/// not assigned yet, or is still in flight: `ATOMIO_ENOTFOUND`; one that was aborted:
 /// `ATOMIO_EABORTED` (the message says which). Other strategies: `ATOMIO_EINVAL`.
 #[no_mangle]
 pub extern "C" fn atomio_read_version(

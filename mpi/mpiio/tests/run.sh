@@ -121,12 +121,14 @@ step "2h. overlapping writers atomic with NFS coherence (ATOMIO_NFS=1) and with 
 t2i() { T_DIR=$(fresh t2i) mpirun_n 4 --preload "$BUILD/t_overlap_writers" seqdlm dlm-basic dlm-lustre seqdlm:pw; }
 step "2i. overlapping writers atomic: seqdlm, dlm-basic, dlm-lustre, seqdlm:pw (cached stripe locks on the servers)" t2i
 # Versioning takes no locks: every write is a snapshot on the servers, read back over the
-# user's file; rank 0 materializes the newest into the user's file at close, which is what
-# the verifier reads (direct placement; on servers placement the export writes it).
+# user's file; rank 0 materializes the newest into the user's file at close (--sync: at
+# MPI_File_sync, checked before the close), which is what the verifier reads (direct
+# placement; on servers placement the export writes it).
 t2j() { T_DIR=$(fresh t2j) mpirun_n 4 --preload "$BUILD/t_overlap_writers" versioning &&
         T_DIR=$(fresh t2j-coll) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --collective versioning &&
+        T_DIR=$(fresh t2j-sync) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --sync versioning &&
         T_DIR=$(fresh t2j-servers) ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_overlap_writers" versioning; }
-step "2j. overlapping writers atomic: versioning (snapshots, materialized at close; independent, collective, servers)" t2j
+step "2j. overlapping writers atomic: versioning (snapshots, materialized at close or sync; independent, collective, servers)" t2j
 
 # ----- test 3: noncontiguous views and memory types against ROMIO; API semantics ------------
 t3a() { T_DIR=$(fresh t3a) mpirun_n 4 --preload "$BUILD/t_noncontig"; }

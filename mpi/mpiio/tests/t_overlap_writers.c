@@ -3,7 +3,7 @@
  * atomic mode, checked by atomio's atomicity verifier, for every strategy named on the
  * command line (each opens its own file with the hint atomio_strategy=<name>).
  *
- *   t_overlap_writers [--self] [--collective] [--expect-violation] STRATEGY...
+ *   t_overlap_writers [--self] [--collective] [--sync] [--expect-violation] STRATEGY...
  *
  * Rank r's view: displacement r*SHIFT, filetype MPI_Type_vector(C, B, S, MPI_BYTE): block i
  * covers [r*SHIFT + i*S, +B). With SHIFT = S/2 and B = 3S/4 every block of rank r overlaps
@@ -20,6 +20,8 @@
  * --collective: MPI_File_write_at_all (2 x MIN_OPS calls, the same on every rank): in direct
  *   placement the library gathers each call on one rank and writes it as one atomic call;
  *   the verifier must still see every rank's write whole.
+ * --sync: the file is checked after MPI_File_sync, before the close (the bytes must be in the
+ *   ordinary file then: strategy versioning materializes its snapshots at sync).
  * --expect-violation: the negative control (strategy none): repeat fresh rounds until the
  *   verifier reports a violation (bounded); never catching one fails the test. T_MIN_OPS
  *   (default 2) is the number of racing writes per rank and round, T_BLOCKS (default C)
@@ -37,7 +39,7 @@
 #define MIN_OPS 3
 #define MAX_OPS 400
 
-static int self_mode, expect_violation, collective, blocks = C;
+static int self_mode, expect_violation, collective, sync_check, blocks = C;
 
 static atomio_pattern *view_pattern(void)
 {
@@ -108,9 +110,11 @@ static int round_once(const char *strategy, int round, double seconds)
     free(buf);
     if (self_mode)
         t_barrier(MPI_COMM_WORLD); /* all independent handles done before any closes */
-    T_MPI(MPI_File_close(&fh));
-    MPI_Type_free(&ft);
-    t_barrier(MPI_COMM_WORLD); /* every export finished */
+    if (sync_check)
+        T_MPI(MPI_File_sync(fh)); /* the file is checked while still open */
+    else
+        T_MPI(MPI_File_close(&fh));
+    t_barrier(MPI_COMM_WORLD); /* every export (or sync) finished */
 
     int *all_ops = t_rank == 0 ? malloc(sizeof(int) * (size_t)t_size) : NULL;
     MPI_Gather(&ops, 1, MPI_INT, all_ops, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -133,8 +137,12 @@ static int round_once(const char *strategy, int round, double seconds)
             printf("  %.600s\n", report);
         fflush(stdout);
         free(all_ops);
-        remove(plain);
     }
+    if (sync_check)
+        T_MPI(MPI_File_close(&fh));
+    MPI_Type_free(&ft);
+    if (t_rank == 0)
+        remove(plain);
     atomio_pattern_free(pat);
     MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return verdict;
@@ -154,6 +162,10 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[i], "--collective") == 0) {
             collective = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--sync") == 0) {
+            sync_check = 1;
             continue;
         }
         if (strcmp(argv[i], "--expect-violation") == 0) {
