@@ -318,7 +318,15 @@ impl VersionedFile {
         if ask.is_empty() {
             return Ok(out);
         }
-        let order: Vec<(u32, Vec<NodeKey>)> = ask.into_iter().collect();
+        // At most 1,024 nodes per request: answers stay far below the frame limit.
+        let order: Vec<(u32, Vec<NodeKey>)> = ask
+            .into_iter()
+            .flat_map(|(s, keys)| {
+                keys.chunks(1024)
+                    .map(|c| (s, c.to_vec()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         let calls = order
             .iter()
             .map(|(s, keys)| {

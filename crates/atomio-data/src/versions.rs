@@ -24,6 +24,8 @@ use std::collections::{BTreeMap, HashMap};
 /// Node bytes a server keeps, over all files (a 1 TiB file of 256 KiB chunks, fully
 /// written, has ~4 Mi leaves: about 200 MiB of nodes per snapshot's unshared part).
 pub const MAX_NODE_BYTES: usize = 1 << 30;
+/// Node bytes one `NodeGet` answer may carry (well under the frame limit).
+pub const MAX_NODE_REPLY_BYTES: usize = 32 << 20;
 /// Files with versions a server manages.
 pub const MAX_VERSIONED_FILES: usize = 1 << 16;
 /// Versions in flight per file (each holds its regions as hints for the next writers).
@@ -289,6 +291,12 @@ impl Versions {
                     }
                     _ => {}
                 }
+                if f.writer_of.get(&version).is_some_and(|w| *w != client) {
+                    return Err(WireError::new(
+                        ErrorCode::NotOwner,
+                        format!("version {version} is another client's to complete"),
+                    ));
+                }
                 let published = f.versions.complete(version).map_err(manager_err)?;
                 f.waiting.entry(version).or_default().push((client, tag));
                 for v in published {
@@ -356,11 +364,18 @@ impl Versions {
             }
             Request::NodeGet { file, keys } => {
                 let store = self.nodes.get(&file);
-                Reply::Nodes(
-                    keys.iter()
-                        .map(|k| store.and_then(|s| s.get(k)).cloned())
-                        .collect(),
-                )
+                let found: Vec<_> = keys
+                    .iter()
+                    .map(|k| store.and_then(|s| s.get(k)).cloned())
+                    .collect();
+                let bytes: usize = found.iter().flatten().map(|b| b.len() + 8).sum();
+                if bytes > MAX_NODE_REPLY_BYTES {
+                    return Err(WireError::new(
+                        ErrorCode::LimitExceeded,
+                        format!("{bytes} bytes of nodes in one reply (at most {MAX_NODE_REPLY_BYTES}): ask for fewer"),
+                    ));
+                }
+                Reply::Nodes(found)
             }
             Request::NodeDrop { file, keys } => {
                 if let Some(store) = self.nodes.get_mut(&file) {
