@@ -82,7 +82,7 @@ impl VersionedTarget {
             true => atomio_client::File::direct(atomio_client::DirectData::open_mode(
                 std::path::Path::new(&self.path),
                 false,
-                false,
+                true,
             )?),
             false => atomio_client::File::open(&mut c, &self.path).await?,
         };
@@ -221,5 +221,25 @@ pub fn gc(a: GcArgs) -> anyhow::Result<()> {
         r.nodes_freed,
         r.bytes_punched
     );
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct MaterializeArgs {
+    #[command(flatten)]
+    target: VersionedTarget,
+}
+
+/// `atomio materialize`: writes the newest snapshot into the file's base (the user's file
+/// with `--direct`): what the MPI library's rank 0 does at close, again by hand (after a
+/// crash mid-way, or to read the file without atomio before the job closes it).
+pub fn materialize(a: MaterializeArgs) -> anyhow::Result<()> {
+    let path = a.target.path.clone();
+    let size = runtime()?.block_on(async {
+        let (mut c, mut f) = a.target.open().await?;
+        f.materialize(&mut c).await?;
+        Ok::<_, anyhow::Error>(f.size(Some(&mut c)).await?)
+    })?;
+    println!("{path}: the newest snapshot is in the file ({size} bytes)");
     Ok(())
 }

@@ -52,6 +52,8 @@ enum Command {
     Versions(files::VersionsArgs),
     /// Free the snapshots of a versioned file no longer kept (newest K, or newer than T).
     Gc(files::GcArgs),
+    /// Write a versioned file's newest snapshot into the file itself (its base).
+    Materialize(files::MaterializeArgs),
     /// Decide from a file's bytes (and its manifest) whether its writes were atomic.
     Verify(files::VerifyArgs),
     /// What running servers hold: lock table, waiters, leases, queue depths.
@@ -161,6 +163,7 @@ fn main() -> std::process::ExitCode {
         Command::Export(a) => files::export(a),
         Command::Versions(a) => files::versions(a),
         Command::Gc(a) => files::gc(a),
+        Command::Materialize(a) => files::materialize(a),
         Command::Verify(a) => files::verify(a),
         Command::Worker => worker(),
         Command::ProbeHold(a) => probe::run(a),

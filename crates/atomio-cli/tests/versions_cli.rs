@@ -93,6 +93,25 @@ async fn versions_export_and_gc_from_the_command_line() {
     assert_eq!(std::fs::read(&out).unwrap(), expect[2]);
     let (ok, text) = atomio(&["versions", "--cluster", cf, path, "--json"]);
     assert!(ok && text.contains("\"Collected\""), "{text}");
+
+    // The user's own file: snapshots over it, then `atomio materialize --direct`.
+    let user = dir.join("user.dat");
+    std::fs::write(&user, vec![b'.'; 5000]).unwrap();
+    let mut d = File::direct(atomio_client::DirectData::open(&user, false).unwrap());
+    d.set_atomic(Some(Strategy::versioning())).unwrap();
+    let r = ByteRange::new(4000, 6000).unwrap();
+    d.write(&mut c, &Access::contiguous(r).unwrap(), &[b'x'; 2000])
+        .await
+        .unwrap();
+    let u = user.to_str().unwrap();
+    let (ok, text) = atomio(&["versions", "--cluster", cf, "--direct", u]);
+    assert!(ok && text.contains("Published"), "{text}");
+    assert_eq!(std::fs::read(&user).unwrap(), vec![b'.'; 5000]);
+    let (ok, text) = atomio(&["materialize", "--cluster", cf, "--direct", u]);
+    assert!(ok, "{text}");
+    let bytes = std::fs::read(&user).unwrap();
+    assert_eq!(bytes.len(), 6000);
+    assert!(bytes[..4000].iter().all(|&b| b == b'.') && bytes[4000..].iter().all(|&b| b == b'x'));
 }
 
 #[test]
