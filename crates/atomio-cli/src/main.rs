@@ -4,6 +4,7 @@ mod bench_locks;
 mod bench_mpi;
 mod bench_rma;
 mod bench_seqdlm;
+mod bench_versions;
 mod bench_workload;
 mod demo;
 mod files;
@@ -95,6 +96,18 @@ enum Bench {
     /// SeqDLM §V-B, Fig. 19: lock upgrading (one client, writes and reads) and
     /// downgrading (writes across two stripes).
     SeqdlmConvert(bench_seqdlm::SeqArgs),
+    /// Tran §6.3: one client writes the same bytes in 1, 2, 4, …, 1024 regions and reads
+    /// them back; write and read MiB/s per strategy (versioning vs locks vs the limit).
+    RegionsSweep(bench_versions::SweepArgs),
+    /// Readers read the newest data in a loop while writers write overlapping tiles: read
+    /// latency with and without writers, versioning vs lock strategies.
+    VersionReaders(Box<bench_versions::ReadersArgs>),
+    /// One writer overwrites a file many times under versioning while a second client
+    /// collects old snapshots: the servers' disk usage over time.
+    VersionGc(bench_versions::GcArgs),
+    /// A client process of `version-readers` (JSON lines on stdin/stdout).
+    #[command(hide = true)]
+    VersionClient,
     /// List the workloads.
     List,
     /// A workload: `atomio bench <workload> [options] [-- workload options]`.
@@ -152,6 +165,18 @@ fn main() -> std::process::ExitCode {
         Command::Bench {
             which: Bench::SeqdlmConvert(a),
         } => bench_seqdlm::convert(a),
+        Command::Bench {
+            which: Bench::RegionsSweep(a),
+        } => bench_versions::regions_sweep(a),
+        Command::Bench {
+            which: Bench::VersionReaders(a),
+        } => bench_versions::version_readers(*a),
+        Command::Bench {
+            which: Bench::VersionGc(a),
+        } => bench_versions::version_gc(a),
+        Command::Bench {
+            which: Bench::VersionClient,
+        } => bench_versions::version_client(),
         Command::Bench { which: Bench::List } => {
             bench_workload::list();
             Ok(())
