@@ -42,7 +42,8 @@ pub struct MpiCommon {
         default_value = "mpich,mpich-nods,mpich-atomic,mpich-atomic-nods"
     )]
     baselines: Vec<String>,
-    /// atomio strategies, each run through the preloaded libatomio_mpiio.so.
+    /// atomio strategies, each run through the preloaded libatomio_mpiio.so: any name the
+    /// library takes (`ching:…`, `bounding-extent`, `rma`, `seqdlm`, `versioning`, …).
     #[arg(
         long,
         value_delimiter = ',',

@@ -80,7 +80,7 @@ int MPI_File_sync(MPI_File fh)
     }
     if (f->direct && f->versioning) {
         /* the writes are snapshots: rank 0 materializes them once every rank is done */
-        code = amio_versioning_settle(f, code, "MPI_File_sync");
+        code = amio_versioning_settle(f, code, 0, "MPI_File_sync");
         code = amio_agree(code, f->comm, "MPI_File_sync");
         if (code == MPI_SUCCESS)
             f->dirty = 0;

@@ -208,8 +208,9 @@ int amio_session_leave(amio_file *f, atomio_client *c, int export_first);
 
 /* Collective (sync, close of a direct file): every rank's writes returned; if any rank wrote
  * since the last time, rank 0 materializes the newest snapshot into the user's file and
- * makes it durable. Returns `code` or the first error of this rank; the caller agrees. */
-int amio_versioning_settle(amio_file *f, int code, const char *what);
+ * makes it durable (not when `closing` a file opened MPI_MODE_DELETE_ON_CLOSE). Returns
+ * `code` or the first error of this rank; the caller agrees. */
+int amio_versioning_settle(amio_file *f, int code, int closing, const char *what);
 /* Rank 0 of a resize to `size`: refused (MPI_ERR_UNSUPPORTED_OPERATION) when the file has a
  * snapshot and would shrink. */
 int amio_versioning_check_shrink(amio_file *f, uint64_t size, const char *what);

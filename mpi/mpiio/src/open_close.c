@@ -250,7 +250,7 @@ int MPI_File_close(MPI_File *fh)
         /* nothing to copy: every acknowledged write is already in the file, except under
          * strategy versioning, whose snapshots rank 0 materializes once all ranks are done */
         if (f->versioning)
-            code = amio_versioning_settle(f, code, "MPI_File_close");
+            code = amio_versioning_settle(f, code, 1, "MPI_File_close");
         atomio_close(f->af);
         f->af = NULL;
         code = amio_agree(code, f->comm, "MPI_File_close");

@@ -11,8 +11,9 @@
  * Direct placement: the user's file receives the snapshots' bytes when they are
  * *materialized*, at MPI_File_sync and MPI_File_close (both collective): every rank agrees
  * that its writes returned (one allreduce, which also tells whether any rank wrote since
- * the last materialization); if one did, rank 0 writes the newest snapshot into the user's
- * file (atomio_materialize) and fdatasyncs it (atomio_sync); the caller's agreement follows.
+ * the last materialization); if one did (and the close does not delete the file:
+ * MPI_MODE_DELETE_ON_CLOSE), rank 0 writes the newest snapshot into the user's file
+ * (atomio_materialize) and fdatasyncs it (atomio_sync); the caller's agreement follows.
  * Materializing makes the snapshots older than the one written unreadable (their unwritten
  * bytes would come from a base that no longer holds them).
  *
@@ -79,13 +80,16 @@ static int materialize(amio_file *f)
     return code;
 }
 
-int amio_versioning_settle(amio_file *f, int code, const char *what)
+int amio_versioning_settle(amio_file *f, int code, int closing, const char *what)
 {
     int dirty = f->dirty;
     int c1 = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* every rank's writes returned */
     if (code == MPI_SUCCESS)
         code = c1;
-    if (c1 == MPI_SUCCESS && f->rank == 0 && dirty && !(f->amode & MPI_MODE_RDONLY)) {
+    /* a file deleted at this close needs none */
+    int wanted = dirty && !(f->amode & MPI_MODE_RDONLY) &&
+                 !(closing && (f->amode & MPI_MODE_DELETE_ON_CLOSE));
+    if (c1 == MPI_SUCCESS && f->rank == 0 && wanted) {
         int c2 = materialize(f);
         if (c2 != MPI_SUCCESS)
             amio_log(1, "%s: materializing %s failed", what, f->path);

@@ -20,6 +20,7 @@
  * --collective: MPI_File_write_at_all (2 x MIN_OPS calls, the same on every rank): in direct
  *   placement the library gathers each call on one rank and writes it as one atomic call;
  *   the verifier must still see every rank's write whole.
+ * Before the close every rank checks MPI_File_get_size against the writes' reach.
  * --sync: the file is checked after MPI_File_sync, before the close (the bytes must be in the
  *   ordinary file then: strategy versioning materializes its snapshots at sync).
  * --expect-violation: the negative control (strategy none): repeat fresh rounds until the
@@ -108,8 +109,14 @@ static int round_once(const char *strategy, int round, double seconds)
         ops++;
     }
     free(buf);
-    if (self_mode)
-        t_barrier(MPI_COMM_WORLD); /* all independent handles done before any closes */
+    t_barrier(MPI_COMM_WORLD); /* every rank's writes returned (independent handles too) */
+    /* The size is the writes' reach on every handle (versioning: the newest snapshot's,
+     * while the ordinary file may still be empty). */
+    MPI_Offset size = -1;
+    T_MPI(MPI_File_get_size(fh, &size));
+    MPI_Offset reach = (MPI_Offset)(t_size - 1) * SHIFT + (MPI_Offset)(blocks - 1) * S + B;
+    T_ASSERT(size == reach, "MPI_File_get_size: %lld bytes, the writes reach %lld",
+             (long long)size, (long long)reach);
     if (sync_check)
         T_MPI(MPI_File_sync(fh)); /* the file is checked while still open */
     else
