@@ -121,6 +121,11 @@ impl DirectData {
         &self.path
     }
 
+    /// The open file (for kernel-side copies into it).
+    pub(crate) fn raw_file(&self) -> &std::fs::File {
+        &self.file
+    }
+
     /// The name of the file's locks on the lock service.
     pub fn lock_key(&self) -> &str {
         &self.key

@@ -631,6 +631,53 @@ impl VersionedFile {
         Ok(base)
     }
 
+    /// Copies snapshot `v`'s stored bytes within `range` straight from the chunk files into
+    /// `out` at their file offsets (`copy_file_range`: no user-space buffer), when the
+    /// chunks are on this host; returns false (nothing copied) when they are not.
+    pub async fn copy_stored_into(
+        &mut self,
+        c: &mut ClusterClient,
+        v: Version,
+        range: ByteRange,
+        out: &std::fs::File,
+    ) -> Result<bool, WireError> {
+        if self.local.is_none() {
+            return Ok(false);
+        }
+        let mut reader = TreeReader::new(self.geometry, v, RangeList::from_ranges(vec![range]));
+        let mut supply = Vec::new();
+        let segs = loop {
+            match reader
+                .advance(std::mem::take(&mut supply))
+                .map_err(|e| WireError::new(ErrorCode::Internal, e))?
+            {
+                ReadStep::Fetch(keys) => supply = self.nodes(c, keys).await?,
+                ReadStep::Done(segs) => break segs,
+            }
+        };
+        for s in segs {
+            let Some(at) = s.at else { continue };
+            let src = self.chunk_file(at.server, at.object)?;
+            let (mut from, mut to) = (at.offset as i64, s.start as i64);
+            let mut left = s.len as usize;
+            while left > 0 {
+                let n = nix::fcntl::copy_file_range(src, Some(&mut from), out, Some(&mut to), left)
+                    .map_err(|e| io_err("copy_file_range (chunk → file)", e.into()))?;
+                if n == 0 {
+                    return Err(WireError::new(
+                        ErrorCode::Io,
+                        format!(
+                            "chunk bytes missing at {} (object {})",
+                            at.offset, at.object
+                        ),
+                    ));
+                }
+                left -= n;
+            }
+        }
+        Ok(true)
+    }
+
     /// Reads stored chunk bytes into `out` at the given offsets.
     async fn fetch_chunks(
         &mut self,
