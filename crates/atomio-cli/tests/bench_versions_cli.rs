@@ -1,0 +1,156 @@
+//! `atomio bench regions-sweep | version-readers | version-gc` end to end at a tiny scale:
+//! every row runs, every read checks out, the table and the target line are printed, JSON
+//! and an SVG chart are written.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "atomio-bench-versions-{name}-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run(args: &[&str], dir: &std::path::Path) -> (String, serde_json::Value) {
+    let json = dir.join("out.json");
+    let chart = dir.join("out.svg");
+    let out = Command::new(env!("CARGO_BIN_EXE_atomio"))
+        .args(args)
+        .args(["--no-progress", "--scratch"])
+        .arg(dir.join("scratch"))
+        .arg("--json")
+        .arg(&json)
+        .arg("--chart")
+        .arg(&chart)
+        .output()
+        .expect("run atomio");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.contains("<svg"), "{svg}");
+    let v = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    (stdout, v)
+}
+
+#[test]
+fn regions_sweep_measures_every_row_and_reads_back_what_was_written() {
+    let d = dir("sweep");
+    let (stdout, v) = run(
+        &[
+            "bench",
+            "regions-sweep",
+            "--mib",
+            "1",
+            "--regions",
+            "1,4,64",
+            "--runs",
+            "1",
+            "--servers",
+            "2",
+        ],
+        &d,
+    );
+    assert!(
+        stdout.contains("target (issue 10): versioning at R = 64"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("every read returned exactly"), "{stdout}");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3 * 4);
+    for r in rows {
+        assert_eq!(r["verified"], true, "{r}");
+        assert!(r["write_mib_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["read_mib_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert_eq!(v["ratios"].as_array().unwrap().len(), 4);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn version_readers_runs_client_processes_and_verifies_the_reads() {
+    let d = dir("readers");
+    let (stdout, v) = run(
+        &[
+            "bench",
+            "version-readers",
+            "--writers",
+            "2",
+            "--servers",
+            "2",
+            "--tile-x",
+            "8",
+            "--tile-y",
+            "8",
+            "--overlap",
+            "2",
+            "--seconds",
+            "0.3",
+            "--warmup-ms",
+            "50",
+            "--runs",
+            "1",
+            "--write-interval-ms",
+            "5",
+        ],
+        &d,
+    );
+    assert!(
+        stdout.contains("target (issue 10): versioning read latency"),
+        "{stdout}"
+    );
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in rows {
+        assert!(r["idle_median_us"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["loaded_median_us"].as_f64().unwrap() > 0.0, "{r}");
+        if r["strategy"] != "limit" {
+            let verdict = r["verdict"].as_str().unwrap();
+            assert!(
+                verdict == "atomic" || verdict == "each read atomic alone",
+                "{r}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn version_gc_keeps_disk_usage_bounded_and_the_kept_snapshots_exact() {
+    let d = dir("gc");
+    let (stdout, v) = run(
+        &[
+            "bench",
+            "version-gc",
+            "--overwrites",
+            "24",
+            "--mib",
+            "2",
+            "--servers",
+            "2",
+        ],
+        &d,
+    );
+    assert!(stdout.contains("target (issue 10): disk usage"), "{stdout}");
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in rows {
+        assert_eq!(r["verified"], true, "{r}");
+    }
+    let ver = rows.iter().find(|r| r["strategy"] == "versioning").unwrap();
+    // After the last collection only the kept snapshots (4 × 2 MiB) and metadata remain.
+    let last = ver["final_x"].as_f64().unwrap();
+    assert!((3.9..4.5).contains(&last), "{ver}");
+    assert_eq!(ver["snapshots_checked"], 4);
+    assert!(
+        ver["collector"]["versions_collected"].as_u64().unwrap() >= 20,
+        "{ver}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
