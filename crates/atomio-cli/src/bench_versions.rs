@@ -47,6 +47,22 @@ fn size(b: u64) -> String {
     }
 }
 
+/// The 1-minute load average (other processes share this machine's cores).
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+fn print_load(before: &str) {
+    println!(
+        "load average (1 min) when it started: {before}, when it ended: {} ({} cores)",
+        loadavg(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+}
+
 fn holds(ok: bool) -> &'static str {
     if ok {
         "holds"
@@ -119,10 +135,12 @@ pub fn regions_sweep(a: SweepArgs) -> anyhow::Result<()> {
         scratch: scratch(&a.scratch, "regions-sweep"),
         progress: !a.no_progress,
     };
+    let load = loadavg();
     let report = runtime()?.block_on(atomio_bench::versions::sweep::run(&cfg));
     let _ = std::fs::remove_dir_all(&cfg.scratch);
     let report = report?;
     print_sweep(&report, &cfg);
+    print_load(&load);
     if let Some(p) = &a.json {
         crate::output::write_json(p, &report)?;
     }
@@ -379,10 +397,12 @@ pub fn version_readers(a: ReadersArgs) -> anyhow::Result<()> {
         scratch: scratch(&a.scratch, "version-readers"),
         progress: !a.no_progress,
     };
+    let load = loadavg();
     let report = runtime()?.block_on(atomio_bench::versions::readers::run(&cfg));
     let _ = std::fs::remove_dir_all(&cfg.scratch);
     let report = report?;
     print_readers(&report, &cfg);
+    print_load(&load);
     if let Some(p) = &a.json {
         crate::output::write_json(p, &report)?;
     }
@@ -623,10 +643,12 @@ pub fn version_gc(a: GcArgs) -> anyhow::Result<()> {
         cfg.keep_last,
         cfg.gc_idle_ms
     );
+    let load = loadavg();
     let rows = runtime()?.block_on(atomio_bench::versions::gc::run(&cfg));
     let _ = std::fs::remove_dir_all(&cfg.scratch);
     let rows = rows?;
     print_gc(&rows, &cfg);
+    print_load(&load);
     if let Some(p) = &a.json {
         crate::output::write_json(p, &rows)?;
     }
