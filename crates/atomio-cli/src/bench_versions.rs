@@ -100,9 +100,10 @@ pub struct SweepArgs {
     servers: u32,
     #[arg(long, default_value_t = atomio_layout::DEFAULT_STRIPE_SIZE)]
     stripe_size: u64,
-    /// Runs per row (interleaved; medians reported). A 64 MiB call takes ~20 ms here, so
-    /// one run of every row is seconds and a noisy machine needs more of them.
-    #[arg(long, default_value_t = 7)]
+    /// Runs per row (interleaved; medians reported). A 64 MiB call takes ~20 ms here and
+    /// single runs vary by ±25 % on this shared machine, so one run of every row is a few
+    /// seconds and the medians need many of them.
+    #[arg(long, default_value_t = 15)]
     runs: usize,
     /// Read back through a newly opened file (versioning: no tree node cached).
     #[arg(long)]
@@ -660,10 +661,9 @@ pub fn version_gc(a: GcArgs) -> anyhow::Result<()> {
         .iter()
         .map(|r| Series {
             label: r.strategy.clone(),
-            points: r
-                .samples
-                .iter()
-                .map(|s| (s.overwrites as f64, s.bytes as f64 / cfg.file_bytes as f64))
+            points: peaks(&r.samples, cfg.overwrites)
+                .into_iter()
+                .map(|(x, b)| (x as f64, b as f64 / cfg.file_bytes as f64))
                 .collect(),
         })
         .collect();
@@ -678,11 +678,26 @@ pub fn version_gc(a: GcArgs) -> anyhow::Result<()> {
             cfg.keep_last
         ),
         x_label: "overwrites done".into(),
-        y_label: "disk usage / file size".into(),
+        y_label: "disk usage / file size (peak per bucket)".into(),
         log_y: false,
         series,
     }];
     save_chart(&chart, || line_panels(&chart, &panels))
+}
+
+/// At most ~200 chart points: the samples grouped by overwrites done into equal buckets,
+/// each bucket's highest disk usage (peaks survive) at its last overwrite count.
+fn peaks(samples: &[atomio_bench::versions::gc::GcSample], overwrites: u64) -> Vec<(u64, u64)> {
+    let bucket = overwrites.div_ceil(200).max(1);
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for s in samples {
+        let x = (s.overwrites.div_ceil(bucket) * bucket).min(overwrites);
+        match out.last_mut() {
+            Some((lx, lb)) if *lx == x => *lb = (*lb).max(s.bytes),
+            _ => out.push((x, s.bytes)),
+        }
+    }
+    out
 }
 
 fn print_gc(rows: &[GcRow], cfg: &GcConfig) {

@@ -16,6 +16,12 @@
 //! the newest snapshot into the user's file (what the MPI library does once at close) is
 //! timed apart and reported beside, not inside, the write figure.
 //!
+//! Dirty pages: the other rows' files are removed after each run (their dirty pages are
+//! dropped unwritten); versioning's chunks cannot be (a version store has no removal), so
+//! they are written back (`sync`, untimed) after each run — otherwise gigabytes of them
+//! accumulate and the kernel throttles every row's writes to the disk's speed, run after
+//! run (seen: stretches of ~400 MiB/s writes in every row).
+//!
 //! Every read is compared byte for byte with what was written; for `versioning` the user's
 //! file after materializing is compared too. One untimed round of every strategy runs
 //! first (this machine's first 64 MiB write into the page cache runs at a tenth of the
@@ -283,6 +289,10 @@ impl Env<'_> {
                         mismatch = first_difference(out, data)
                             .map(|m| format!("after materializing, the base: {m}"));
                     }
+                    // The chunks stay on the servers (a store cannot be removed): write them
+                    // back now, untimed, or their dirty pages pile up run after run until the
+                    // kernel throttles every writer (all rows) to the disk's speed.
+                    f.sync(Some(c)).await?;
                 }
                 drop(reader);
                 drop(f);
