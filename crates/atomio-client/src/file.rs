@@ -341,10 +341,13 @@ impl File {
         if !self.atomic.is_versioning() {
             return Ok(());
         }
-        let (v, size) = self.versions(c).await?.snapshot(c, None).await?;
-        if v == 0 {
-            return Ok(());
+        let vf = self.versions(c).await?;
+        let (v, size, base) = vf.snapshot_and_base(c, None).await?;
+        if v <= base {
+            return Ok(()); // the base holds it already
         }
+        // Older snapshots' unwritten bytes are about to change in the base: refuse them.
+        vf.set_base(c, v, false).await?;
         // Same host, user's file: the kernel copies chunk bytes straight into the file.
         if let Placement::Direct(d) = &self.placement {
             let vf = self.versioned.as_mut().expect("opened above");
@@ -353,7 +356,7 @@ impl File {
                 end: size,
             };
             if vf.copy_stored_into(c, v, whole, d.raw_file()).await? {
-                return vf.set_base(c, v).await;
+                return vf.set_base(c, v, true).await;
             }
         }
         const WINDOW: u64 = 64 << 20;
@@ -397,9 +400,9 @@ impl File {
             }
             start = end;
         }
-        // Older snapshots' unwritten bytes are no longer in the base.
+        // The base is snapshot `v` now: reads of it (and older) need no tree.
         let vf = self.versioned.as_mut().expect("opened above");
-        vf.set_base(c, v).await
+        vf.set_base(c, v, true).await
     }
 
     pub fn placement(&self) -> &Placement {

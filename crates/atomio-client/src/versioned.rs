@@ -468,14 +468,13 @@ impl VersionedFile {
             return Err(unexpected("VersionAssign", &reply));
         };
         let version = a.version;
-        let mut builder = TreeBuilder::new(
-            self.geometry,
-            version,
-            a.published,
-            a.hints,
-            pieces,
-            &declared,
-        );
+        // A published version the base already holds has no tree to build on.
+        let on = if a.published <= a.base {
+            0
+        } else {
+            a.published
+        };
+        let mut builder = TreeBuilder::new(self.geometry, version, on, a.hints, pieces, &declared);
         if self.ignore_hints {
             builder = builder.ignoring_hints();
         }
@@ -542,6 +541,16 @@ impl VersionedFile {
         c: &mut ClusterClient,
         version: Option<Version>,
     ) -> Result<(Version, u64), WireError> {
+        let (v, size, _) = self.snapshot_and_base(c, version).await?;
+        Ok((v, size))
+    }
+
+    /// `snapshot`, and the newest snapshot the file's base holds (materialized).
+    pub async fn snapshot_and_base(
+        &mut self,
+        c: &mut ClusterClient,
+        version: Option<Version>,
+    ) -> Result<(Version, u64, Version), WireError> {
         let reply = one(
             c,
             self.meta,
@@ -552,7 +561,12 @@ impl VersionedFile {
         )
         .await?;
         match reply {
-            Reply::Snapshot { version, size, .. } => Ok((version, size)),
+            Reply::Snapshot {
+                version,
+                size,
+                base,
+                ..
+            } => Ok((version, size, base)),
             other => Err(unexpected("VersionSnapshot", &other)),
         }
     }
@@ -568,18 +582,23 @@ impl VersionedFile {
         ranges: &RangeList,
         out: &mut [u8],
     ) -> Result<(Version, u64, Vec<(Segment, usize)>), WireError> {
-        let (mut v, mut size) = self.snapshot(c, version).await?;
+        let (mut v, mut size, mut base) = self.snapshot_and_base(c, version).await?;
         let mut tries = 0;
         loop {
-            match self.read_at(c, v, ranges, out).await {
+            let got = match v <= base {
+                // The base is this snapshot (materialized): read it alone.
+                true => Ok(all_base(ranges, out)),
+                false => self.read_at(c, v, ranges, out).await,
+            };
+            match got {
                 // The newest snapshot was collected under a slow reader: read the new one.
                 Err(e) if e.code == ErrorCode::NotFound && version.is_none() && tries < 3 => {
                     tries += 1;
-                    let (v2, size2) = self.snapshot(c, None).await?;
-                    if v2 == v {
+                    let (v2, size2, base2) = self.snapshot_and_base(c, None).await?;
+                    if v2 == v && base2 == base {
                         return Err(e);
                     }
-                    (v, size) = (v2, size2);
+                    (v, size, base) = (v2, size2, base2);
                 }
                 Err(e) => return Err(e),
                 Ok(base) => {
@@ -743,11 +762,13 @@ impl VersionedFile {
         Ok(())
     }
 
-    /// Records that the file's base now holds snapshot `version` (older ones are refused).
+    /// Materialization of snapshot `version` into the file's base starts (`done: false`:
+    /// older snapshots are refused from now on) or is done (the base is `version`).
     pub async fn set_base(
         &mut self,
         c: &mut ClusterClient,
         version: Version,
+        done: bool,
     ) -> Result<(), WireError> {
         one(
             c,
@@ -755,6 +776,7 @@ impl VersionedFile {
             Request::VersionBase {
                 file: self.id,
                 version,
+                done,
             },
         )
         .await?;
@@ -899,6 +921,26 @@ impl VersionedFile {
         .await?;
         Ok(report)
     }
+}
+
+/// Every byte of `ranges` as base pieces (zeroed in `out`), for a snapshot the base holds.
+fn all_base(ranges: &RangeList, out: &mut [u8]) -> Vec<(Segment, usize)> {
+    out.fill(0);
+    let mut at = 0usize;
+    ranges
+        .as_slice()
+        .iter()
+        .map(|r| {
+            let seg = Segment {
+                start: r.start,
+                len: r.len(),
+                at: None,
+            };
+            let dst = at;
+            at += r.len() as usize;
+            (seg, dst)
+        })
+        .collect()
 }
 
 /// Stored bytes to read: (object offset, length, where they go in the caller's buffer).

@@ -224,6 +224,30 @@ async fn the_users_file_is_the_base_and_is_materialized() {
     assert_eq!(&bytes[200..768], &[9u8; 568][..]);
     assert_eq!(&bytes[768..1024], &[7u8; 256][..]);
     assert!(bytes[16 * 1024..].iter().all(|&b| b == 7));
+
+    // The base is the snapshot now: a change made to the file outside atomio shows, and
+    // the next versioned write builds on the file as it is.
+    use std::os::unix::fs::FileExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&user)
+        .unwrap()
+        .write_all_at(&[b'z'; 100], 100)
+        .unwrap();
+    f.read(&mut c, &r, &mut got).await.unwrap();
+    assert_eq!(&got[100..200], &[b'z'; 100][..]);
+    let head = Access::contiguous(atomio_layout::ByteRange::new(0, 50).unwrap()).unwrap();
+    f.write(&mut c, &head, &[3u8; 50]).await.unwrap();
+    f.read(&mut c, &r, &mut got).await.unwrap();
+    assert_eq!(&got[..50], &[3u8; 50][..]);
+    assert_eq!(&got[50..100], &[9u8; 50][..]);
+    assert_eq!(&got[100..200], &[b'z'; 100][..]);
+    // Every snapshot up to the base is garbage now (the base holds it).
+    let report = f.collect_versions(&mut c, 1, None).await.unwrap();
+    assert_eq!(report.collected, vec![1, 2], "{report:?}");
+    f.read(&mut c, &r, &mut got).await.unwrap();
+    assert_eq!(&got[..50], &[3u8; 50][..]);
+    assert_eq!(&got[100..200], &[b'z'; 100][..]);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -314,6 +314,7 @@ impl Versions {
                     version: v,
                     size: f.versions.size(v).map_err(manager_err)?,
                     geometry: f.versions.geometry,
+                    base: f.versions.base(),
                 }
             }
             Request::VersionList { file } => Reply::Versions(self.file(file)?.versions.list()),
@@ -326,8 +327,12 @@ impl Versions {
                 self.file(file)?.versions.gc_done(&plan);
                 Reply::Done
             }
-            Request::VersionBase { file, version } => {
-                self.file(file)?.versions.set_base(version);
+            Request::VersionBase {
+                file,
+                version,
+                done,
+            } => {
+                self.file(file)?.versions.set_base(version, done);
                 Reply::Done
             }
             Request::NodePut { file, nodes } => {

@@ -301,7 +301,15 @@ fn versioning_script() -> Script {
                 ranges: vec![ByteRange { start: 0, end: 10 }],
             },
         ),
-        f(0, 12, Request::VersionBase { file, version: 2 }),
+        f(
+            0,
+            12,
+            Request::VersionBase {
+                file,
+                version: 2,
+                done: true,
+            },
+        ),
         f(
             0,
             13,

@@ -406,9 +406,15 @@ pub enum Request {
         object: u32,
         ranges: Vec<ByteRange>,
     },
-    /// The file's base now holds snapshot `version` (it was materialized): older snapshots
-    /// can no longer be read through the base, so they are refused from now on. `Done`.
-    VersionBase { file: FileId, version: u64 },
+    /// Materialization of snapshot `version` into the file's base: before it starts
+    /// (`done: false`) older snapshots are refused — their unwritten bytes are about to
+    /// change in the base; once it is done (`done: true`) the base *is* that snapshot, and
+    /// snapshots up to it read from the base alone. `Done`.
+    VersionBase {
+        file: FileId,
+        version: u64,
+        done: bool,
+    },
 }
 
 /// A server's object files, as a client on the same host can reach them: the directory,
@@ -583,11 +589,13 @@ pub enum Reply {
     Published {
         version: u64,
     },
-    /// Answer to `VersionSnapshot`.
+    /// Answer to `VersionSnapshot`. `base`: the newest snapshot the file's base holds
+    /// (materialized); a snapshot at or below it reads from the base alone.
     Snapshot {
         version: u64,
         size: u64,
         geometry: atomio_version::Geometry,
+        base: u64,
     },
     /// Answer to `VersionList`.
     Versions(Vec<atomio_version::VersionRecord>),

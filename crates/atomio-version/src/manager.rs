@@ -56,6 +56,9 @@ pub struct VersionRecord {
 pub struct Assigned {
     pub version: Version,
     pub published: Version,
+    /// The newest snapshot the file's base holds: a `published` at or below it is the
+    /// base itself (no tree to read).
+    pub base: Version,
     /// Every in-flight version between `published` and `version`, with its regions.
     pub hints: Vec<(Version, RangeList)>,
 }
@@ -96,8 +99,12 @@ pub struct FileVersions {
     inflight: BTreeMap<Version, InFlight>,
     history: BTreeMap<Version, VersionRecord>,
     writers: u32,
-    /// The file's base holds this snapshot (materialized): older ones are unreadable.
+    /// The file's base holds this snapshot (materialized): snapshots up to it read from
+    /// the base alone, and their trees are garbage once no writer in flight builds on them.
     base: Version,
+    /// Snapshots below this are refused (a materialization of this one is under way, or
+    /// done).
+    floor: Version,
 }
 
 /// What a garbage collection pass frees: the published versions `collect` (increasing)
@@ -121,12 +128,22 @@ impl FileVersions {
             history: BTreeMap::new(),
             writers: 0,
             base: 0,
+            floor: 0,
         }
     }
 
-    /// The base was overwritten with snapshot `v` (see `base`).
-    pub fn set_base(&mut self, v: Version) {
-        self.base = self.base.max(v);
+    /// Materialization of snapshot `v` into the base starts (`done: false`: older
+    /// snapshots are refused from now on) or is done (the base is `v`).
+    pub fn set_base(&mut self, v: Version, done: bool) {
+        self.floor = self.floor.max(v);
+        if done {
+            self.base = self.base.max(v);
+        }
+    }
+
+    /// The newest snapshot the base holds.
+    pub fn base(&self) -> Version {
+        self.base
     }
 
     /// A new writer's number: the object its chunks go to in the file's chunk space.
@@ -141,8 +158,8 @@ impl FileVersions {
 
     /// The file's size in version `v` (0 for version 0).
     pub fn size(&self, v: Version) -> Result<u64, ManagerError> {
-        if v < self.base {
-            return Err(ManagerError::BelowBase(v, self.base));
+        if v < self.floor {
+            return Err(ManagerError::BelowBase(v, self.floor));
         }
         if v == 0 {
             return Ok(0);
@@ -204,6 +221,7 @@ impl FileVersions {
         Ok(Assigned {
             version,
             published: self.published,
+            base: self.base,
             hints,
         })
     }
@@ -296,20 +314,30 @@ impl FileVersions {
                 keep = keep.min(r.version);
             }
         }
+        // Snapshots up to the materialized base read from the base alone: none of their
+        // trees is needed by readers.
+        let mut target = keep.max(self.base + 1);
         // A writer in flight reads the tree of the version it was handed as its base (not
         // only the nodes the kept versions share): keep that version's whole tree.
-        if let Some(base) = self
+        if let Some(b) = self
             .inflight
             .values()
             .map(|f| f.base)
             .filter(|&b| b > 0)
             .min()
         {
-            keep = keep.min(base);
+            target = target.min(b);
         }
+        // The oldest kept snapshot (0: none, when everything below `target` goes).
+        let keep = published
+            .iter()
+            .map(|r| r.version)
+            .find(|&v| v >= target)
+            .unwrap_or(0);
+        let keep_below = if keep == 0 { target } else { keep };
         let below = |state| {
             self.history
-                .range(..keep)
+                .range(..keep_below)
                 .filter(|(_, r)| r.state == state)
                 .map(|(v, _)| *v)
                 .collect()
