@@ -200,9 +200,11 @@ fn print_sweep(report: &SweepReport, cfg: &SweepConfig) {
         }
     );
     println!(
-        "limit = plain pwrite/pread of each region into a fresh local file (no locks); \
-         versioning's write returns when its snapshot is published (materializing into the \
-         user's file is timed apart, below)"
+        "steady state: each row keeps one file and every run overwrites the regions with new \
+         bytes (one untimed pass first; versioning's old snapshots collected after each run, \
+         untimed); limit = plain pwrite/pread of each region, no locks; versioning's write \
+         returns when its snapshot is published (materializing into the user's file is timed \
+         apart, below)"
     );
     let names: Vec<String> = cfg.strategies.iter().map(|s| s.name()).collect();
     let mut headers = vec!["R".to_string(), "region".to_string()];

@@ -5,27 +5,28 @@
 //! `NONCONT_WRITE` and `NONCONT_READ` throughput as the client sees it).
 //!
 //! Rows: `limit` — the same bytes `pwrite`n (then `pread`) one region at a time into a
-//! fresh local file, no locks: what this machine does for that layout; strategies on a
-//! fresh file per run (direct placement by default: the user's file; `versioning` keeps its
-//! snapshots' chunks on the servers, on disk, and the user's file is their base). The
-//! client is in this process with the embedded servers (one client: no `fcntl` subtlety).
+//! local file, no locks: what this machine does for that layout; the strategies on direct
+//! placement by default (the user's file; `versioning` keeps its snapshots' chunks on the
+//! servers, on disk, and the user's file is their base). The client is in this process
+//! with the embedded servers (one client: no `fcntl` subtlety).
 //!
-//! What is and is not timed: buffers are filled before the clock starts; a file's opening
-//! (for `versioning`, opening its version store: one round trip, as `MPI_File_open` would)
-//! is not timed; a versioning write is timed until its snapshot is published; materializing
-//! the newest snapshot into the user's file (what the MPI library does once at close) is
-//! timed apart and reported beside, not inside, the write figure.
+//! **Steady state, not fresh files.** Each row has one file for the whole sweep, and every
+//! run overwrites the regions with new bytes — an application checkpointing into its file
+//! again and again; one untimed pass over every region count first. Versioning's store is
+//! collected after each run (`collect_versions(keep_last = 1)`, untimed), so its dead
+//! chunks are punched. Fresh files per run were tried first: their dirty pages (versioning's
+//! chunks cannot be removed) piled up until the kernel throttled every row's writes to the
+//! disk's speed, and writing them back each run instead made the disk (journal, discard)
+//! the noise; here the bytes in flight stay bounded by the rows' files.
 //!
-//! Dirty pages: the other rows' files are removed after each run (their dirty pages are
-//! dropped unwritten); versioning's chunks cannot be (a version store has no removal), so
-//! they are written back (`sync`, untimed) after each run — otherwise gigabytes of them
-//! accumulate and the kernel throttles every row's writes to the disk's speed, run after
-//! run (seen: stretches of ~400 MiB/s writes in every row).
+//! What is and is not timed: buffers are filled before the clock starts; opening a file
+//! (for `versioning`, its version store) is not timed; a versioning write is timed until
+//! its snapshot is published; materializing the newest snapshot into the user's file (what
+//! the MPI library does once at close) is timed apart and reported beside, not inside, the
+//! write figure; collection is not timed.
 //!
-//! Every read is compared byte for byte with what was written; for `versioning` the user's
-//! file after materializing is compared too. One untimed round of every strategy runs
-//! first (this machine's first 64 MiB write into the page cache runs at a tenth of the
-//! speed of later ones).
+//! Every read is compared byte for byte with what was written (every run writes different
+//! bytes); for `versioning` the user's file after materializing is compared too.
 
 use super::{io, mib_s, wire};
 use crate::stats::median;
@@ -114,33 +115,30 @@ struct Sample {
     read_s: f64,
     materialize_s: Option<f64>,
     lock_requests: u64,
-    data: &'static str,
     mismatch: Option<String>,
 }
 
-/// How one run's file is opened (by the writer, and by a fresh reader).
-struct Opening<'a> {
-    on_servers: bool,
-    local: &'a std::path::Path,
-    path: &'a str,
-    stripe_size: u64,
-    servers: u32,
-    strategy: &'a atomio_client::Strategy,
+/// A row's file for the whole sweep.
+enum RowFile {
+    Limit(std::fs::File),
+    Strategy {
+        f: Box<File>,
+        /// Needs the servers (else `write_local`/`read_local`).
+        remote: bool,
+        on_servers: bool,
+        strategy: atomio_client::Strategy,
+    },
 }
 
-impl Opening<'_> {
-    async fn open(&self, c: &mut ClusterClient, create: bool) -> Result<File, WireError> {
-        let mut f = match (self.on_servers, create) {
-            (true, true) => File::create(c, self.path, self.stripe_size, self.servers).await?,
-            (true, false) => File::open(c, self.path).await?,
-            (false, _) => File::direct(DirectData::open(self.local, create)?),
-        };
-        f.set_atomic(Some(self.strategy.clone()))?;
-        if self.strategy.is_versioning() {
-            // Opening the version store (untimed, like an open).
-            f.list_versions(c).await?;
+impl RowFile {
+    fn data(&self) -> &'static str {
+        match self {
+            RowFile::Limit(_) => "local",
+            RowFile::Strategy {
+                on_servers: true, ..
+            } => "servers",
+            RowFile::Strategy { .. } => "direct",
         }
-        Ok(f)
     }
 }
 
@@ -186,31 +184,85 @@ fn first_difference(got: &[u8], want: &[u8]) -> Option<String> {
 }
 
 impl Env<'_> {
+    fn local(&self, si: usize) -> PathBuf {
+        self.cfg
+            .scratch
+            .join(format!("file-{}-{si}.dat", std::process::id()))
+    }
+
+    fn path(si: usize) -> String {
+        format!("/regions-sweep/{}-{si}", std::process::id())
+    }
+
+    async fn open(
+        &mut self,
+        si: usize,
+        spec: &RowSpec,
+        create: bool,
+    ) -> Result<RowFile, WireError> {
+        let local = self.local(si);
+        Ok(match spec {
+            RowSpec::Limit => RowFile::Limit(
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(create)
+                    .truncate(create)
+                    .open(&local)
+                    .map_err(|e| io(&local, e))?,
+            ),
+            RowSpec::Strategy(s) => {
+                let on_servers = s.supports(PlacementKind::Servers)
+                    && (self.cfg.data == PlacementKind::Servers
+                        || !s.supports(PlacementKind::Direct));
+                let c = &mut self.c;
+                let mut f = match (on_servers, create) {
+                    (true, true) => {
+                        let _ = c.remove(&Self::path(si)).await;
+                        File::create(c, &Self::path(si), self.cfg.stripe_size, self.cfg.servers)
+                            .await?
+                    }
+                    (true, false) => File::open(c, &Self::path(si)).await?,
+                    (false, _) => {
+                        if create {
+                            std::fs::File::create(&local).map_err(|e| io(&local, e))?;
+                        }
+                        File::direct(DirectData::open(&local, false)?)
+                    }
+                };
+                f.set_atomic(Some(s.clone()))?;
+                if s.is_versioning() {
+                    // Opening the version store (untimed, like an open).
+                    f.list_versions(c).await?;
+                }
+                RowFile::Strategy {
+                    f: Box::new(f),
+                    remote: on_servers || s.uses_lock_service(),
+                    on_servers,
+                    strategy: s.clone(),
+                }
+            }
+        })
+    }
+
     async fn measure(
         &mut self,
+        si: usize,
         spec: &RowSpec,
+        row: &mut RowFile,
         access: &Access,
         data: &[u8],
         out: &mut [u8],
-        tag: &str,
     ) -> Result<Sample, WireError> {
         out.fill(0);
-        let local = self.cfg.scratch.join(format!("file-{tag}.dat"));
-        let s = match spec {
-            RowSpec::Limit => {
-                let f = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&local)
-                    .map_err(|e| io(&local, e))?;
+        let s = match row {
+            RowFile::Limit(f) => {
                 let t = Instant::now();
                 let mut at = 0usize;
                 for r in access.ranges() {
                     let n = r.len() as usize;
                     f.write_all_at(&data[at..at + n], r.start)
-                        .map_err(|e| io(&local, e))?;
+                        .map_err(|e| io(&self.local(si), e))?;
                     at += n;
                 }
                 let write_s = t.elapsed().as_secs_f64();
@@ -219,63 +271,55 @@ impl Env<'_> {
                 for r in access.ranges() {
                     let n = r.len() as usize;
                     f.read_exact_at(&mut out[at..at + n], r.start)
-                        .map_err(|e| io(&local, e))?;
+                        .map_err(|e| io(&self.local(si), e))?;
                     at += n;
                 }
                 let read_s = t.elapsed().as_secs_f64();
-                drop(f);
-                let _ = std::fs::remove_file(&local);
                 Sample {
                     write_s,
                     read_s,
                     materialize_s: None,
                     lock_requests: 0,
-                    data: "local",
                     mismatch: first_difference(out, data),
                 }
             }
-            RowSpec::Strategy(s) => {
-                let on_servers = s.supports(PlacementKind::Servers)
-                    && (self.cfg.data == PlacementKind::Servers
-                        || !s.supports(PlacementKind::Direct));
-                let path = format!("/sweep/{tag}");
-                let how = Opening {
-                    on_servers,
-                    local: &local,
-                    path: &path,
-                    stripe_size: self.cfg.stripe_size,
-                    servers: self.cfg.servers,
-                    strategy: s,
-                };
-                let remote = on_servers || s.uses_lock_service();
-                let c = &mut self.c;
-                let mut f = how.open(c, true).await?;
+            RowFile::Strategy {
+                f,
+                remote,
+                strategy,
+                ..
+            } => {
+                let remote = *remote;
+                let before = f.stats().lock_requests;
                 let t = Instant::now();
                 match remote {
-                    true => f.write(c, access, data).await?,
+                    true => f.write(&mut self.c, access, data).await?,
                     false => f.write_local(access, data)?,
                 }
                 let write_s = t.elapsed().as_secs_f64();
-                let mut lock_requests = f.stats().lock_requests;
+                let mut lock_requests = f.stats().lock_requests - before;
                 let mut reader = match self.cfg.fresh_reader {
-                    true => Some(how.open(c, false).await?),
+                    true => Some(self.open(si, spec, false).await?),
                     false => None,
                 };
-                let rf = reader.as_mut().unwrap_or(&mut f);
+                let rf = match &mut reader {
+                    Some(RowFile::Strategy { f, .. }) => f,
+                    _ => &mut *f,
+                };
+                let before = rf.stats().lock_requests;
                 let t = Instant::now();
                 match remote {
-                    true => rf.read(c, access, out).await?,
+                    true => rf.read(&mut self.c, access, out).await?,
                     false => rf.read_local(access, out)?,
                 }
                 let read_s = t.elapsed().as_secs_f64();
-                if let Some(r) = &reader {
-                    lock_requests += r.stats().lock_requests;
-                } else {
-                    lock_requests = f.stats().lock_requests;
-                }
+                lock_requests += rf.stats().lock_requests - before;
+                drop(reader);
                 let mut mismatch = first_difference(out, data);
                 let mut materialize_s = None;
-                if s.is_versioning() {
+                if strategy.is_versioning() {
+                    let local = self.local(si);
+                    let c = &mut self.c;
                     let t = Instant::now();
                     f.materialize(c).await?;
                     materialize_s = Some(t.elapsed().as_secs_f64());
@@ -289,24 +333,14 @@ impl Env<'_> {
                         mismatch = first_difference(out, data)
                             .map(|m| format!("after materializing, the base: {m}"));
                     }
-                    // The chunks stay on the servers (a store cannot be removed): write them
-                    // back now, untimed, or their dirty pages pile up run after run until the
-                    // kernel throttles every writer (all rows) to the disk's speed.
-                    f.sync(Some(c)).await?;
-                }
-                drop(reader);
-                drop(f);
-                if on_servers {
-                    let _ = c.remove(&path).await;
-                } else {
-                    let _ = std::fs::remove_file(&local);
+                    // Dead chunks punched: what is in flight stays bounded (untimed).
+                    f.collect_versions(c, 1, None).await?;
                 }
                 Sample {
                     write_s,
                     read_s,
                     materialize_s,
                     lock_requests,
-                    data: if on_servers { "servers" } else { "direct" },
                     mismatch,
                 }
             }
@@ -331,7 +365,11 @@ pub async fn run(cfg: &SweepConfig) -> Result<SweepReport, WireError> {
         .map(|&r| regions_access(cfg.bytes, r, cfg.gap_bytes).map(|(a, g)| (r, a, g)))
         .collect::<Result<_, _>>()?;
     let n = cfg.strategies.len();
-    let bar = crate::progress::bar((accesses.len() * n * cfg.runs) as u64, cfg.progress);
+    let bar = crate::progress::bar((accesses.len() * n * (cfg.runs + 1)) as u64, cfg.progress);
+    let mut files = Vec::new();
+    for (si, spec) in cfg.strategies.iter().enumerate() {
+        files.push(env.open(si, spec, true).await?);
+    }
     let mut data = vec![0u8; cfg.bytes as usize];
     let mut out = vec![0u8; cfg.bytes as usize];
     // samples[region index][strategy index]
@@ -339,43 +377,56 @@ pub async fn run(cfg: &SweepConfig) -> Result<SweepReport, WireError> {
         .iter()
         .map(|_| (0..n).map(|_| Vec::new()).collect())
         .collect();
-    // One untimed round of every strategy first (page cache, connections, allocator).
-    if let Some((r, access, _)) = accesses.first() {
-        for (si, spec) in cfg.strategies.iter().enumerate() {
-            bar.set_message(format!("warm-up: {}", spec.name()));
-            atomio_verify::fill(1, si as u64, access.ranges(), &mut data).map_err(wire)?;
-            let tag = format!("{}-warm-{r}-{si}", std::process::id());
-            env.measure(spec, access, &data, &mut out, &tag).await?;
-        }
-    }
-    for run in 0..cfg.runs {
+    let mut warm_mismatch: Vec<Option<String>> = vec![None; n];
+    // Pass 0 is the untimed warm-up (every region count once: the files reach their
+    // steady state).
+    for pass in 0..=cfg.runs {
         for (ri, (r, access, _)) in accesses.iter().enumerate() {
             for k in 0..n {
-                let si = (k + run + ri) % n;
+                let si = (k + pass + ri) % n;
                 let spec = &cfg.strategies[si];
-                bar.set_message(format!("R = {r}, {} run {}", spec.name(), run + 1));
+                bar.set_message(match pass {
+                    0 => format!("warm-up: R = {r}, {}", spec.name()),
+                    p => format!("R = {r}, {} run {p}", spec.name()),
+                });
                 // Distinct bytes every run: a stale read cannot pass the comparison.
-                let op = (run * accesses.len() * n + ri * n + si) as u64;
+                let op = (pass * accesses.len() * n + ri * n + si) as u64;
                 atomio_verify::fill(0, op, access.ranges(), &mut data).map_err(wire)?;
-                let tag = format!("{}-{r}-{si}-{run}", std::process::id());
-                let s = env.measure(spec, access, &data, &mut out, &tag).await?;
-                samples[ri][si].push(s);
+                let s = env
+                    .measure(si, spec, &mut files[si], access, &data, &mut out)
+                    .await?;
+                if pass > 0 {
+                    samples[ri][si].push(s);
+                } else if let Some(m) = s.mismatch {
+                    warm_mismatch[si].get_or_insert(format!("R={r} (warm-up): {m}"));
+                }
                 bar.inc(1);
             }
         }
     }
     bar.finish_and_clear();
+    let data_of: Vec<&'static str> = files.iter().map(RowFile::data).collect();
+    drop(files);
+    for (si, spec) in cfg.strategies.iter().enumerate() {
+        if matches!(spec, RowSpec::Strategy(s) if s.supports(PlacementKind::Servers)) {
+            let _ = env.c.remove(&Env::path(si)).await;
+        }
+        let _ = std::fs::remove_file(env.local(si));
+    }
     let mut rows = Vec::new();
     for ((r, access, gap), per) in accesses.iter().zip(samples) {
-        for (spec, ss) in cfg.strategies.iter().zip(per) {
+        for (si, (spec, ss)) in cfg.strategies.iter().zip(per).enumerate() {
             let w: Vec<f64> = ss.iter().map(|s| s.write_s).collect();
             let rd: Vec<f64> = ss.iter().map(|s| s.read_s).collect();
             let mat: Vec<f64> = ss.iter().filter_map(|s| s.materialize_s).collect();
-            let mismatch = ss.iter().find_map(|s| s.mismatch.clone());
+            let mismatch = ss
+                .iter()
+                .find_map(|s| s.mismatch.clone())
+                .or_else(|| warm_mismatch[si].clone());
             let (ws, rs) = (median(&w), median(&rd));
             rows.push(SweepRow {
                 strategy: spec.name(),
-                data: ss[0].data.to_string(),
+                data: data_of[si].to_string(),
                 regions: *r,
                 region_bytes: cfg.bytes / r,
                 gap_bytes: *gap,
