@@ -540,6 +540,32 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
         );
     }
     if let Some(v) = report.rows.iter().find(|r| r.strategy == "versioning") {
+        let splits: Vec<String> = v
+            .runs
+            .iter()
+            .filter_map(|r| r.split.as_ref())
+            .map(|s| {
+                let st = |p: &Option<atomio_bench::versions::readers::PhaseStats>| {
+                    p.as_ref().map_or("-".into(), |p| {
+                        format!("{:.0}/{:.0} µs", p.median_us, p.p99_us)
+                    })
+                };
+                format!(
+                    "{:.0}% fetched ({:.1} nodes each; median/p99 {}), cached {}",
+                    s.fetching_share * 100.0,
+                    s.nodes_per_fetching_read,
+                    st(&s.fetching),
+                    st(&s.cached)
+                )
+            })
+            .collect();
+        if !splits.is_empty() {
+            println!(
+                "versioning reads beside writers, by whether the newest snapshot's tree was \
+                 cached or nodes of a new one were fetched — per run: {}",
+                splits.join("; ")
+            );
+        }
         println!(
             "target (issue 10): versioning read latency with writers <= {READERS_TARGET}x \
              without — median {:.3}x ({}), p99 {:.3}x ({}); per run: {}",

@@ -108,6 +108,9 @@ pub struct ClientResult {
     pub lock_requests: u64,
     /// Versioning: tree nodes fetched from servers (not found in the client's cache).
     pub nodes_fetched: Option<u64>,
+    /// Versioning readers: tree nodes each timed read fetched (beside `latencies_us`).
+    #[serde(default)]
+    pub fetched_per_read: Vec<u32>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -241,6 +244,7 @@ async fn run_job(job: &ClientJob, io: &mut Io, inbox: &mut Inbox) -> Result<Clie
     let a = &job.access;
     let mut buf = vec![0u8; a.size() as usize];
     let mut lat = Vec::new();
+    let mut fetched = Vec::new();
     let mut dumps: Vec<(u64, Vec<u8>)> = Vec::new();
     let t0 = Instant::now();
     let mut ops = 0u64;
@@ -281,9 +285,13 @@ async fn run_job(job: &ClientJob, io: &mut Io, inbox: &mut Inbox) -> Result<Clie
             }
             let end = Instant::now() + Duration::from_secs_f64(job.seconds);
             while Instant::now() < end {
+                let before = io.nodes_fetched();
                 let t = Instant::now();
                 io.read(a, &mut buf).await.map_err(e)?;
                 lat.push(t.elapsed().as_secs_f64() * 1e6);
+                if let (Some(b), Some(n)) = (before, io.nodes_fetched()) {
+                    fetched.push((n - b) as u32);
+                }
                 if job.keep_every > 0
                     && ops.is_multiple_of(job.keep_every)
                     && dumps.len() < job.keep_max
@@ -308,6 +316,7 @@ async fn run_job(job: &ClientJob, io: &mut Io, inbox: &mut Inbox) -> Result<Clie
         dumps: kept,
         lock_requests: io.lock_requests(),
         nodes_fetched: io.nodes_fetched(),
+        fetched_per_read: fetched,
     })
 }
 
@@ -488,6 +497,19 @@ pub struct RunStats {
     pub write_median_us: f64,
     /// Versioning readers: tree nodes fetched per read in the loaded phase.
     pub nodes_per_read: Option<f64>,
+    /// Versioning readers, loaded phase: reads that found the newest snapshot's tree
+    /// cached against those that fetched nodes of a new one.
+    pub split: Option<FetchSplit>,
+}
+
+/// The loaded phase's reads of a versioning reader, by whether they fetched tree nodes.
+#[derive(Clone, Debug, Serialize)]
+pub struct FetchSplit {
+    /// Share of the reads that fetched at least one node.
+    pub fetching_share: f64,
+    pub nodes_per_fetching_read: f64,
+    pub cached: Option<PhaseStats>,
+    pub fetching: Option<PhaseStats>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -806,14 +828,20 @@ async fn one_run(
         p.send(&ToClient::Go).await?;
     }
     let mut loaded = Vec::new();
-    let mut nodes = (0u64, false);
+    let (mut cached, mut fetching, mut nodes) = (Vec::new(), Vec::new(), Vec::new());
     let mut reader_err = None;
     for (r, p) in env.readers.iter_mut().enumerate() {
         match p.done().await {
             Ok(res) => {
                 loaded.extend(res.latencies_us.iter().copied());
-                if let Some(n) = res.nodes_fetched {
-                    nodes = (nodes.0 + n, true);
+                for (l, n) in res.latencies_us.iter().zip(&res.fetched_per_read) {
+                    match n {
+                        0 => cached.push(*l),
+                        n => {
+                            fetching.push(*l);
+                            nodes.push(f64::from(*n));
+                        }
+                    }
                 }
                 dumps.extend(res.dumps.into_iter().map(|(op, f)| (r as u32, op, f)));
             }
@@ -846,8 +874,14 @@ async fn one_run(
     let (i, l) = (PhaseStats::of(&idle), PhaseStats::of(&loaded));
     let mut wl = wlat.clone();
     wl.sort_by(f64::total_cmp);
-    // Nodes fetched over the whole job (warm-up included) per timed read: an upper bound.
-    let nodes_per_read = nodes.1.then(|| nodes.0 as f64 / l.reads.max(1) as f64);
+    let versioned = !cached.is_empty() || !fetching.is_empty();
+    let nodes_per_read = versioned.then(|| nodes.iter().sum::<f64>() / l.reads.max(1) as f64);
+    let split = versioned.then(|| FetchSplit {
+        fetching_share: fetching.len() as f64 / l.reads.max(1) as f64,
+        nodes_per_fetching_read: nodes.iter().sum::<f64>() / nodes.len().max(1) as f64,
+        cached: (!cached.is_empty()).then(|| PhaseStats::of(&cached)),
+        fetching: (!fetching.is_empty()).then(|| PhaseStats::of(&fetching)),
+    });
     Ok(RunOut {
         stats: RunStats {
             median_ratio: l.median_us / i.median_us,
@@ -857,6 +891,7 @@ async fn one_run(
             writes_per_s: wops as f64 / wsecs.max(1e-9),
             write_median_us: percentile(&wl, 50.0),
             nodes_per_read,
+            split,
         },
         writes_made,
         dumps,
