@@ -800,7 +800,8 @@ fn print_gc(rows: &[GcRow], cfg: &GcConfig) {
         println!(
             "target (issue 10): disk usage <= {GC_TARGET}x the file ({} bytes) — max {:.4}x \
              ({} bytes, {}), at the end of the writes {:.4}x ({} bytes, {}), after the last \
-             collection {:.4}x ({} bytes, {}); newest snapshot {} the last overwrite ({} \
+             collection {:.4}x ({} bytes, {}); {} bytes of these are there before the first \
+             write (the servers' own files); newest snapshot {} the last overwrite ({} \
              snapshots compared byte for byte)",
             r.file_bytes,
             r.max_x,
@@ -812,6 +813,7 @@ fn print_gc(rows: &[GcRow], cfg: &GcConfig) {
             r.final_x,
             r.final_bytes,
             holds(r.final_x <= GC_TARGET),
+            r.baseline_bytes,
             if r.verified {
                 "reads back exactly"
             } else {

@@ -122,6 +122,9 @@ pub struct GcRow {
     pub file_bytes: u64,
     pub bytes_per_overwrite: u64,
     pub keep_last: Option<u64>,
+    /// Disk usage before the first overwrite (the servers' own files: lease mark, store
+    /// id, logs), included in every figure below.
+    pub baseline_bytes: u64,
     pub max_bytes: u64,
     pub end_of_writes_bytes: u64,
     pub final_bytes: u64,
@@ -293,6 +296,8 @@ async fn one_row(
     } else {
         "direct"
     };
+    // What is there before the first write: the servers' own files (or the empty file).
+    let baseline_bytes = disk_usage(&paths);
     let samples = Arc::new(Mutex::new(Vec::new()));
     let done = Arc::new(AtomicU64::new(0));
     let t0 = Instant::now();
@@ -443,6 +448,7 @@ async fn one_row(
         file_bytes: cfg.file_bytes,
         bytes_per_overwrite: window,
         keep_last: versioning.then_some(cfg.keep_last),
+        baseline_bytes,
         max_bytes,
         end_of_writes_bytes: end_of_writes,
         final_bytes,
