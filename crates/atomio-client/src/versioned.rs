@@ -232,14 +232,21 @@ impl VersionedFile {
         if self.local.is_some() {
             for (server, list) in &per {
                 let f = self.chunk_file(*server, self.slot)?;
-                // A server's pieces are back to back in the chunk object: one `pwritev`
-                // per up to 1,024 of them (a `pwrite` each cost 12 % at 64 KiB pieces).
-                for batch in list.chunks(1024) {
-                    let slices: Vec<std::io::IoSlice<'_>> = batch
-                        .iter()
-                        .map(|&(_, at, len)| std::io::IoSlice::new(&data[at..at + len]))
-                        .collect();
-                    write_all_vectored_at(f, &slices, batch[0].0)?;
+                let start = list[0].0;
+                let total: usize = list.iter().map(|p| p.2).sum();
+                if total / list.len() >= 64 << 10 {
+                    for &(off, at, len) in list {
+                        f.write_all_at(&data[at..at + len], off)
+                            .map_err(|e| io_err("pwrite (chunk)", e))?;
+                    }
+                } else {
+                    // Small pieces: one contiguous write of them gathered.
+                    let mut buf = Vec::with_capacity(total);
+                    for &(_, at, len) in list {
+                        buf.extend_from_slice(&data[at..at + len]);
+                    }
+                    f.write_all_at(&buf, start)
+                        .map_err(|e| io_err("pwrite (chunk)", e))?;
                 }
             }
         } else {
@@ -938,35 +945,6 @@ fn all_base(ranges: &RangeList, out: &mut [u8]) -> Vec<(Segment, usize)> {
 
 /// Stored bytes to read: (object offset, length, where they go in the caller's buffer).
 type StoredPiece = (u64, u64, usize);
-
-/// Writes every byte of `slices` from `offset` on (`pwritev`, resumed after short writes).
-fn write_all_vectored_at(
-    f: &std::fs::File,
-    slices: &[std::io::IoSlice<'_>],
-    offset: u64,
-) -> Result<(), WireError> {
-    let total: usize = slices.iter().map(|s| s.len()).sum();
-    let n = nix::sys::uio::pwritev(f, slices, offset as i64)
-        .map_err(|e| io_err("pwritev (chunk)", e.into()))?;
-    if n == total {
-        return Ok(());
-    }
-    // Short write: finish piece by piece from where it stopped.
-    let mut skip = n;
-    let mut at = offset + n as u64;
-    for s in slices {
-        if skip >= s.len() {
-            skip -= s.len();
-            continue;
-        }
-        let rest = &s[skip..];
-        f.write_all_at(rest, at)
-            .map_err(|e| io_err("pwrite (chunk)", e))?;
-        at += rest.len() as u64;
-        skip = 0;
-    }
-    Ok(())
-}
 
 /// One request to one server.
 async fn one(c: &mut ClusterClient, s: ServerId, r: Request) -> Result<Reply, WireError> {
