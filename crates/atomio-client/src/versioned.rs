@@ -609,14 +609,14 @@ impl VersionedFile {
         }
     }
 
-    async fn read_at(
+    /// Snapshot `v`'s segments over `ranges`, its tree walked through the node cache.
+    async fn segments(
         &mut self,
         c: &mut ClusterClient,
         v: Version,
-        ranges: &RangeList,
-        out: &mut [u8],
-    ) -> Result<Vec<(Segment, usize)>, WireError> {
-        let mut reader = TreeReader::new(self.geometry, v, ranges.clone());
+        ranges: RangeList,
+    ) -> Result<Vec<Segment>, WireError> {
+        let mut reader = TreeReader::new(self.geometry, v, ranges);
         let mut supply = Vec::new();
         let segs = loop {
             match reader
@@ -627,6 +627,17 @@ impl VersionedFile {
                 ReadStep::Done(segs) => break segs,
             }
         };
+        Ok(segs)
+    }
+
+    async fn read_at(
+        &mut self,
+        c: &mut ClusterClient,
+        v: Version,
+        ranges: &RangeList,
+        out: &mut [u8],
+    ) -> Result<Vec<(Segment, usize)>, WireError> {
+        let segs = self.segments(c, v, ranges.clone()).await?;
         // Where each segment lands in `out`: ranges are in order, segments too.
         let mut base = Vec::new();
         let mut stored: Vec<(Segment, usize)> = Vec::new();
@@ -663,17 +674,9 @@ impl VersionedFile {
         if self.local.is_none() {
             return Ok(false);
         }
-        let mut reader = TreeReader::new(self.geometry, v, RangeList::from_ranges(vec![range]));
-        let mut supply = Vec::new();
-        let segs = loop {
-            match reader
-                .advance(std::mem::take(&mut supply))
-                .map_err(|e| WireError::new(ErrorCode::Internal, e))?
-            {
-                ReadStep::Fetch(keys) => supply = self.nodes(c, keys).await?,
-                ReadStep::Done(segs) => break segs,
-            }
-        };
+        let segs = self
+            .segments(c, v, RangeList::from_ranges(vec![range]))
+            .await?;
         for s in segs {
             let Some(at) = s.at else { continue };
             let src = self.chunk_file(at.server, at.object)?;
