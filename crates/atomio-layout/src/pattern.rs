@@ -419,6 +419,17 @@ impl Pattern {
         &self.inner.nodes
     }
 
+    /// Bytes of data node `i` selects (`i` < `nodes().len()`): for walks over the DAG
+    /// that keep its structure (the interval analysis lowers vectors to strided families).
+    pub fn node_size(&self, i: u32) -> u64 {
+        self.inner.info[i as usize].size
+    }
+
+    /// The extent (repetition spacing) of node `i`.
+    pub fn node_extent(&self, i: u32) -> u64 {
+        self.inner.info[i as usize].extent
+    }
+
     /// Bytes of data the pattern selects.
     pub fn size(&self) -> u64 {
         self.root_info().size

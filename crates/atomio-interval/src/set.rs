@@ -1,0 +1,293 @@
+//! The interval set of a file: the analysis's entries with a search tree, and the split of
+//! one call into what needs no lock and what does (Logan §3.3).
+//!
+//! Search: entries are sorted by start; a max-end tree over them finds every entry whose
+//! hull overlaps a range in O(log n + k) node visits; inside an entry the touched intervals
+//! are computed arithmetically (`Family::touching`).
+//!
+//! Split of a call by rank `r`: bytes in an interval private to `r` need no lock (nobody
+//! else can touch them: every rank's accesses are inside its declared view); bytes in a
+//! shared or unresolved interval are locked at that interval's manager; bytes in no interval
+//! (nobody declared them, so everyone who touches them comes here too) are locked and
+//! counted as a fallback; bytes private to *another* rank cannot be made safe by any lock
+//! `r` takes (their owner writes them lock-free) and are refused.
+//!
+//! **Invariants:** the split's pieces partition the call's bytes; a byte is lock-free only
+//! when it is in an interval private to the caller; the manager of a shared interval
+//! depends only on its owner set (every rank computes the same).
+
+use crate::analysis::{Analysis, AnalysisStats, Entry, Owner, Rank};
+use crate::family::Family;
+use atomio_layout::ByteRange;
+
+/// A file's interval set.
+#[derive(Clone, Debug, Default)]
+pub struct IntervalSet {
+    entries: Vec<Entry>,
+    owners: Vec<Owner>,
+    /// Implicit binary tree (1-based, leaves at `size..`) of the max hull end below.
+    max_end: Vec<u64>,
+    size: usize,
+    stats: AnalysisStats,
+}
+
+/// One piece of a call, classified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PieceClass {
+    /// In an interval private to the caller: no lock.
+    Private,
+    /// In a shared (or unresolved) interval with this owner id: locked at its manager.
+    Shared(u32),
+    /// In no declared interval: locked (fallback).
+    Undeclared,
+    /// Private to another rank: refused.
+    Foreign(Rank),
+}
+
+/// A call cut by the interval set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    /// In call order: (range, class).
+    pub pieces: Vec<(ByteRange, PieceClass)>,
+    pub private_bytes: u64,
+    pub shared_bytes: u64,
+    pub undeclared_bytes: u64,
+    /// First byte private to another rank, and that rank.
+    pub foreign: Option<(u64, Rank)>,
+}
+
+impl Split {
+    /// Bytes that must be locked.
+    pub fn locked_bytes(&self) -> u64 {
+        self.shared_bytes + self.undeclared_bytes
+    }
+}
+
+impl IntervalSet {
+    pub fn new(a: Analysis) -> Self {
+        let n = a.entries.len();
+        let size = n.next_power_of_two().max(1);
+        let mut max_end = vec![0u64; 2 * size];
+        for (i, e) in a.entries.iter().enumerate() {
+            max_end[size + i] = e.family.end();
+        }
+        for i in (1..size).rev() {
+            max_end[i] = max_end[2 * i].max(max_end[2 * i + 1]);
+        }
+        IntervalSet {
+            entries: a.entries,
+            owners: a.owners,
+            max_end,
+            size,
+            stats: a.stats,
+        }
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    pub fn owners(&self) -> &[Owner] {
+        &self.owners
+    }
+
+    pub fn owner(&self, id: u32) -> &Owner {
+        &self.owners[id as usize]
+    }
+
+    pub fn stats(&self) -> &AnalysisStats {
+        &self.stats
+    }
+
+    pub fn ranks(&self) -> u32 {
+        self.stats.ranks
+    }
+
+    /// Indices of the entries whose hulls overlap `[x, y)`, in increasing index order.
+    pub fn overlapping(&self, x: u64, y: u64, out: &mut Vec<usize>) {
+        out.clear();
+        let hi = self.entries.partition_point(|e| e.family.start < y);
+        if hi == 0 {
+            return;
+        }
+        // Visit nodes covering leaves [0, hi) whose max end exceeds x.
+        let mut stack = vec![(1usize, 0usize, self.size)];
+        while let Some((node, lo, width)) = stack.pop() {
+            if lo >= hi || self.max_end[node] <= x {
+                continue;
+            }
+            if width == 1 {
+                out.push(lo);
+                continue;
+            }
+            let half = width / 2;
+            stack.push((2 * node + 1, lo + half, half));
+            stack.push((2 * node, lo, half));
+        }
+    }
+
+    /// The intervals (as clipped ranges with their entry) that overlap `[x, y)`, sorted.
+    pub fn pieces(&self, x: u64, y: u64) -> Vec<(ByteRange, u32)> {
+        let mut idx = vec![];
+        self.overlapping(x, y, &mut idx);
+        let mut out = vec![];
+        for i in idx {
+            let e = &self.entries[i];
+            for k in e.family.touching(x, y) {
+                let iv = e.family.nth(k);
+                out.push((
+                    ByteRange {
+                        start: iv.start.max(x),
+                        end: iv.end.min(y),
+                    },
+                    e.owner,
+                ));
+            }
+        }
+        out.sort_unstable_by_key(|(r, _)| r.start);
+        out
+    }
+
+    /// Cuts a call's ranges (in order) by the interval set, for rank `rank`.
+    pub fn split<I: IntoIterator<Item = ByteRange>>(&self, rank: Rank, ranges: I) -> Split {
+        let mut s = Split::default();
+        let push = |s: &mut Split, r: ByteRange, c: PieceClass| {
+            match &c {
+                PieceClass::Private => s.private_bytes += r.len(),
+                PieceClass::Shared(_) => s.shared_bytes += r.len(),
+                PieceClass::Undeclared => s.undeclared_bytes += r.len(),
+                PieceClass::Foreign(o) => {
+                    if s.foreign.is_none() {
+                        s.foreign = Some((r.start, *o));
+                    }
+                }
+            }
+            match s.pieces.last_mut() {
+                Some((l, lc)) if *lc == c && l.end == r.start => l.end = r.end,
+                _ => s.pieces.push((r, c)),
+            }
+        };
+        for r in ranges {
+            let mut at = r.start;
+            for (p, owner) in self.pieces(r.start, r.end) {
+                if p.start > at {
+                    push(
+                        &mut s,
+                        ByteRange {
+                            start: at,
+                            end: p.start,
+                        },
+                        PieceClass::Undeclared,
+                    );
+                }
+                let class = match self.owner(owner) {
+                    Owner::Ranks(rs) if rs.len() == 1 && rs[0] == rank => PieceClass::Private,
+                    Owner::Ranks(rs) if rs.len() == 1 => PieceClass::Foreign(rs[0]),
+                    _ => PieceClass::Shared(owner),
+                };
+                push(&mut s, p, class);
+                at = p.end;
+            }
+            if at < r.end {
+                push(
+                    &mut s,
+                    ByteRange {
+                        start: at,
+                        end: r.end,
+                    },
+                    PieceClass::Undeclared,
+                );
+            }
+        }
+        s
+    }
+
+    /// The lock manager (an index below `managers`) of the shared intervals with owner
+    /// `id`: the group's lowest rank's share of the managers, so a group's locks live with
+    /// one of its members' servers when servers run inside the ranks, and groups spread
+    /// over the managers. Unresolved and undeclared bytes are not assigned here.
+    pub fn manager(&self, id: u32, managers: u32) -> u32 {
+        match self.owner(id) {
+            Owner::Ranks(rs) => {
+                let ranks = self.ranks().max(1) as u64;
+                ((rs[0] as u64 * managers as u64) / ranks) as u32
+            }
+            Owner::Unresolved => 0,
+        }
+    }
+
+    /// Every interval (expanded), for small sets and tests.
+    pub fn intervals(&self) -> impl Iterator<Item = (ByteRange, &Owner)> + '_ {
+        self.entries.iter().flat_map(move |e| {
+            let o = &self.owners[e.owner as usize];
+            (0..e.family.count).map(move |i| (e.family.nth(i), o))
+        })
+    }
+
+    /// Families of the set, for the interval file's metadata.
+    pub fn families(&self) -> impl Iterator<Item = (&Family, &Owner)> + '_ {
+        self.entries
+            .iter()
+            .map(move |e| (&e.family, &self.owners[e.owner as usize]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{analyze, Limits};
+    use proptest::prelude::*;
+
+    fn set(declared: &[(Rank, Vec<Family>)]) -> IntervalSet {
+        IntervalSet::new(analyze(4, declared, Limits::default()).unwrap())
+    }
+
+    #[test]
+    fn split_of_overlapping_tiles() {
+        let s = set(&[
+            (0, vec![Family::new(0, 60, 100, 50).unwrap()]),
+            (1, vec![Family::new(40, 60, 100, 50).unwrap()]),
+        ]);
+        let row = |k: u64, a: u64, b: u64| ByteRange {
+            start: k * 100 + a,
+            end: k * 100 + b,
+        };
+        let sp = s.split(0, (0..50).map(|k| row(k, 0, 60)));
+        assert_eq!(sp.private_bytes, 40 * 50);
+        assert_eq!(sp.shared_bytes, 20 * 50);
+        assert_eq!(sp.undeclared_bytes, 0);
+        assert!(sp.foreign.is_none());
+        // Rank 0 writing into rank 1's private bytes is refused.
+        let sp = s.split(0, [row(3, 70, 80)]);
+        assert_eq!(sp.foreign, Some((370, 1)));
+        // Beyond every view: undeclared, locked.
+        let sp = s.split(
+            0,
+            [ByteRange {
+                start: 9000,
+                end: 9100,
+            }],
+        );
+        assert_eq!(sp.undeclared_bytes, 100);
+    }
+
+    proptest! {
+        /// `overlapping` finds exactly the entries whose hulls overlap the query.
+        #[test]
+        fn search_tree_matches_scan(
+            fams in prop::collection::vec((0u32..4, 0u64..500, 1u64..20, 0u64..40, 1u64..6), 1..30),
+            x in 0u64..700, len in 1u64..200,
+        ) {
+            let declared: Vec<(Rank, Vec<Family>)> = fams.iter().map(|&(r, s, l, g, c)| (r, vec![Family::new(s, l, l + g, c).unwrap()])).collect();
+            let s = set(&declared);
+            let mut got = vec![];
+            s.overlapping(x, x + len, &mut got);
+            let want: Vec<usize> = s.entries().iter().enumerate().filter(|(_, e)| e.family.start < x + len && e.family.end() > x).map(|(i, _)| i).collect();
+            prop_assert_eq!(got, want);
+            // split partitions the bytes
+            let sp = s.split(0, [ByteRange { start: x, end: x + len }]);
+            let total: u64 = sp.pieces.iter().map(|(r, _)| r.len()).sum();
+            prop_assert_eq!(total, len);
+        }
+    }
+}
