@@ -15,10 +15,13 @@
 
 use crate::call::{CallIo, CallOp};
 use crate::direct::DirectData;
+use crate::interval::{refuse_foreign, Halves, IntervalGeometry};
 use crate::objects::ObjectFiles;
 use crate::strategy::Strategy;
 use crate::technique::{IoMethod, LockGeometry, Locks, PlacementKind, Publish};
+use atomio_interval::{Choice, IntervalSet};
 use atomio_layout::{Access, Layout};
+use std::sync::Arc;
 
 /// How a direct file's lock space is spread over the lock servers. No data is striped in
 /// direct placement, so this only trades lock-load spreading against the length of the
@@ -43,6 +46,11 @@ pub struct IoStats {
     pub lock_requests: u64,
     /// Lock messages sent (acquires, partial and full releases).
     pub lock_messages: u64,
+    /// Calls (interval I/O) whose every byte was private to this client: no lock taken.
+    pub lock_free_calls: u64,
+    /// Calls (interval I/O) that locked bytes no declared view covers, or ran before the
+    /// file had an interval set: correct, but locked like a plain byte-range technique.
+    pub interval_fallbacks: u64,
 }
 
 /// Where the file's bytes are.
@@ -96,6 +104,12 @@ pub struct File {
     versioned: Option<crate::versioned::VersionedFile>,
     /// The trees' shape for versions this client makes (`set_version_geometry`).
     version_geometry: Option<atomio_version::Geometry>,
+    /// The file's interval set and this client's rank in it (`set_intervals`).
+    intervals: Option<(Arc<IntervalSet>, u32)>,
+    /// Atomic mode was asked for with `auto`: re-decide whenever the interval set changes.
+    auto: bool,
+    /// What `auto` chose last, and why.
+    choice: Option<Choice>,
 }
 
 fn no_client(what: &str) -> WireError {
@@ -164,7 +178,44 @@ impl File {
             dlm_log: false,
             versioned: None,
             version_geometry: None,
+            intervals: None,
+            auto: false,
+            choice: None,
         }
+    }
+
+    /// Declares the file's interval set (the analysis of every rank's views or calls;
+    /// every rank must install the same set) and this client's rank in it. Interval I/O
+    /// then moves this rank's private bytes with no lock; with `auto` the strategy is
+    /// chosen from the set now (and again at every later call of this), and the choice is
+    /// returned.
+    pub fn set_intervals(&mut self, set: Arc<IntervalSet>, rank: u32) -> Option<Choice> {
+        self.intervals = Some((set.clone(), rank));
+        if !self.auto {
+            return None;
+        }
+        let choice = atomio_interval::choose(&set);
+        let chosen = choice
+            .strategy
+            .parse::<Strategy>()
+            .ok()
+            .filter(|s| s.supports(self.placement.kind()))
+            .unwrap_or_else(Strategy::interval);
+        tracing::info!(strategy = %chosen, reason = %choice.reason, "auto");
+        self.atomic = chosen;
+        self.choice = Some(choice.clone());
+        Some(choice)
+    }
+
+    /// What `auto` chose for this file, and why (`None` before an interval set, or when
+    /// the strategy is not `auto`).
+    pub fn explain(&self) -> Option<&Choice> {
+        self.choice.as_ref()
+    }
+
+    /// The file's interval set, if declared.
+    pub fn intervals(&self) -> Option<&IntervalSet> {
+        self.intervals.as_ref().map(|(s, _)| &**s)
     }
 
     /// The chunk size and fan-out of the file's versions, if this client makes them (before
@@ -432,7 +483,12 @@ impl File {
                 format!("{s} does not run on {kind} placement"),
             ));
         }
+        self.auto = s.is_auto();
+        self.choice = None;
         self.atomic = s;
+        if let (true, Some((set, rank))) = (self.auto, self.intervals.clone()) {
+            self.set_intervals(set, rank);
+        }
         Ok(())
     }
 
@@ -459,12 +515,14 @@ impl File {
                 Placement::Servers(info) => LockGeometry {
                     layout: info.layout.clone(),
                     central: metadata_server(&info.meta.path, n),
+                    intervals: None,
                 },
                 Placement::Direct(d) => {
                     let central = metadata_server(d.lock_key(), n);
                     LockGeometry {
                         layout: Layout::round_robin(DIRECT_LOCK_STRIPE, n, n, central.0)?,
                         central,
+                        intervals: None,
                     }
                 }
             });
@@ -483,7 +541,12 @@ impl File {
             return Ok(None);
         }
         let technique = self.atomic.clone();
-        let geometry = self.geometry(servers)?.clone();
+        let mut geometry = self.geometry(servers)?.clone();
+        geometry.intervals = self.intervals.as_ref().map(|(set, rank)| IntervalGeometry {
+            set: set.clone(),
+            rank: *rank,
+            by_group: matches!(self.placement, Placement::Direct(_)),
+        });
         let locks = technique.technique().locks(mode, access, &geometry)?;
         self.stats.lock_requests += locks.as_ref().map_or(0, Locks::requests);
         Ok(locks)
@@ -546,40 +609,106 @@ impl File {
         access: &Access,
         op: Op<'_>,
     ) -> Result<(), WireError> {
+        self.stats.calls += 1;
+        self.stats.bytes += access.size();
         match op {
             // A write refused because another client holds a lock on its bytes (mandatory
             // locks: only a write that took no lock of its own there) waits for them.
             Op::Write(data) => {
                 let mut backoff = atomio_net::patience::LockedBackoff::default();
                 loop {
-                    match self
-                        .locked_io(c.as_deref_mut(), access, Op::Write(data))
-                        .await
-                    {
+                    match self.steps(c.as_deref_mut(), access, Op::Write(data)).await {
                         Err(e) if backoff.again(&e).await => continue,
                         r => break r,
                     }
                 }
             }
-            op => self.locked_io(c, access, op).await,
+            op => self.steps(c, access, op).await,
         }?;
         match self.atomic.technique().publish() {
             Publish::Nothing => Ok(()),
         }
     }
 
-    /// Steps 1–3: lock, I/O, release.
-    async fn locked_io(
+    /// Steps 1–3 of one call, cut by the interval set first when the technique asks.
+    async fn steps(
         &mut self,
         c: Option<&mut ClusterClient>,
         access: &Access,
         op: Op<'_>,
     ) -> Result<(), WireError> {
-        self.stats.calls += 1;
-        self.stats.bytes += access.size();
-        let mode = op.mode();
+        if self.atomic.is_atomic() && self.atomic.technique().splits_by_intervals() {
+            match self.intervals.clone() {
+                Some((set, rank)) => return self.interval_call(c, access, op, &set, rank).await,
+                None => self.stats.interval_fallbacks += 1,
+            }
+        }
         let servers = c.as_ref().map_or(0, |c| c.servers());
-        let service = match self.plan_locks(servers, mode, access)? {
+        let locks = self.plan_locks(servers, op.mode(), access)?;
+        self.locked_io(c, access, op, locks).await
+    }
+
+    /// Interval I/O's call: the bytes private to this rank with no lock, then the rest
+    /// under the technique's locks (see `interval`).
+    async fn interval_call(
+        &mut self,
+        mut c: Option<&mut ClusterClient>,
+        access: &Access,
+        op: Op<'_>,
+        set: &IntervalSet,
+        rank: u32,
+    ) -> Result<(), WireError> {
+        let split = set.split(rank, access.ranges());
+        refuse_foreign(&split)?;
+        if split.undeclared_bytes > 0 {
+            self.stats.interval_fallbacks += 1;
+        }
+        let servers = c.as_ref().map_or(0, |c| c.servers());
+        if split.locked_bytes() == 0 {
+            self.stats.lock_free_calls += 1;
+            return self.locked_io(c, access, op, None).await;
+        }
+        if split.private_bytes == 0 {
+            let locks = self.plan_locks(servers, op.mode(), access)?;
+            return self.locked_io(c, access, op, locks).await;
+        }
+        match op {
+            Op::Write(data) => {
+                let h = Halves::new(&split, Some(data))?;
+                if let Some((a, d)) = &h.free {
+                    self.locked_io(c.as_deref_mut(), a, Op::Write(d), None)
+                        .await?;
+                }
+                let (a, d) = h.locked.as_ref().expect("locked bytes > 0");
+                let locks = self.plan_locks(servers, LockMode::Write, a)?;
+                self.locked_io(c, a, Op::Write(d), locks).await
+            }
+            Op::Read { out, holes_ok } => {
+                let mut h = Halves::new(&split, None)?;
+                if let Some((a, buf)) = &mut h.free {
+                    let op = Op::Read { out: buf, holes_ok };
+                    self.locked_io(c.as_deref_mut(), a, op, None).await?;
+                }
+                let (a, buf) = h.locked.as_mut().expect("locked bytes > 0");
+                let locks = self.plan_locks(servers, LockMode::Read, a)?;
+                let op = Op::Read { out: buf, holes_ok };
+                self.locked_io(c, a, op, locks).await?;
+                h.scatter(out);
+                Ok(())
+            }
+        }
+    }
+
+    /// Steps 1–3 with the locks planned: lock, I/O, release.
+    async fn locked_io(
+        &mut self,
+        c: Option<&mut ClusterClient>,
+        access: &Access,
+        op: Op<'_>,
+        locks: Option<Locks>,
+    ) -> Result<(), WireError> {
+        let mode = op.mode();
+        let service = match locks {
             Some(Locks::Fcntl(r)) => return self.fcntl_call(Some(r), mode, access, op),
             None if matches!(self.placement, Placement::Direct(_)) => {
                 return self.fcntl_call(None, mode, access, op)

@@ -6,6 +6,7 @@ pub mod call;
 pub mod direct;
 pub mod dlm;
 pub mod file;
+pub mod interval;
 pub(crate) mod mapped;
 pub mod objects;
 pub mod seqdlm_sim;

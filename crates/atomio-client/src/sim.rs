@@ -328,6 +328,7 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
     let layout = Layout::round_robin(cfg.stripe_size, n, n, central.0)
         .map_err(|e| fail(cfg, 0, format!("layout: {e}")))?;
     let geometry = LockGeometry {
+        intervals: None,
         layout: layout.clone(),
         central,
     };

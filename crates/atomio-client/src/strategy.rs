@@ -52,6 +52,20 @@ impl Strategy {
         Self::new(Versioning)
     }
 
+    /// Interval I/O: locks only on shared intervals (Logan & Dickens).
+    pub fn interval() -> Self {
+        Self::new(crate::interval::IntervalLocks { auto: false })
+    }
+
+    /// Picks a technique per file from its interval analysis (`atomio_interval::choose`).
+    pub fn auto() -> Self {
+        Self::new(crate::interval::IntervalLocks { auto: true })
+    }
+
+    pub fn is_auto(&self) -> bool {
+        self.name() == "auto"
+    }
+
     pub fn is_versioning(&self) -> bool {
         self.name() == "versioning"
     }
@@ -131,6 +145,8 @@ impl FromStr for Strategy {
             "romio" => return Ok(Self::romio()),
             "block:stripe" => return Ok(Self::block(BlockSize::Stripe)),
             "versioning" => return Ok(Self::versioning()),
+            "interval" => return Ok(Self::interval()),
+            "auto" => return Ok(Self::auto()),
             _ => {}
         }
         if let Some(n) = s.strip_prefix("block:") {
@@ -153,7 +169,7 @@ impl FromStr for Strategy {
         Err(format!(
             "unknown strategy '{s}' (expected none, whole-file, bounding-extent, block:<bytes>|block:stripe, \
              ching:<posix|list|list/N|datatype>:<two-phase|one-try|alt-try>, posix-fcntl, romio, \
-             dlm-basic, dlm-lustre, seqdlm[:<pr|nbw|bw|pw>][:no-er][:no-conv] or versioning)"
+             dlm-basic, dlm-lustre, seqdlm[:<pr|nbw|bw|pw>][:no-er][:no-conv], versioning, interval or auto)"
         ))
     }
 }
@@ -177,6 +193,8 @@ mod tests {
             "seqdlm:pw:no-er".parse().unwrap(),
             "dlm-lustre".parse().unwrap(),
             Strategy::versioning(),
+            Strategy::interval(),
+            Strategy::auto(),
         ];
         all.extend(Strategy::ching_all());
         for s in all {

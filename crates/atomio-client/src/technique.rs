@@ -73,6 +73,9 @@ impl std::str::FromStr for PlacementKind {
 pub struct LockGeometry {
     pub layout: Layout,
     pub central: ServerId,
+    /// The file's interval set, once its views are declared (techniques that split by
+    /// intervals: `interval`, `auto`).
+    pub intervals: Option<crate::interval::IntervalGeometry>,
 }
 
 /// Step 1: the locks of one call.
@@ -150,6 +153,11 @@ pub trait Technique: fmt::Debug + Send + Sync {
         access: &Access,
         geometry: &LockGeometry,
     ) -> Result<Option<Locks>, WireError>;
+    /// True when the call driver must cut each call by the file's interval set: bytes
+    /// private to the caller moved with no lock, the rest through `locks` (interval I/O).
+    fn splits_by_intervals(&self) -> bool {
+        false
+    }
     /// Step 2: how bytes move under the locks.
     fn io(&self) -> IoMethod {
         IoMethod::Pieces

@@ -288,6 +288,7 @@ mod tests {
 
     fn geometry() -> LockGeometry {
         LockGeometry {
+            intervals: None,
             layout: Layout::round_robin(65536, 2, 2, 0).unwrap(),
             central: ServerId(1),
         }
