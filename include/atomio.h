@@ -71,6 +71,9 @@ typedef struct atomio_client atomio_client;
 // An open file: on a cluster's data servers, or the user's own file (direct placement).
 typedef struct atomio_file atomio_file;
 
+// The interval set of a group of ranks' file views (immutable).
+typedef struct atomio_intervals atomio_intervals;
+
 // An immutable structured pattern (an MPI-datatype-like description of bytes).
 typedef struct atomio_pattern atomio_pattern;
 
@@ -79,6 +82,39 @@ typedef struct atomio_server atomio_server;
 
 // A set of writes and reads to check a file against.
 typedef struct atomio_verifier atomio_verifier;
+
+// Facts about an interval set and what computing it cost.
+typedef struct {
+  // Ranks whose views were analyzed.
+  uint32_t ranks;
+  // Families of intervals kept (the size of the set).
+  uint64_t entries;
+  // Elementary intervals those families stand for.
+  uint64_t intervals;
+  uint64_t private_intervals;
+  uint64_t shared_intervals;
+  uint64_t private_bytes;
+  uint64_t shared_bytes;
+  // Wall time of the whole computation (lowering the views and the analysis).
+  double seconds;
+  // The analysis covers file offsets below this (the same for every rank); beyond it
+  // no byte is declared and every call locks.
+  uint64_t bound;
+} atomio_interval_stats;
+
+// A file's I/O counters (`atomio_client::IoStats`).
+typedef struct {
+  uint64_t calls;
+  uint64_t bytes;
+  // Lock requests made (sub-requests, or `fcntl` calls).
+  uint64_t lock_requests;
+  // Lock messages sent (acquires, partial and full releases).
+  uint64_t lock_messages;
+  // Calls that took no lock at all (every byte private to the caller).
+  uint64_t lock_free_calls;
+  // Calls that had to lock bytes no view declared (strategy `interval`/`auto`).
+  uint64_t interval_fallbacks;
+} atomio_io_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -374,6 +410,48 @@ int atomio_verifier_check(const atomio_verifier *v,
                           size_t cap);
 
 void atomio_verifier_free(atomio_verifier *v);
+
+// Writes the encoded form of `p` into `buf` (`cap` bytes); `*len` is always set to the
+// bytes the encoding needs. `buf` NULL with `cap` 0 only asks for the length; a `cap`
+// too small is `ATOMIO_ELIMIT` (nothing written).
+int atomio_pattern_encode(const atomio_pattern *p, uint8_t *buf, size_t cap, size_t *len);
+
+// A pattern from the `len` bytes `atomio_pattern_encode` wrote (possibly in another
+// process). Malformed or invalid bytes are `ATOMIO_EMALFORMED` / `ATOMIO_EINVAL` /
+// `ATOMIO_ELIMIT`, never a crash. Free with `atomio_pattern_free`.
+int atomio_pattern_decode(const uint8_t *buf, size_t len, atomio_pattern **out);
+
+// The interval set of `n` ranks' MPI file views: rank `i` sees `filetypes[i]` repeated
+// every extent from byte `disps[i]` (filetypes monotone, data within the extent, as MPI
+// requires of views). Analyzed up to `reach` bytes past the largest displacement (0: the
+// default, 1 TiB). Every rank calling it with the same inputs gets the same set.
+int atomio_intervals_from_views(size_t n,
+                                const atomio_pattern *const *filetypes,
+                                const uint64_t *disps,
+                                uint64_t reach,
+                                atomio_intervals **out);
+
+// Facts about an interval set.
+int atomio_intervals_stats(const atomio_intervals *set, atomio_interval_stats *out);
+
+// Frees an interval set (files it was installed on keep their own reference).
+void atomio_intervals_free(atomio_intervals *set);
+
+// Installs `set` on the file, for rank `rank` of the views it was computed from
+// (strategies `interval` and `auto`: bytes private to `rank` are written and read without
+// locks; `auto` picks its strategy from the set). Call it again when the views change.
+int atomio_file_set_intervals(atomio_file *file, const atomio_intervals *set, uint32_t rank);
+
+// The strategy `auto` chose for the file and why, as "strategy: reason" (NUL-terminated,
+// truncated to `cap` - 1 bytes at a character boundary); "" when nothing was chosen.
+int atomio_file_explain(const atomio_file *file, char *buf, size_t cap);
+
+// The strategy in force on the file ("" when atomic mode is off): for `auto`, the one it
+// chose (or fell back to); NUL-terminated, truncated to `cap` - 1 bytes.
+int atomio_get_strategy(const atomio_file *file, char *buf, size_t cap);
+
+// The file's I/O counters since it was opened.
+int atomio_file_stats(const atomio_file *file, atomio_io_stats *out);
 
 #ifdef __cplusplus
 }  // extern "C"

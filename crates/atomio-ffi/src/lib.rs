@@ -28,6 +28,9 @@ use std::os::unix::fs::FileExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
+mod intervals;
+pub use intervals::*;
+
 pub const ATOMIO_OK: c_int = 0;
 pub const ATOMIO_EMALFORMED: c_int = 1;
 pub const ATOMIO_EVERSION: c_int = 2;

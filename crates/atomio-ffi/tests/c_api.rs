@@ -79,3 +79,13 @@ fn a_c_program_reads_versions_and_materializes() {
     );
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// Interval I/O from C: filetypes encoded/decoded, the interval set of strided views, a
+/// direct file with strategy `interval` (own view: 0 lock requests; another rank's private
+/// bytes refused; only shared bytes locked), `auto`'s explanation, bad input.
+#[test]
+fn a_c_program_writes_private_intervals_without_locks() {
+    let (tmp, exe) = compile("intervals");
+    run(&exe, &[tmp.join("data"), tmp.join("user.dat")]);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
