@@ -8,6 +8,7 @@ mod bench_versions;
 mod bench_workload;
 mod demo;
 mod files;
+mod interval;
 mod output;
 mod probe;
 mod server;
@@ -59,6 +60,11 @@ enum Command {
     Verify(files::VerifyArgs),
     /// What running servers hold: lock table, waiters, leases, queue depths.
     Stats(stats::StatsArgs),
+    /// Interval files (Logan & Dickens): inspect one, translate to flat or another set.
+    Interval {
+        #[command(subcommand)]
+        which: interval::IntervalCmd,
+    },
     /// A benchmark client process (started by `atomio bench`).
     #[command(hide = true)]
     Worker,
@@ -194,6 +200,7 @@ fn main() -> std::process::ExitCode {
         Command::ProbeHold(a) => probe::run(a),
         Command::ProbeWrite(a) => probe::run_writes(a),
         Command::Stats(a) => stats::run(a),
+        Command::Interval { which } => interval::run(which),
         Command::Sim(a) => sim::run(a),
     };
     match result {
