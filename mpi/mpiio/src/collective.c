@@ -17,7 +17,8 @@
  * One lock request for the union (made by one rank) also means no hold-and-wait between
  * ranks, so collectives on overlapping files cannot deadlock each other.
  *
- * When it applies: direct placement, and the call's total (all ranks) at most ATOMIO_CB_MAX
+ * When it applies: direct placement, not interval I/O (strategy `interval`, or `auto` that
+ * chose it: each rank writes its own part, see amio_write_all), and the call's total (all ranks) at most ATOMIO_CB_MAX
  * bytes (default 1 GiB; 0 turns aggregation off) -- the decision is made from values every
  * rank agrees on, so all take the same path. Otherwise each rank's call is independent
  * (amio_io), as MPI atomic mode also allows. Reads stay independent.
@@ -314,7 +315,11 @@ int amio_write_all(amio_file *f, int explicit_offset, MPI_Offset offset, const v
                    MPI_Count count, MPI_Datatype dt, MPI_Count *bytes)
 {
     *bytes = 0;
-    if (!f->direct || amio_cfg.cb_max == 0)
+    /* Interval I/O: rank 0 may not write other ranks' private bytes (their owners write
+     * them lock-free; atomio refuses), and private bytes need no lock anyway: each rank
+     * writes its own part (in_force is the same on every rank: the same interval set). */
+    int by_intervals = f->atomic && f->iv && strcmp(f->in_force, "interval") == 0;
+    if (!f->direct || amio_cfg.cb_max == 0 || by_intervals)
         return amio_io(f, 1, explicit_offset, offset, (void *)buf, count, dt, bytes);
     int fallback = 0;
     int code = gathered(f, explicit_offset, offset, buf, count, dt, bytes, &fallback);

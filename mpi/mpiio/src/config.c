@@ -62,6 +62,9 @@ void amio_config_load(void)
     amio_cfg.export_on_sync = (int)env_num("ATOMIO_EXPORT_ON_SYNC", 1, 0, 1);
     amio_cfg.cb_max = (uint64_t)env_num("ATOMIO_CB_MAX", 1LL << 30, 0, 1LL << 40);
     amio_cfg.nfs = (int)env_num("ATOMIO_NFS", 0, 0, 1);
+    amio_cfg.stats = env_str("ATOMIO_STATS");
+    if (amio_cfg.stats && strcmp(amio_cfg.stats, "0") == 0)
+        amio_cfg.stats = NULL;
     const char *d = env_str("ATOMIO_DATA");
     amio_cfg.data_servers = d && strcmp(d, "servers") == 0;
     if (d && !amio_cfg.data_servers && strcmp(d, "direct") != 0)

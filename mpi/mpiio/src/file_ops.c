@@ -35,6 +35,7 @@ static int apply_atomic(amio_file *f)
     if (f->is_rma)
         return MPI_SUCCESS;
     int rc = atomio_set_atomic(f->af, f->atomic || f->versioning ? f->strategy : NULL);
+    amio_intervals_note(f); /* auto chooses again from the file's interval set */
     return rc == ATOMIO_OK ? MPI_SUCCESS : amio_error_atomio(rc, "MPI_File_set_atomicity");
 }
 

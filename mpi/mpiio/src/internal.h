@@ -49,6 +49,8 @@ typedef struct {
     int rma_world;             /* ATOMIO_RMA_SCOPE=world: one job-wide lock for rma files */
     uint64_t cb_max;           /* ATOMIO_CB_MAX: largest collective write aggregated on one
                                   rank (bytes, all ranks together); 0 = never aggregate */
+    const char *stats;         /* ATOMIO_STATS: NULL (off), "1" (stderr) or a file to append
+                                  to (stats.c) */
     int nfs;                   /* ATOMIO_NFS=1: direct placement on a file system whose
                                   clients cache without coherence (atomio_open_direct's
                                   ATOMIO_NFS: fdatasync before release, drop cached pages
@@ -179,6 +181,14 @@ typedef struct amio_file {
     MPI_Status split_status;
     int split_err;
 
+    /* interval I/O (intervals.c): strategies interval and auto */
+    int intervals;             /* the strategy reads the views' interval set */
+    uint64_t reach;            /* bytes analyzed past the largest displacement (hint) */
+    atomio_intervals *iv;      /* the set installed on af, or NULL */
+    unsigned views;            /* analyses made (open = 1) */
+    char in_force[96];         /* the strategy atomio runs now ("" with atomic mode off) */
+    char choice[512];          /* auto's last "strategy: reason", or "" */
+
     pthread_mutex_t mu;        /* serializes independent calls on this handle */
 } amio_file;
 
@@ -274,6 +284,23 @@ int amio_sfp_ordered(amio_file *f, int is_write, void *buf, MPI_Count count, MPI
 int amio_sfp_access(amio_file *f, int is_write, void *buf, MPI_Count count, MPI_Datatype dt,
                     MPI_Count *bytes);
 int amio_sfp_position(amio_file *f, MPI_Offset *out);
+
+/* ----- interval I/O (intervals.c) and stats (stats.c) ------------------------------- */
+
+/* Strategy `interval` or `auto`: the file's views are analyzed at open and set_view. */
+int amio_intervals_wanted(const char *strategy);
+/* The hint atomio_interval_reach of `info` (else the default, 1 TiB) into f->reach. */
+void amio_intervals_hint(amio_file *f, MPI_Info info);
+/* Collective: exchange the ranks' views, analyze, install the set (see intervals.c). */
+int amio_intervals_update(amio_file *f, const char *what);
+/* After the strategy changed (set_intervals, set_atomic): f->in_force, f->choice, and
+ * f->versioning when auto chose versioning. The same on every rank. */
+void amio_intervals_note(amio_file *f);
+void amio_intervals_free(amio_file *f);
+/* Rank 0 reports the analysis just made (ATOMIO_STATS); `failed` = why it failed, or NULL. */
+void amio_stats_intervals(amio_file *f, const char *failed);
+/* Collective (close): the ranks' counters summed, reported by rank 0 (ATOMIO_STATS). */
+int amio_stats_close(amio_file *f);
 
 /* ----- nonblocking (nonblocking.c) --------------------------------------------------- */
 

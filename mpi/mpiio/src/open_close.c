@@ -69,6 +69,7 @@ static void canonical(const char *path, char *out, size_t cap)
 static void destroy(amio_file *f)
 {
     amio_view_free(f);
+    amio_intervals_free(f);
     if (f->comm != MPI_COMM_NULL)
         PMPI_Comm_free(&f->comm);
     pthread_mutex_destroy(&f->mu);
@@ -102,6 +103,8 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         runs_direct = 1; /* unknown names fail later, at atomio_set_atomic, with the reason */
     f->direct = !f->is_rma && !amio_cfg.data_servers && runs_direct;
     amio_view_default(f);
+    f->intervals = !f->is_rma && amio_intervals_wanted(strategy);
+    amio_intervals_hint(f, info);
     int rc = amio_comm_dup(comm, &f->comm);
     if (rc != MPI_SUCCESS) {
         f->comm = MPI_COMM_NULL;
@@ -216,6 +219,11 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     if (code == MPI_SUCCESS && amio_table_add(f))
         code = amio_error(MPI_ERR_NO_MEM, "out of memory");
     code = amio_agree(code, f->comm, "MPI_File_open");
+    /* 6. interval I/O: the default view's interval set (collective, intervals.c) */
+    if (code == MPI_SUCCESS && !f->is_rma)
+        amio_intervals_note(f);
+    if (code == MPI_SUCCESS && f->intervals)
+        code = amio_agree(amio_intervals_update(f, "MPI_File_open"), f->comm, "MPI_File_open");
     if (code == MPI_SUCCESS) {
         *fh = f->fh;
         amio_log(2, "opened %s (strategy %s%s)", f->path, strategy,
@@ -244,6 +252,8 @@ int MPI_File_close(MPI_File *fh)
     if (!f)
         return PMPI_File_close(fh);
     int code = MPI_SUCCESS;
+    if (!f->is_rma)
+        amio_stats_close(f); /* ATOMIO_STATS: collective, changes nothing */
     if (f->is_rma) {
         code = amio_rma_close(f);
     } else if (f->direct) {

@@ -228,6 +228,14 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     f->tile_size = v.tile_size;
     f->pos = 0;
     pthread_mutex_unlock(&f->mu);
+    /* interval I/O: the views' new interval set (collective; intervals.c) */
+    if (f->intervals) {
+        amio_intervals_hint(f, info);
+        code = amio_agree(amio_intervals_update(f, "MPI_File_set_view"), f->comm,
+                          "MPI_File_set_view");
+        if (code != MPI_SUCCESS)
+            return amio_raise(fh, code);
+    }
     return amio_raise(fh, amio_sfp_reset(f)); /* the shared pointer is 0 too (collective) */
 }
 

@@ -1,0 +1,245 @@
+/*
+ * intervals.c -- interval I/O (Logan & Dickens; atomio issue 11) on the files whose strategy
+ * is `interval` or `auto`: the file views of all ranks, intersected, say before any write
+ * which bytes can ever conflict.
+ *
+ * At MPI_File_open (the default view) and at every MPI_File_set_view (both collective),
+ * each rank encodes its view -- the flattened filetype as an atomio pattern
+ * (atomio_pattern_encode) and the byte where it starts -- and the ranks exchange them with
+ * one MPI_Allgather (sizes, displacements, reach) and one MPI_Allgatherv (the patterns) on
+ * the file's communicator. Every rank then computes the same interval set from the same
+ * inputs (atomio_intervals_from_views) and installs it with its rank
+ * (atomio_file_set_intervals): bytes private to a rank are then written and read with no
+ * lock; shared bytes are locked; bytes no view declared are locked and counted as
+ * fallbacks. With `auto`, atomio picks the strategy from the set (and again at every
+ * later view), and the choice with its reason is kept for the stats (stats.c).
+ *
+ * A view as a pattern: a filetype with data is its tile (`f->tile`, data placed from
+ * `view_base`); a contiguous view is one run of `reach` bytes from `view_base` (every byte
+ * past it); a view without data is an empty pattern. The analysis covers `reach` bytes past
+ * the largest displacement (hint `atomio_interval_reach`, bytes, default 1 TiB; rank 0's
+ * value is used by all); beyond its bound every call locks, which is correct whatever the
+ * views are.
+ *
+ * `auto` may choose versioning (heavy overlap): the file then follows versioning.c (writes
+ * are snapshots, materialized at sync and close); before a later view switches it away from
+ * versioning, the ranks settle (rank 0 materializes) so the user's file holds every write.
+ *
+ * Invariants: the set installed on every rank's handle is computed from the same bytes, so
+ * every rank classifies every byte alike; the exchange is collective and every failure is
+ * agreed, and a failed analysis installs an empty set (every byte undeclared: every call
+ * locks) -- never the previous view's set, whose private bytes may not be private any more;
+ * the allgather also orders every rank's earlier calls on the handle before any rank
+ * writes under the new set.
+ */
+#include "internal.h"
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REACH_HINT "atomio_interval_reach"
+#define DEFAULT_REACH (1ULL << 40)
+
+int amio_intervals_wanted(const char *strategy)
+{
+    return strcmp(strategy, "interval") == 0 || strcmp(strategy, "auto") == 0;
+}
+
+void amio_intervals_hint(amio_file *f, MPI_Info info)
+{
+    if (!f->reach)
+        f->reach = DEFAULT_REACH;
+    if (info == MPI_INFO_NULL)
+        return;
+    char v[64];
+    int flag = 0;
+    if (PMPI_Info_get(info, REACH_HINT, (int)sizeof v - 1, v, &flag) != MPI_SUCCESS || !flag)
+        return;
+    char *end = NULL;
+    unsigned long long x = strtoull(v, &end, 0);
+    if (!end || *end || x == 0)
+        amio_log(1, "ignoring %s=%s (want a positive number of bytes)", REACH_HINT, v);
+    else
+        f->reach = x;
+}
+
+void amio_intervals_free(amio_file *f)
+{
+    if (f->iv)
+        atomio_intervals_free(f->iv);
+    f->iv = NULL;
+}
+
+/* This rank's view as (pattern, displacement); *owned = 1 when the pattern is made here. */
+static int local_view(amio_file *f, atomio_pattern **p, int *owned, uint64_t *disp)
+{
+    *owned = 0;
+    *disp = f->view_base;
+    if (f->tile_size > 0 && !f->contig && f->tile) {
+        *p = f->tile;
+        return MPI_SUCCESS;
+    }
+    uint64_t len = f->tile_size == 0 ? 0 : f->reach;
+    int rc = atomio_pattern_bytes(len, p);
+    if (rc != ATOMIO_OK)
+        return amio_error_atomio(rc, "the view as a pattern");
+    *owned = 1;
+    return MPI_SUCCESS;
+}
+
+typedef struct {
+    uint64_t len, disp, reach;
+} head_t;
+
+/* The exchange and the analysis; *set NULL on failure (code says why). */
+static int analyze(amio_file *f, atomio_intervals **set)
+{
+    *set = NULL;
+    atomio_pattern *mine = NULL;
+    int owned = 0;
+    head_t h = {0, 0, f->reach};
+    unsigned char *enc = NULL;
+    int code = local_view(f, &mine, &owned, &h.disp);
+    if (code == MPI_SUCCESS) {
+        size_t len = 0;
+        int rc = atomio_pattern_encode(mine, NULL, 0, &len);
+        if (rc == ATOMIO_OK && len > INT_MAX / 2)
+            code = amio_error(MPI_ERR_TYPE, "the filetype's description is too large (%zu bytes)",
+                              len);
+        else if (rc == ATOMIO_OK && !(enc = malloc(len ? len : 1)))
+            code = amio_error(MPI_ERR_NO_MEM, "out of memory");
+        if (rc == ATOMIO_OK && code == MPI_SUCCESS)
+            rc = atomio_pattern_encode(mine, enc, len, &len);
+        if (rc != ATOMIO_OK)
+            code = amio_error_atomio(rc, "encoding the view");
+        h.len = code == MPI_SUCCESS ? len : 0;
+    }
+    if (owned)
+        atomio_pattern_free(mine);
+
+    /* 1. sizes, displacements, reach (a failed rank sends len = UINT64_MAX) */
+    if (code != MPI_SUCCESS)
+        h.len = UINT64_MAX;
+    int n = f->size;
+    head_t *all = malloc((size_t)n * sizeof *all);
+    int *counts = malloc((size_t)n * sizeof *counts), *displs = malloc((size_t)n * sizeof *displs);
+    unsigned char *bytes = NULL;
+    atomio_pattern **pats = calloc((size_t)n, sizeof *pats);
+    uint64_t *disps = malloc((size_t)n * sizeof *disps);
+    int bad = !all || !counts || !displs || !pats || !disps;
+    if (bad && code == MPI_SUCCESS)
+        code = amio_error(MPI_ERR_NO_MEM, "out of memory");
+    /* everyone must take part in the gathers: agree on the allocations first */
+    code = amio_agree(code, f->comm, "the interval analysis");
+    MPI_Request r;
+    int rc = MPI_SUCCESS;
+    if (code == MPI_SUCCESS) {
+        rc = PMPI_Iallgather(&h, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, f->comm, &r);
+        if (rc == MPI_SUCCESS)
+            rc = amio_wait(&r);
+        code = rc;
+    }
+    uint64_t total = 0;
+    for (int i = 0; code == MPI_SUCCESS && i < n; i++) {
+        if (all[i].len > INT_MAX || total + all[i].len > INT_MAX) {
+            code = amio_error(MPI_ERR_TYPE, "rank %d's view cannot be exchanged", i);
+            break;
+        }
+        counts[i] = (int)all[i].len;
+        displs[i] = (int)total;
+        total += all[i].len;
+        disps[i] = all[i].disp;
+    }
+    /* every rank saw the same heads: the same verdict */
+    if (code == MPI_SUCCESS && !(bytes = malloc(total ? total : 1)))
+        code = amio_error(MPI_ERR_NO_MEM, "out of memory");
+    code = amio_agree(code, f->comm, "the interval analysis");
+
+    /* 2. the patterns */
+    if (code == MPI_SUCCESS) {
+        rc = PMPI_Iallgatherv(enc, (int)h.len, MPI_BYTE, bytes, counts, displs, MPI_BYTE, f->comm,
+                              &r);
+        if (rc == MPI_SUCCESS)
+            rc = amio_wait(&r);
+        code = rc;
+    }
+    /* 3. the same analysis everywhere (decoding is deterministic too) */
+    for (int i = 0; code == MPI_SUCCESS && i < n; i++) {
+        rc = atomio_pattern_decode(bytes + displs[i], (size_t)counts[i], &pats[i]);
+        if (rc != ATOMIO_OK)
+            code = amio_error_atomio(rc, "decoding a rank's view");
+    }
+    if (code == MPI_SUCCESS) {
+        rc = atomio_intervals_from_views((size_t)n, (const atomio_pattern *const *)pats, disps,
+                                         all[0].reach, set);
+        if (rc != ATOMIO_OK) {
+            *set = NULL;
+            code = amio_error_atomio(rc, "the interval analysis");
+        }
+    }
+    for (int i = 0; pats && i < n; i++)
+        if (pats[i])
+            atomio_pattern_free(pats[i]);
+    free(pats);
+    free(disps);
+    free(bytes);
+    free(counts);
+    free(displs);
+    free(all);
+    free(enc);
+    return code;
+}
+
+/* What the file runs now; with auto, versioning.c takes over when it chose versioning. */
+void amio_intervals_note(amio_file *f)
+{
+    if (!f->af)
+        return;
+    if (atomio_get_strategy(f->af, f->in_force, sizeof f->in_force) != ATOMIO_OK)
+        f->in_force[0] = 0;
+    if (strcmp(f->strategy, "auto") == 0) {
+        f->versioning = strcmp(f->in_force, "versioning") == 0;
+        char c[sizeof f->choice];
+        /* keep the last choice made (atomic mode off has none) */
+        if (atomio_file_explain(f->af, c, sizeof c) == ATOMIO_OK && c[0])
+            memcpy(f->choice, c, sizeof c);
+    }
+}
+
+int amio_intervals_update(amio_file *f, const char *what)
+{
+    if (!f->intervals || !f->af)
+        return MPI_SUCCESS;
+    /* auto ran versioning under the old view: the user's file gets every write first */
+    int code = MPI_SUCCESS;
+    if (f->direct && f->versioning && strcmp(f->strategy, "auto") == 0) {
+        code = amio_versioning_settle(f, MPI_SUCCESS, 0, what);
+        code = amio_agree(code, f->comm, what);
+        if (code == MPI_SUCCESS)
+            f->dirty = 0;
+    }
+    if (code != MPI_SUCCESS)
+        return code;
+    atomio_intervals *set = NULL;
+    int acode = analyze(f, &set);
+    char why[256] = "";
+    if (acode != MPI_SUCCESS) {
+        /* every rank failed alike (agreed): no declared byte, every call locks */
+        snprintf(why, sizeof why, "%s", atomio_last_error());
+        int rc = atomio_intervals_from_views(0, NULL, NULL, 0, &set);
+        if (rc != ATOMIO_OK)
+            return amio_error_atomio(rc, "an empty interval set");
+    }
+    int rc = atomio_file_set_intervals(f->af, set, (uint32_t)(acode == MPI_SUCCESS ? f->rank : 0));
+    if (rc != ATOMIO_OK) {
+        atomio_intervals_free(set);
+        return amio_error_atomio(rc, "installing the interval set");
+    }
+    amio_intervals_free(f);
+    f->iv = set;
+    f->views++;
+    amio_intervals_note(f);
+    amio_stats_intervals(f, acode == MPI_SUCCESS ? NULL : why);
+    return MPI_SUCCESS;
+}
