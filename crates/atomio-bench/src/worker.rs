@@ -97,6 +97,16 @@ pub struct JobResult {
     /// The bytes went through the servers' object files on this host (same-host bypass).
     #[serde(default)]
     pub object_files: bool,
+    /// Interval I/O: calls that took no lock, calls that fell back to locking undeclared
+    /// bytes, what `auto` chose and why, and the interval analysis's seconds.
+    #[serde(default)]
+    pub lock_free_calls: u64,
+    #[serde(default)]
+    pub interval_fallbacks: u64,
+    #[serde(default)]
+    pub chosen: Option<atomio_interval::Choice>,
+    #[serde(default)]
+    pub analysis_seconds: f64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -113,7 +123,7 @@ pub enum ToWorker {
 pub enum FromWorker {
     Ready,
     Called,
-    Done(JobResult),
+    Done(Box<JobResult>),
     Failed { error: String },
 }
 
@@ -139,6 +149,40 @@ struct Prepared {
     job: Job,
     calls: Vec<ReadyCall>,
     io: Io,
+    analysis_seconds: f64,
+}
+
+/// Interval I/O's declaration: every rank analyzes the whole plan (the declared accesses
+/// of all clients; the same result everywhere) and gives the set to its file.
+fn declare_intervals(
+    file: &mut File,
+    plan: &atomio_workloads::WorkloadPlan,
+    rank: u32,
+) -> Result<f64, WireError> {
+    if !file
+        .atomic()
+        .is_some_and(|s| s.technique().splits_by_intervals())
+    {
+        return Ok(0.0);
+    }
+    let t0 = Instant::now();
+    let calls: Vec<(u32, Access)> = plan
+        .clients
+        .iter()
+        .flat_map(|c| {
+            c.calls
+                .iter()
+                .filter_map(move |k| k.access.clone().map(|a| (c.rank, a)))
+        })
+        .collect();
+    let set = atomio_interval::from_accesses(
+        plan.clients.len() as u32,
+        &calls,
+        atomio_interval::Limits::default(),
+    )
+    .map_err(bad)?;
+    file.set_intervals(std::sync::Arc::new(set), rank);
+    Ok(t0.elapsed().as_secs_f64())
 }
 
 fn bad(e: impl std::fmt::Display) -> WireError {
@@ -176,6 +220,7 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             data: buf,
         });
     }
+    let mut analysis_seconds = 0.0;
     let io = match &job.target {
         Target::Servers {
             servers,
@@ -193,6 +238,7 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
                 false => File::from_info(info),
             };
             file.set_atomic(Some(strategy))?;
+            analysis_seconds = declare_intervals(&mut file, &plan, job.rank)?;
             Io::File {
                 client: Some(Box::new(client)),
                 file: Box::new(file),
@@ -205,6 +251,7 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             };
             let mut file = File::direct(DirectData::open(file, true)?);
             file.set_atomic(Some(strategy))?;
+            analysis_seconds = declare_intervals(&mut file, &plan, job.rank)?;
             Io::File {
                 client,
                 file: Box::new(file),
@@ -228,7 +275,12 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             Io::Limit { file, offset }
         }
     };
-    Ok(Prepared { job, calls, io })
+    Ok(Prepared {
+        job,
+        calls,
+        io,
+        analysis_seconds,
+    })
 }
 
 /// What the calls left for the flush phase.
@@ -322,9 +374,13 @@ async fn finish(p: &mut Prepared, called: Called) -> Result<JobResult, WireError
     };
     let seconds = t0.elapsed().as_secs_f64();
     let object_files = matches!(&p.io, Io::File { file, .. } if file.bypasses_messages());
-    let (lock_requests, lock_messages) = match &p.io {
-        Io::File { file, .. } => (file.stats().lock_requests, file.stats().lock_messages),
-        Io::Limit { .. } => (0, 0),
+    let stats = match &p.io {
+        Io::File { file, .. } => file.stats(),
+        Io::Limit { .. } => Default::default(),
+    };
+    let chosen = match &p.io {
+        Io::File { file, .. } => file.explain().cloned(),
+        Io::Limit { .. } => None,
     };
     let mut reads = Vec::new();
     for (op, data) in observed {
@@ -339,10 +395,14 @@ async fn finish(p: &mut Prepared, called: Called) -> Result<JobResult, WireError
         pio_seconds,
         dlm,
         bytes,
-        lock_requests,
-        lock_messages,
+        lock_requests: stats.lock_requests,
+        lock_messages: stats.lock_messages,
         reads,
         object_files,
+        lock_free_calls: stats.lock_free_calls,
+        interval_fallbacks: stats.interval_fallbacks,
+        chosen,
+        analysis_seconds: p.analysis_seconds,
     })
 }
 
@@ -412,7 +472,7 @@ pub async fn serve(
                             Some(Ok(ToWorker::Flush)) => {
                                 let p = prepared.as_mut().expect("executed");
                                 match finish(p, called).await {
-                                    Ok(r) => FromWorker::Done(r),
+                                    Ok(r) => FromWorker::Done(Box::new(r)),
                                     Err(e) => FromWorker::Failed {
                                         error: e.to_string(),
                                     },

@@ -126,6 +126,12 @@ pub struct WorkloadRow {
     pub x_romio: Option<f64>,
     /// Lock requests per run (all clients).
     pub lock_requests: u64,
+    /// Interval I/O (first run, all clients): calls with no lock, calls that locked
+    /// undeclared bytes; what `auto` chose (rank 0) and the analysis's seconds (max).
+    pub lock_free_calls: u64,
+    pub interval_fallbacks: u64,
+    pub chosen: Option<atomio_interval::Choice>,
+    pub analysis_seconds: f64,
     /// The verifier's verdict on the first run; null when no two clients' writes overlap
     /// and the data checked out (nothing to order).
     pub verified: Option<bool>,
@@ -253,6 +259,10 @@ struct Acc {
     data: &'static str,
     verdict: (Option<bool>, Option<String>),
     dlm: Option<atomio_client::dlm::machine::DlmClientStats>,
+    lock_free_calls: u64,
+    interval_fallbacks: u64,
+    chosen: Option<atomio_interval::Choice>,
+    analysis_seconds: f64,
 }
 
 /// Runs the workload under every strategy; one row per strategy.
@@ -332,6 +342,14 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 a.locks
                     .push(results.1.iter().map(|r| r.lock_requests).sum::<u64>() as f64);
                 if run == 0 {
+                    a.lock_free_calls = results.1.iter().map(|r| r.lock_free_calls).sum();
+                    a.interval_fallbacks = results.1.iter().map(|r| r.interval_fallbacks).sum();
+                    a.chosen = results.1.iter().find_map(|r| r.chosen.clone());
+                    a.analysis_seconds = results
+                        .1
+                        .iter()
+                        .map(|r| r.analysis_seconds)
+                        .fold(0.0, f64::max);
                     for d in results.1.iter().filter_map(|r| r.dlm.as_ref()) {
                         a.dlm.get_or_insert_with(Default::default).add(d);
                     }
@@ -387,6 +405,10 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 pct_of_limit: None,
                 x_romio: None,
                 lock_requests: median(&a.locks) as u64,
+                lock_free_calls: a.lock_free_calls,
+                interval_fallbacks: a.interval_fallbacks,
+                chosen: a.chosen,
+                analysis_seconds: a.analysis_seconds,
                 verified: a.verdict.0,
                 runs: cfg.runs,
                 seconds_runs: a.seconds,
@@ -525,7 +547,7 @@ async fn run_once(
             continue;
         }
         match w.recv(WORKER_TIMEOUT).await? {
-            FromWorker::Done(r) => results.push(r),
+            FromWorker::Done(r) => results.push(*r),
             FromWorker::Failed { error } => {
                 first_err.get_or_insert(error);
             }

@@ -185,7 +185,10 @@ pub fn table(rows: &[WorkloadRow]) -> String {
         .iter()
         .map(|r| {
             vec![
-                r.strategy.clone(),
+                match &r.chosen {
+                    Some(c) => format!("{} → {}", r.strategy, c.strategy),
+                    None => r.strategy.clone(),
+                },
                 r.data.clone(),
                 format!("{:.1}", r.mib_per_s),
                 format!("{:.1}", r.pio_mib_per_s),

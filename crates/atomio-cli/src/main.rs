@@ -7,6 +7,7 @@ mod bench_seqdlm;
 mod bench_versions;
 mod bench_workload;
 mod demo;
+mod explain;
 mod files;
 mod interval;
 mod output;
@@ -60,6 +61,8 @@ enum Command {
     Verify(files::VerifyArgs),
     /// What running servers hold: lock table, waiters, leases, queue depths.
     Stats(stats::StatsArgs),
+    /// The interval analysis of a workload, and what `auto` would choose for it and why.
+    Explain(explain::ExplainArgs),
     /// Interval files (Logan & Dickens): inspect one, translate to flat or another set.
     Interval {
         #[command(subcommand)]
@@ -201,6 +204,7 @@ fn main() -> std::process::ExitCode {
         Command::ProbeWrite(a) => probe::run_writes(a),
         Command::Stats(a) => stats::run(a),
         Command::Interval { which } => interval::run(which),
+        Command::Explain(a) => explain::run(a),
         Command::Sim(a) => sim::run(a),
     };
     match result {

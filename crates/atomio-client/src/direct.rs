@@ -196,6 +196,21 @@ impl DirectData {
         self.write_each(access, data)
     }
 
+    /// Writes each `(range, bytes)` with one `pwrite` (interval I/O's lock-free pieces,
+    /// straight from the caller's buffer).
+    pub fn write_ranges<'a>(
+        &self,
+        pieces: impl IntoIterator<Item = (ByteRange, &'a [u8])>,
+    ) -> Result<(), WireError> {
+        for (r, bytes) in pieces {
+            crate::check_len("write", bytes.len(), r.len())?;
+            self.file
+                .write_all_at(bytes, r.start)
+                .map_err(|e| io_err("pwrite", r.start, e))?;
+        }
+        Ok(())
+    }
+
     /// Writes `data` (offset order) to the runs of `access`, one `pwrite` per run.
     pub fn write_each(&self, access: &Access, data: &[u8]) -> Result<(), WireError> {
         crate::check_len("write", data.len(), access.size())?;

@@ -674,8 +674,13 @@ impl File {
         }
         match op {
             Op::Write(data) => {
-                let h = Halves::new(&split, Some(data))?;
-                if let Some((a, d)) = &h.free {
+                // On the user's file the private bytes go straight from the caller's
+                // buffer; on servers they are gathered into one lock-free call.
+                let direct = matches!(self.placement, Placement::Direct(_));
+                let h = Halves::new(&split, Some(data), !direct)?;
+                if let Placement::Direct(d) = &self.placement {
+                    d.write_ranges(Halves::free_pieces(&split, data))?;
+                } else if let Some((a, d)) = &h.free {
                     self.locked_io(c.as_deref_mut(), a, Op::Write(d), None)
                         .await?;
                 }
@@ -684,7 +689,7 @@ impl File {
                 self.locked_io(c, a, Op::Write(d), locks).await
             }
             Op::Read { out, holes_ok } => {
-                let mut h = Halves::new(&split, None)?;
+                let mut h = Halves::new(&split, None, true)?;
                 if let Some((a, buf)) = &mut h.free {
                     let op = Op::Read { out: buf, holes_ok };
                     self.locked_io(c.as_deref_mut(), a, op, None).await?;

@@ -153,18 +153,23 @@ pub struct Halves {
 }
 
 impl Halves {
-    /// Cuts a write's `data` (or, with `data = None`, sizes read buffers).
-    pub fn new(split: &Split, data: Option<&[u8]>) -> Result<Self, WireError> {
+    /// Cuts a write's `data` (or, with `data = None`, sizes read buffers). With
+    /// `gather_free` false the free half's bytes are not copied (the caller writes them
+    /// from its own buffer: `free_pieces`).
+    pub fn new(split: &Split, data: Option<&[u8]>, gather_free: bool) -> Result<Self, WireError> {
         let (mut free, mut locked) = (vec![], vec![]);
-        let (mut fd, mut ld) = (vec![], vec![]);
+        let cap = |n: u64, on: bool| if on && data.is_some() { n as usize } else { 0 };
+        let mut fd = Vec::with_capacity(cap(split.private_bytes, gather_free));
+        let mut ld = Vec::with_capacity(cap(split.locked_bytes(), true));
         let mut order = Vec::with_capacity(split.pieces.len());
         let mut at = 0usize;
         for (r, class) in &split.pieces {
             let is_locked = !matches!(class, PieceClass::Private);
             let n = r.len() as usize;
-            if let Some(d) = data {
-                let src = &d[at..at + n];
-                if is_locked { &mut ld } else { &mut fd }.extend_from_slice(src);
+            match data {
+                Some(d) if is_locked => ld.extend_from_slice(&d[at..at + n]),
+                Some(d) if gather_free => fd.extend_from_slice(&d[at..at + n]),
+                _ => {}
             }
             at += n;
             if is_locked { &mut locked } else { &mut free }.push(*r);
@@ -184,6 +189,20 @@ impl Halves {
             free: half(free, fd)?,
             locked: half(locked, ld)?,
             order,
+        })
+    }
+
+    /// The caller's private pieces with their bytes in `data` (the call's buffer).
+    pub fn free_pieces<'a>(
+        split: &'a Split,
+        data: &'a [u8],
+    ) -> impl Iterator<Item = (ByteRange, &'a [u8])> + 'a {
+        let mut at = 0usize;
+        split.pieces.iter().filter_map(move |(r, class)| {
+            let n = r.len() as usize;
+            let bytes = &data[at..at + n];
+            at += n;
+            matches!(class, PieceClass::Private).then_some((*r, bytes))
         })
     }
 
@@ -306,11 +325,20 @@ mod tests {
         let a = row_access(0, 60);
         let split = set.split(0, a.ranges());
         let data: Vec<u8> = (0..a.size()).map(|i| i as u8).collect();
-        let h = Halves::new(&split, Some(&data)).unwrap();
+        let h = Halves::new(&split, Some(&data), true).unwrap();
         assert_eq!(h.free.as_ref().unwrap().1.len(), 400);
         assert_eq!(h.locked.as_ref().unwrap().1.len(), 200);
         let mut back = vec![0u8; data.len()];
         h.scatter(&mut back);
         assert_eq!(back, data);
+        let free: u64 = Halves::free_pieces(&split, &data)
+            .map(|(r, b)| {
+                assert_eq!(b.len() as u64, r.len());
+                // Tags are offsets in the call's buffer: row k's first private byte is k·60.
+                assert_eq!(b[0], ((r.start / 100) * 60 + r.start % 100) as u8);
+                r.len()
+            })
+            .sum();
+        assert_eq!(free, 400);
     }
 }

@@ -12,10 +12,10 @@
 
 use crate::analysis::{AnalysisStats, Owner};
 use crate::set::IntervalSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The strategy `auto` picked, and why.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Choice {
     pub strategy: String,
     pub reason: String,
