@@ -25,6 +25,11 @@
  * are snapshots, materialized at sync and close); before a later view switches it away from
  * versioning, the ranks settle (rank 0 materializes) so the user's file holds every write.
  *
+ * Scope: the set covers the ranks of the opening communicator only. Another open of the
+ * same file (another communicator, another job) is not in it, so interval I/O is atomic
+ * against the file's own communicator; with ATOMIO_FORCE_ATOMIC=1, which promises atomicity
+ * across independent opens, no set is computed (an empty one: every call locks).
+ *
  * Invariants: the set installed on every rank's handle is computed from the same bytes, so
  * every rank classifies every byte alike; the exchange is collective and every failure is
  * agreed, and a failed analysis installs an empty set (every byte undeclared: every call
@@ -222,11 +227,18 @@ int amio_intervals_update(amio_file *f, const char *what)
     if (code != MPI_SUCCESS)
         return code;
     atomio_intervals *set = NULL;
-    int acode = analyze(f, &set);
     char why[256] = "";
+    /* ATOMIO_FORCE_ATOMIC promises atomicity across independent opens (other
+     * communicators), whose views this analysis never sees: nothing may be lock-free */
+    int acode = amio_cfg.force_atomic
+                    ? amio_error(MPI_ERR_OTHER, "ATOMIO_FORCE_ATOMIC=1: other opens' views are "
+                                                "unknown, every call locks")
+                    : analyze(f, &set);
     if (acode != MPI_SUCCESS) {
         /* every rank failed alike (agreed): no declared byte, every call locks */
-        snprintf(why, sizeof why, "%s", atomio_last_error());
+        snprintf(why, sizeof why, "%s",
+                 amio_cfg.force_atomic ? "ATOMIO_FORCE_ATOMIC=1: other opens' views are unknown"
+                                       : atomio_last_error());
         int rc = atomio_intervals_from_views(0, NULL, NULL, 0, &set);
         if (rc != ATOMIO_OK)
             return amio_error_atomio(rc, "an empty interval set");

@@ -285,7 +285,8 @@ step "12. TLS between ranks and in-job servers (user's certificate); plain clien
 # overlapping writers of test 2 must stay atomic under both (auto chooses for itself).
 t13() { T_DIR=$(fresh t13) mpirun_n 4 --preload "$BUILD/t_intervals" &&
         T_DIR=$(fresh t13-overlap) mpirun_n 4 --preload "$BUILD/t_overlap_writers" interval auto &&
-        T_DIR=$(fresh t13-coll) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --collective interval auto; }
+        T_DIR=$(fresh t13-coll) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --collective interval auto &&
+        T_DIR=$(fresh t13-self) ATOMIO_FORCE_ATOMIC=1 mpirun_n 4 --preload "$BUILD/t_overlap_writers" --self interval auto; }
 step "13. interval I/O: strided views lock-free under auto, overlapping views atomic with locks only on shared bytes" t13
 
 rm -rf "$WORK"
