@@ -45,7 +45,14 @@ pub enum Target {
     },
     /// The user's ordinary file (direct placement); `servers` hold only locks (empty when
     /// the strategy takes none on the lock service: `none`, `posix-fcntl`, `romio`).
-    Direct { servers: Vec<String>, file: PathBuf },
+    Direct {
+        servers: Vec<String>,
+        file: PathBuf,
+        /// Write an interval file (Logan §3.4) laid out by the plan's interval set instead
+        /// of the flat file (strategies `interval` and `auto`).
+        #[serde(default)]
+        interval_file: bool,
+    },
     /// The physical limit: every client `pwrite`s its calls' bytes contiguously, one after
     /// another, rank after rank, into `file` (no locks, no layout).
     Limit { file: PathBuf },
@@ -244,7 +251,11 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
                 file: Box::new(file),
             }
         }
-        Target::Direct { servers, file } => {
+        Target::Direct {
+            servers,
+            file,
+            interval_file,
+        } => {
             let client = match strategy.uses_lock_service() {
                 true => Some(Box::new(ClusterClient::connect_tcp(servers).await?)),
                 false => None,
@@ -252,6 +263,9 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             let mut file = File::direct(DirectData::open(file, true)?);
             file.set_atomic(Some(strategy))?;
             analysis_seconds = declare_intervals(&mut file, &plan, job.rank)?;
+            if *interval_file {
+                file.set_interval_format()?;
+            }
             Io::File {
                 client,
                 file: Box::new(file),

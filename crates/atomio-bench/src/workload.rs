@@ -48,6 +48,9 @@ pub enum RowSpec {
     /// The physical limit: each client `pwrite`s its bytes contiguously (not verified).
     Limit,
     Strategy(Strategy),
+    /// `<strategy>+ifile`: an interval file instead of the flat file (strategies that
+    /// split by intervals; verified after translating it to flat in memory).
+    IntervalFile(Strategy),
 }
 
 impl RowSpec {
@@ -55,6 +58,7 @@ impl RowSpec {
         match self {
             RowSpec::Limit => "limit".into(),
             RowSpec::Strategy(s) => s.name(),
+            RowSpec::IntervalFile(s) => format!("{s}+ifile"),
         }
     }
 }
@@ -64,7 +68,18 @@ impl std::str::FromStr for RowSpec {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "limit" => Ok(RowSpec::Limit),
-            s => s.parse().map(RowSpec::Strategy),
+            s => match s.strip_suffix("+ifile") {
+                Some(base) => {
+                    let st: Strategy = base.parse()?;
+                    if !st.technique().splits_by_intervals() {
+                        return Err(format!(
+                            "'{s}': interval files are written by strategies interval and auto"
+                        ));
+                    }
+                    Ok(RowSpec::IntervalFile(st))
+                }
+                None => s.parse().map(RowSpec::Strategy),
+            },
         }
     }
 }
@@ -362,6 +377,18 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                             spec.name().replace(':', "-")
                         ))
                     });
+                    if let (
+                        Some(k),
+                        Target::Direct {
+                            file,
+                            interval_file: true,
+                            ..
+                        },
+                    ) = (&keep, &target)
+                    {
+                        // The interval file itself, for `atomio interval translate`.
+                        let _ = std::fs::copy(file, k.with_extension("ival"));
+                    }
                     let report = verify_run(
                         &mut coordinator,
                         &plan,
@@ -480,6 +507,12 @@ fn target_for(
         RowSpec::Strategy(_) => Target::Direct {
             servers: addrs.to_vec(),
             file: local("direct")?,
+            interval_file: false,
+        },
+        RowSpec::IntervalFile(_) => Target::Direct {
+            servers: addrs.to_vec(),
+            file: local("ifile")?,
+            interval_file: true,
         },
     })
 }
@@ -497,7 +530,11 @@ async fn run_once(
             rank: rank as u32,
             clients: n,
             workload: cfg.workload.clone(),
-            strategy: spec.name(),
+            // The format travels in the target; the worker runs the base strategy.
+            strategy: match spec {
+                RowSpec::IntervalFile(s) => s.name(),
+                other => other.name(),
+            },
             target: target.clone(),
             dump_dir: dump_dir.to_path_buf(),
         })))
@@ -682,6 +719,19 @@ pub async fn read_back(c: &mut ClusterClient, target: &Target) -> Result<Vec<u8>
         Target::Servers { path, .. } => {
             let f = c.open(path).await?;
             c.read_all(&f).await
+        }
+        Target::Direct {
+            file,
+            interval_file: true,
+            ..
+        } => {
+            // The translation to flat, in memory.
+            let f = atomio_interval::IntervalFile::open(file)
+                .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
+            let mut out = vec![0u8; f.header().flat_size as usize];
+            f.read_logical(0, &mut out)
+                .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
+            Ok(out)
         }
         Target::Direct { file, .. } | Target::Limit { file } => {
             std::fs::read(file).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))

@@ -16,10 +16,11 @@
 use crate::call::{CallIo, CallOp};
 use crate::direct::DirectData;
 use crate::interval::{refuse_foreign, Halves, IntervalGeometry};
+use crate::interval_file::{undeclared, IntervalOutput};
 use crate::objects::ObjectFiles;
 use crate::strategy::Strategy;
 use crate::technique::{IoMethod, LockGeometry, Locks, PlacementKind, Publish};
-use atomio_interval::{Choice, IntervalSet};
+use atomio_interval::{Choice, IntervalLayout, IntervalSet, PieceClass};
 use atomio_layout::{Access, Layout};
 use std::sync::Arc;
 
@@ -110,6 +111,8 @@ pub struct File {
     auto: bool,
     /// What `auto` chose last, and why.
     choice: Option<Choice>,
+    /// The file is an interval file (`set_interval_format`): this rank's cache and layout.
+    ifile: Option<IntervalOutput>,
 }
 
 fn no_client(what: &str) -> WireError {
@@ -181,6 +184,53 @@ impl File {
             intervals: None,
             auto: false,
             choice: None,
+            ifile: None,
+        }
+    }
+
+    /// Makes this direct file an **interval file** laid out by its interval set (after
+    /// `set_intervals`; collective: every rank calls it before any I/O): rank 0 writes
+    /// the metadata, private bytes are cached and written at sync/flush as one stretch per
+    /// rank, shared ones are written in place under their locks. Read it back flat with
+    /// `atomio interval translate FILE OUT --to flat`.
+    pub fn set_interval_format(&mut self) -> Result<(), WireError> {
+        let (Placement::Direct(d), Some((set, rank))) = (&self.placement, &self.intervals) else {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                "the interval format needs a direct file with an interval set (set_intervals)",
+            ));
+        };
+        let layout = IntervalLayout::new(set).map_err(|e| {
+            WireError::new(ErrorCode::InvalidArgument, format!("interval layout: {e}"))
+        })?;
+        self.ifile = Some(IntervalOutput::start(
+            d.raw_file(),
+            Arc::new(layout),
+            *rank,
+        )?);
+        Ok(())
+    }
+
+    /// Writes what the interval cache holds (interval files; nothing otherwise).
+    fn flush_interval_cache(&mut self) -> Result<(), WireError> {
+        match (&mut self.ifile, &self.placement) {
+            (Some(o), Placement::Direct(d)) => o.flush(d.raw_file()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Step 2 on a direct file: its ordinary bytes, or an interval file's physical places.
+    fn placed_io(
+        &self,
+        d: &DirectData,
+        method: IoMethod,
+        access: &Access,
+        op: Op<'_>,
+    ) -> Result<(), WireError> {
+        match (&self.ifile, op) {
+            (None, op) => direct_io(d, method, access, op),
+            (Some(o), Op::Write(data)) => o.write_in_place(d.raw_file(), access.ranges(), data),
+            (Some(o), Op::Read { out, .. }) => o.read_in_place(d.raw_file(), access.ranges(), out),
         }
     }
 
@@ -557,7 +607,7 @@ impl File {
     fn local_io(&mut self, access: &Access, op: Op<'_>) -> Result<(), WireError> {
         let method = self.atomic.technique().io();
         match (&self.placement, &mut self.objects) {
-            (Placement::Direct(d), _) => direct_io(d, method, access, op),
+            (Placement::Direct(d), _) => self.placed_io(d, method, access, op),
             (Placement::Servers(info), Some(objects)) => match op {
                 Op::Write(data) => objects.write(info, access.ranges(), data),
                 Op::Read { out, .. } => objects.read(info, access.ranges(), out),
@@ -582,7 +632,7 @@ impl File {
         };
         let method = self.atomic.technique().io();
         let Some(r) = lock else {
-            return direct_io(d, method, access, op);
+            return self.placed_io(d, method, access, op);
         };
         let kind = match mode {
             LockMode::Write => libc::F_WRLCK,
@@ -661,7 +711,39 @@ impl File {
         let split = set.split(rank, access.ranges());
         refuse_foreign(&split)?;
         if split.undeclared_bytes > 0 {
+            if self.ifile.is_some() {
+                let first = split
+                    .pieces
+                    .iter()
+                    .find(|(_, c)| *c == PieceClass::Undeclared);
+                return Err(undeclared(first.expect("undeclared bytes > 0").0));
+            }
             self.stats.interval_fallbacks += 1;
+        }
+        if self.ifile.is_some() {
+            match &op {
+                // Private bytes into the cache; the rest below, in place under locks.
+                Op::Write(data) => {
+                    let (Some(o), Placement::Direct(d)) = (self.ifile.as_mut(), &self.placement)
+                    else {
+                        unreachable!("the interval format is set on direct files only")
+                    };
+                    for (r, bytes) in Halves::free_pieces(&split, data) {
+                        o.cache_write(d.raw_file(), r, bytes)?;
+                    }
+                    if split.locked_bytes() == 0 {
+                        self.stats.lock_free_calls += 1;
+                        return Ok(());
+                    }
+                    let h = Halves::new(&split, Some(data), false)?;
+                    let (a, d) = h.locked.as_ref().expect("locked bytes > 0");
+                    let servers = c.as_ref().map_or(0, |c| c.servers());
+                    let locks = self.plan_locks(servers, LockMode::Write, a)?;
+                    return self.locked_io(c, a, Op::Write(d), locks).await;
+                }
+                // A read sees this rank's cached writes: flush them first.
+                Op::Read { .. } => self.flush_interval_cache()?,
+            }
         }
         let servers = c.as_ref().map_or(0, |c| c.servers());
         if split.locked_bytes() == 0 {
@@ -862,6 +944,7 @@ impl File {
     /// Flushes what this file's DLM client caches (every cached lock given back with its
     /// bytes); nothing to do for other techniques.
     pub async fn flush_cache(&mut self) -> Result<(), WireError> {
+        self.flush_interval_cache()?;
         match &self.dlm {
             Some(agent) => agent.flush(None, false).await,
             None => Ok(()),

@@ -7,6 +7,7 @@ pub mod direct;
 pub mod dlm;
 pub mod file;
 pub mod interval;
+pub mod interval_file;
 pub(crate) mod mapped;
 pub mod objects;
 pub mod seqdlm_sim;

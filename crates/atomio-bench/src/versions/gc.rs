@@ -267,6 +267,12 @@ async fn one_row(
                 .open(&local)
                 .map_err(|e| io(&local, e))?,
         ),
+        RowSpec::IntervalFile(s) => {
+            return Err(WireError::new(
+                atomio_proto::ErrorCode::InvalidArgument,
+                format!("{s}+ifile: interval files are for workload benchmarks"),
+            ))
+        }
         RowSpec::Strategy(s) if !versioning => {
             if s.uses_lock_service() {
                 return Err(wire(format!(

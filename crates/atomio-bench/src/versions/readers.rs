@@ -715,6 +715,12 @@ fn place_for(
                 path: format!("/version-readers/{tag}"),
             }
         }
+        RowSpec::IntervalFile(s) => {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("{s}+ifile: interval files are for workload benchmarks"),
+            ))
+        }
         RowSpec::Strategy(_) => Place::Direct {
             servers: env.addrs.clone(),
             file: local("direct")?,
@@ -728,7 +734,7 @@ fn job(role: Role, id: u32, spec: &RowSpec, place: &Place, access: &Access) -> C
         id,
         strategy: match spec {
             RowSpec::Limit => "none".into(),
-            RowSpec::Strategy(s) => s.name(),
+            RowSpec::Strategy(s) | RowSpec::IntervalFile(s) => s.name(),
         },
         place: place.clone(),
         access: access.clone(),

@@ -211,6 +211,12 @@ impl Env<'_> {
                     .open(&local)
                     .map_err(|e| io(&local, e))?,
             ),
+            RowSpec::IntervalFile(s) => {
+                return Err(WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{s}+ifile: interval files are for workload benchmarks"),
+                ))
+            }
             RowSpec::Strategy(s) => {
                 let on_servers = s.supports(PlacementKind::Servers)
                     && (self.cfg.data == PlacementKind::Servers

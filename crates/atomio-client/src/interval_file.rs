@@ -1,0 +1,176 @@
+//! Interval files as an output format (Logan & Dickens §3.2, §3.4): a direct file whose
+//! bytes are laid out by its interval set — every rank's intervals contiguous in its own
+//! region — with this rank's private intervals kept in a write-behind cache.
+//!
+//! * A private piece is copied into the cache at its place in the rank's region: no lock
+//!   and no system call (nobody else can read or write it).
+//! * A shared piece is written (read) in place, at its physical offset in its home rank's
+//!   region, under the interval locks of the logical bytes — the same locks as on a flat
+//!   file, so atomicity does not change with the format.
+//! * At `sync`/flush/close the cache's dirty ranges go out: a rank that wrote its whole
+//!   region writes it with one `pwrite`.
+//!
+//! **Invariants:** a byte reaches the file only at its layout's physical place; the cache
+//! holds only bytes homed at this rank and private to it; dirty ranges are written before
+//! any read of the file by this rank (reads flush first) and at sync; bytes no interval
+//! holds cannot be stored in an interval file and are refused, never dropped.
+
+use crate::direct::io_err;
+use atomio_interval::{IntervalLayout, Region};
+use atomio_layout::{ByteRange, RangeList};
+use atomio_proto::{ErrorCode, WireError};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+/// Private pieces at least this long are written through while nothing is cached.
+pub const WRITE_THROUGH: u64 = 64 << 10;
+
+/// This rank's view of an interval-format file.
+#[derive(Debug)]
+pub struct IntervalOutput {
+    layout: Arc<IntervalLayout>,
+    region: Region,
+    /// The rank's region, allocated at the first cached write.
+    cache: Vec<u8>,
+    /// Ranges of the region (relative offsets) written since the last flush.
+    dirty: Vec<ByteRange>,
+}
+
+fn ifile_err(e: impl std::fmt::Display) -> WireError {
+    WireError::new(ErrorCode::Io, format!("interval file: {e}"))
+}
+
+impl IntervalOutput {
+    /// Opens the format on `file` for `rank`: rank 0 writes the header and metadata;
+    /// every rank sets the file's length to the layout's (the same value everywhere).
+    pub fn start(
+        file: &std::fs::File,
+        layout: Arc<IntervalLayout>,
+        rank: u32,
+    ) -> Result<Self, WireError> {
+        if rank == 0 {
+            atomio_interval::ifile::write_metadata(file, &layout).map_err(ifile_err)?;
+        }
+        atomio_interval::ifile::preallocate(file, &layout).map_err(ifile_err)?;
+        let region = layout.region(rank);
+        Ok(IntervalOutput {
+            layout,
+            region,
+            cache: Vec::new(),
+            dirty: Vec::new(),
+        })
+    }
+
+    pub fn layout(&self) -> &IntervalLayout {
+        &self.layout
+    }
+
+    /// Caches a private piece (`logical`, its bytes). Until the first small piece arrives
+    /// the cache is not even allocated: pieces of `WRITE_THROUGH` bytes or more go
+    /// straight to their place (one `pwrite` each; caching them would only add a copy).
+    /// Once the cache exists every piece goes through it, so a later cached write can
+    /// never be overtaken by an earlier one at flush.
+    pub fn cache_write(
+        &mut self,
+        file: &std::fs::File,
+        logical: ByteRange,
+        bytes: &[u8],
+    ) -> Result<(), WireError> {
+        if self.cache.is_empty() && logical.len() >= WRITE_THROUGH {
+            for (r, phys) in self.layout.map(logical.start, logical.end) {
+                let src =
+                    &bytes[(r.start - logical.start) as usize..(r.end - logical.start) as usize];
+                file.write_all_at(src, phys)
+                    .map_err(|e| io_err("pwrite (interval region)", phys, e))?;
+            }
+            return Ok(());
+        }
+        if self.cache.is_empty() && self.region.len > 0 {
+            self.cache = vec![0; self.region.len as usize];
+        }
+        for (r, phys) in self.layout.map(logical.start, logical.end) {
+            let rel = phys
+                .checked_sub(self.region.offset)
+                .filter(|rel| rel + r.len() <= self.region.len)
+                .ok_or_else(|| {
+                    WireError::new(
+                        ErrorCode::Internal,
+                        format!("private byte {} is not in this rank's region", r.start),
+                    )
+                })?;
+            let src = &bytes[(r.start - logical.start) as usize..(r.end - logical.start) as usize];
+            self.cache[rel as usize..(rel + r.len()) as usize].copy_from_slice(src);
+            self.dirty.push(ByteRange {
+                start: rel,
+                end: rel + r.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes the cache's dirty ranges into the rank's region.
+    pub fn flush(&mut self, file: &std::fs::File) -> Result<(), WireError> {
+        let dirty = RangeList::from_ranges(std::mem::take(&mut self.dirty));
+        for r in dirty.as_slice() {
+            let at = self.region.offset + r.start;
+            file.write_all_at(&self.cache[r.start as usize..r.end as usize], at)
+                .map_err(|e| io_err("pwrite (interval region)", at, e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes logical runs (in order, bytes concatenated in `data`) at their physical
+    /// places: the shared pieces of a call, under its locks.
+    pub fn write_in_place(
+        &self,
+        file: &std::fs::File,
+        runs: impl Iterator<Item = ByteRange>,
+        data: &[u8],
+    ) -> Result<(), WireError> {
+        let mut at = 0usize;
+        for r in runs {
+            let n = r.len() as usize;
+            let stored = atomio_interval::ifile::write_logical(
+                file,
+                &self.layout,
+                r.start,
+                &data[at..at + n],
+            )
+            .map_err(ifile_err)?;
+            if stored != r.len() {
+                return Err(undeclared(r));
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Reads logical runs from their physical places into `out` (in order).
+    pub fn read_in_place(
+        &self,
+        file: &std::fs::File,
+        runs: impl Iterator<Item = ByteRange>,
+        out: &mut [u8],
+    ) -> Result<(), WireError> {
+        let mut at = 0usize;
+        for r in runs {
+            let n = r.len() as usize;
+            atomio_interval::ifile::read_logical(file, &self.layout, r.start, &mut out[at..at + n])
+                .map_err(ifile_err)?;
+            at += n;
+        }
+        Ok(())
+    }
+}
+
+/// The error for bytes an interval file has no place for.
+pub fn undeclared(r: ByteRange) -> WireError {
+    WireError::new(
+        ErrorCode::InvalidArgument,
+        format!(
+            "bytes [{}, {}) are in no declared interval: an interval file stores only the \
+             intervals of its views (write a flat file, or declare the access)",
+            r.start, r.end
+        ),
+    )
+}
