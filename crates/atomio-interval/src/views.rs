@@ -19,6 +19,9 @@ use atomio_layout::{Access, Pattern, MAX_OFFSET};
 /// Default reach of an MPI view's analysis: 1 TiB from its displacement.
 pub const DEFAULT_VIEW_REACH: u64 = 1 << 40;
 
+/// Most families one rank's expanded tiles may produce (a filetype that repeats inside).
+pub const TILE_FAMILIES: u64 = 1 << 14;
+
 /// Most families lowering may produce over all ranks.
 pub const FAMILY_BUDGET: u64 = 1 << 24;
 
@@ -65,7 +68,10 @@ pub fn from_views(
         let per_tile = lower_tiled(0, &v.filetype, 1, &mut one)?;
         if per_tile.iter().any(|f| f.count > 1) {
             // Repeats inside: expand tiles, within a share of the budget.
-            let share = (FAMILY_BUDGET / views.len().max(1) as u64).max(1);
+            // Half a fair share leaves slack for the per-node costs of lowering, and a cap
+            // keeps the analysis of one-tile subarray views (written once) cheap: beyond
+            // the bound every call simply locks.
+            let share = (FAMILY_BUDGET / 2 / views.len().max(1) as u64).clamp(1, TILE_FAMILIES);
             tiles = tiles.min((share / per_tile.len().max(1) as u64).max(1));
         }
         let fams = lower_tiled(v.disp, &v.filetype, tiles, &mut budget)?;
