@@ -284,24 +284,28 @@ fn sweep(
         }
     }
     ev.sort_unstable_by_key(|e| (e.0, e.1));
-    let mut count: HashMap<Rank, u32> = HashMap::new();
+    // Open runs per rank; few ranks are active in a segment, so a small vector beats a map.
+    let mut count: Vec<(Rank, u32)> = Vec::new();
     let mut out = vec![];
     let mut prev = x;
     for (pos, open, r) in ev {
         if pos > prev && !count.is_empty() {
-            let mut rs: Vec<Rank> = count.keys().copied().collect();
+            let mut rs: Vec<Rank> = count.iter().map(|c| c.0).collect();
             rs.sort_unstable();
             out.push((prev, pos, rs));
         }
         prev = pos;
-        if open {
-            *count.entry(r).or_default() += 1;
-        } else {
-            let c = count.get_mut(&r).expect("opened before closed");
-            *c -= 1;
-            if *c == 0 {
-                count.remove(&r);
+        let at = count.iter().position(|c| c.0 == r);
+        match (open, at) {
+            (true, Some(i)) => count[i].1 += 1,
+            (true, None) => count.push((r, 1)),
+            (false, Some(i)) => {
+                count[i].1 -= 1;
+                if count[i].1 == 0 {
+                    count.swap_remove(i);
+                }
             }
+            (false, None) => unreachable!("opened before closed"),
         }
     }
     Some(out)
