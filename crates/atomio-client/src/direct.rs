@@ -196,16 +196,36 @@ impl DirectData {
         self.write_each(access, data)
     }
 
-    /// Writes each `(range, bytes)` with one `pwrite` (interval I/O's lock-free pieces,
-    /// straight from the caller's buffer).
-    pub fn write_ranges<'a>(
+    /// Writes `data[at..at + len]` to each `(range, at)` of `pieces` (increasing
+    /// offsets): interval I/O's lock-free pieces, straight from the caller's buffer —
+    /// through a mapping when that pays (the same rule as `write_pieces`), else one
+    /// `pwrite` each.
+    pub fn write_ranges(
         &self,
-        pieces: impl IntoIterator<Item = (ByteRange, &'a [u8])>,
+        pieces: &[(ByteRange, usize)],
+        data: &[u8],
     ) -> Result<(), WireError> {
-        for (r, bytes) in pieces {
-            crate::check_len("write", bytes.len(), r.len())?;
+        let (Some(first), Some(last)) = (pieces.first(), pieces.last()) else {
+            return Ok(());
+        };
+        let hull = ByteRange {
+            start: first.0.start,
+            end: last.0.end,
+        };
+        let bytes: u64 = pieces.iter().map(|(r, _)| r.len()).sum();
+        let map = !self.coherence.drop_after_acquire
+            && match self.mapping {
+                Mapping::Off => false,
+                Mapping::Auto => crate::mapped::worth(pieces.len() as u64, bytes, hull.len()),
+                Mapping::Always => true,
+            };
+        if map && crate::mapped::write_runs(&self.file, pieces.iter().copied(), hull, data)? {
+            return Ok(());
+        }
+        for &(r, at) in pieces {
+            let n = r.len() as usize;
             self.file
-                .write_all_at(bytes, r.start)
+                .write_all_at(&data[at..at + n], r.start)
                 .map_err(|e| io_err("pwrite", r.start, e))?;
         }
         Ok(())

@@ -728,7 +728,8 @@ impl File {
                     else {
                         unreachable!("the interval format is set on direct files only")
                     };
-                    for (r, bytes) in Halves::free_pieces(&split, data) {
+                    for (r, at) in Halves::free_pieces(&split) {
+                        let bytes = &data[at..at + r.len() as usize];
                         o.cache_write(d.raw_file(), r, bytes)?;
                     }
                     if split.locked_bytes() == 0 {
@@ -761,7 +762,7 @@ impl File {
                 let direct = matches!(self.placement, Placement::Direct(_));
                 let h = Halves::new(&split, Some(data), !direct)?;
                 if let Placement::Direct(d) = &self.placement {
-                    d.write_ranges(Halves::free_pieces(&split, data))?;
+                    d.write_ranges(&Halves::free_pieces(&split), data)?;
                 } else if let Some((a, d)) = &h.free {
                     self.locked_io(c.as_deref_mut(), a, Op::Write(d), None)
                         .await?;

@@ -192,18 +192,18 @@ impl Halves {
         })
     }
 
-    /// The caller's private pieces with their bytes in `data` (the call's buffer).
-    pub fn free_pieces<'a>(
-        split: &'a Split,
-        data: &'a [u8],
-    ) -> impl Iterator<Item = (ByteRange, &'a [u8])> + 'a {
+    /// The caller's private pieces with their offsets in the call's buffer.
+    pub fn free_pieces(split: &Split) -> Vec<(ByteRange, usize)> {
         let mut at = 0usize;
-        split.pieces.iter().filter_map(move |(r, class)| {
-            let n = r.len() as usize;
-            let bytes = &data[at..at + n];
-            at += n;
-            matches!(class, PieceClass::Private).then_some((*r, bytes))
-        })
+        split
+            .pieces
+            .iter()
+            .filter_map(|(r, class)| {
+                let here = at;
+                at += r.len() as usize;
+                matches!(class, PieceClass::Private).then_some((*r, here))
+            })
+            .collect()
     }
 
     /// Puts what the two halves read back into the call's buffer, in call order.
@@ -331,9 +331,10 @@ mod tests {
         let mut back = vec![0u8; data.len()];
         h.scatter(&mut back);
         assert_eq!(back, data);
-        let free: u64 = Halves::free_pieces(&split, &data)
-            .map(|(r, b)| {
-                assert_eq!(b.len() as u64, r.len());
+        let free: u64 = Halves::free_pieces(&split)
+            .into_iter()
+            .map(|(r, at)| {
+                let b = &data[at..at + r.len() as usize];
                 // Tags are offsets in the call's buffer: row k's first private byte is k·60.
                 assert_eq!(b[0], ((r.start / 100) * 60 + r.start % 100) as u8);
                 r.len()
