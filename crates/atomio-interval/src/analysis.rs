@@ -143,6 +143,8 @@ pub fn analyze(
     limits: Limits,
 ) -> Result<Analysis, TooComplex> {
     let t0 = Instant::now();
+    // Every declared rank counts, whatever the caller said.
+    let ranks = declared.iter().map(|(r, _)| r + 1).fold(ranks, u32::max);
     let mut items: Vec<(Family, Rank)> = declared
         .iter()
         .flat_map(|(r, fs)| fs.iter().map(move |f| (*f, *r)))

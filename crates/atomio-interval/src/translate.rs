@@ -558,7 +558,7 @@ mod tests {
         ) {
             let sa = set_of(&a, 5);
             let sb = set_of(&b, 3 + (seed % 4) as u32);
-            let n = 1200usize;
+            let n = 2048usize; // above any generated family end (599 + 8·88 + 39)
             let data: Vec<u8> = (0..n as u64).map(|i| (i.wrapping_mul(seed | 1) >> 3) as u8 | 1).collect();
             let pa = tmp("a.iv");
             write_ifile(&sa, &data, &pa, piece);
