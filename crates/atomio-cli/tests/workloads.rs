@@ -313,3 +313,66 @@ async fn a_server_dying_mid_call_is_a_clear_error_within_bounded_time() {
     servers.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Interval I/O end to end: `interval` and `auto` verify atomic on overlapping tiles on
+/// both placements and lock only there; on private tiles they take no lock at all (every
+/// call lock-free), and the interval file (`interval+ifile`) reads back, translated, as
+/// the same bytes.
+#[tokio::test(flavor = "multi_thread")]
+async fn interval_locks_only_shared_bytes_and_writes_interval_files() {
+    let strategies = vec![Strategy::interval(), Strategy::auto()];
+    for data in [PlacementKind::Direct, PlacementKind::Servers] {
+        let mut cfg = config(small_tiles(), strategies.clone(), "interval-shared");
+        cfg.data = data;
+        for r in rows(cfg).await {
+            assert_eq!(
+                r.verified,
+                Some(true),
+                "{} on {data}: {:?}",
+                r.strategy,
+                r.violation
+            );
+            assert!(
+                r.lock_requests > 0,
+                "{}: shared ghost cells need locks",
+                r.strategy
+            );
+            assert_eq!(
+                r.interval_fallbacks, 0,
+                "{}: everything was declared",
+                r.strategy
+            );
+        }
+    }
+    let private = workload(
+        "tile",
+        &[
+            "--tile-x",
+            "24",
+            "--tile-y",
+            "24",
+            "--element-bytes",
+            "48",
+            "--overlap-x",
+            "0",
+            "--overlap-y",
+            "0",
+        ],
+    );
+    let mut cfg = config(private, strategies, "interval-private");
+    cfg.data = PlacementKind::Direct;
+    cfg.strategies.push("interval+ifile".parse().unwrap());
+    let got = rows(cfg).await;
+    assert_eq!(got.len(), 3);
+    for r in got {
+        // No overlap: the verifier checks every byte came back (None = nothing to order).
+        assert_eq!(r.verified, None, "{}: {:?}", r.strategy, r.violation);
+        assert_eq!(
+            r.lock_requests, 0,
+            "{}: private tiles take no lock",
+            r.strategy
+        );
+        assert_eq!(r.lock_free_calls, 4, "{}", r.strategy);
+    }
+    assert!("ching:list:one-try+ifile".parse::<RowSpec>().is_err());
+}
