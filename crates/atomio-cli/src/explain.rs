@@ -51,7 +51,8 @@ pub fn run(a: ExplainArgs) -> anyhow::Result<()> {
         .collect();
     let set = from_accesses(a.clients, &calls, Limits::default())
         .map_err(|e| anyhow!("analyzing {}: {e}", a.workload))?;
-    let choice = choose(&set);
+    // As for the user's file (direct placement, the default).
+    let choice = choose(&set, true);
     let t0 = Instant::now();
     let (mut free, mut locked, mut private, mut undeclared) = (0u64, 0u64, 0u64, 0u64);
     for (rank, access) in &calls {

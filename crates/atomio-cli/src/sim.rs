@@ -74,6 +74,21 @@ pub struct SimArgs {
     /// the seed, mostly tiny, so long requests run in slices between other messages).
     #[arg(long)]
     work_slice: Option<u64>,
+    /// Lock simulation: the order two-phase rounds visit sub-requests in — `offset` (the
+    /// paper's), `server` (interval I/O's: server by server) or `per-seed` (either,
+    /// drawn from each seed; the default).
+    #[arg(long, default_value = "per-seed", value_parser = parse_tiers)]
+    tiers: atomio_lock::sim::Tiers,
+}
+
+fn parse_tiers(s: &str) -> Result<atomio_lock::sim::Tiers, String> {
+    use atomio_lock::sim::Tiers;
+    match s {
+        "offset" => Ok(Tiers::Offset),
+        "server" => Ok(Tiers::ByServer),
+        "per-seed" => Ok(Tiers::PerSeed),
+        _ => Err(format!("'{s}': expected offset, server or per-seed")),
+    }
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<()> {
@@ -106,6 +121,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         if let Some(n) = a.work_slice {
             cfg.work_slice = n.max(1);
         }
+        cfg.tiers = a.tiers;
         match run_sim(&cfg) {
             Ok(r) => {
                 total.ops += r.ops;

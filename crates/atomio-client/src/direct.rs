@@ -51,6 +51,11 @@ impl Coherence {
     }
 }
 
+/// At most one run: nothing between pieces to sieve.
+fn contiguous(access: &Access) -> bool {
+    access.ranges().nth(1).is_none()
+}
+
 pub(crate) fn io_err(what: &str, at: u64, e: impl std::fmt::Display) -> WireError {
     WireError::new(ErrorCode::Io, format!("{what} at offset {at}: {e}"))
 }
@@ -219,7 +224,15 @@ impl DirectData {
                 Mapping::Auto => crate::mapped::worth(pieces.len() as u64, bytes, hull.len()),
                 Mapping::Always => true,
             };
-        if map && crate::mapped::write_runs(&self.file, pieces.iter().copied(), hull, data)? {
+        if map
+            && crate::mapped::write_runs(
+                &self.file,
+                pieces.iter().copied(),
+                hull,
+                crate::mapped::dense(bytes, hull.len()),
+                data,
+            )?
+        {
             return Ok(());
         }
         for &(r, at) in pieces {
@@ -327,6 +340,11 @@ impl DirectData {
     /// the window back whole. The caller holds a lock on the whole extent.
     pub fn write_sieved(&self, access: &Access, data: &[u8], buffer: u64) -> Result<(), WireError> {
         crate::check_len("write", data.len(), access.size())?;
+        if contiguous(access) {
+            // ROMIO sieves strided accesses only; a contiguous one is one write
+            // (`ADIOI_GEN_WriteContig`).
+            return self.write_each(access, data);
+        }
         self.sieve(access, buffer, |window, start, pieces| {
             self.read_zero_filled(window, start)?;
             for (win, packed) in pieces {
@@ -346,6 +364,9 @@ impl DirectData {
         buffer: u64,
         holes_ok: bool,
     ) -> Result<(), WireError> {
+        if contiguous(access) {
+            return self.read_each(access, out, holes_ok);
+        }
         crate::check_len("read", out.len(), access.size())?;
         if !holes_ok {
             self.check_within(access)?;

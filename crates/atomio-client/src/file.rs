@@ -15,7 +15,7 @@
 
 use crate::call::{CallIo, CallOp};
 use crate::direct::DirectData;
-use crate::interval::{refuse_foreign, Halves, IntervalGeometry};
+use crate::interval::{refuse_foreign, IntervalGeometry, Parts};
 use crate::interval_file::{undeclared, IntervalOutput};
 use crate::objects::ObjectFiles;
 use crate::strategy::Strategy;
@@ -244,7 +244,8 @@ impl File {
         if !self.auto {
             return None;
         }
-        let choice = atomio_interval::choose(&set);
+        let user_file = matches!(self.placement, Placement::Direct(_));
+        let choice = atomio_interval::choose(&set, user_file);
         let chosen = choice
             .strategy
             .parse::<Strategy>()
@@ -698,8 +699,8 @@ impl File {
         self.locked_io(c, access, op, locks).await
     }
 
-    /// Interval I/O's call: the bytes private to this rank with no lock, then the rest
-    /// under the technique's locks (see `interval`).
+    /// Interval I/O's call: the runs wholly private to this rank with no lock, then the
+    /// rest, whole, under locks on their shared and undeclared bytes (see `interval`).
     async fn interval_call(
         &mut self,
         mut c: Option<&mut ClusterClient>,
@@ -728,19 +729,19 @@ impl File {
                     else {
                         unreachable!("the interval format is set on direct files only")
                     };
-                    for (r, at) in Halves::free_pieces(&split) {
-                        let bytes = &data[at..at + r.len() as usize];
-                        o.cache_write(d.raw_file(), r, bytes)?;
+                    let parts = Parts::by_piece(&split);
+                    for (r, at) in &parts.free {
+                        let bytes = &data[*at..*at + r.len() as usize];
+                        o.cache_write(d.raw_file(), *r, bytes)?;
                     }
-                    if split.locked_bytes() == 0 {
+                    let Some(a) = Parts::access(&parts.locked)? else {
                         self.stats.lock_free_calls += 1;
                         return Ok(());
-                    }
-                    let h = Halves::new(&split, Some(data), false)?;
-                    let (a, d) = h.locked.as_ref().expect("locked bytes > 0");
+                    };
+                    let d = Parts::gather(&parts.locked, data);
                     let servers = c.as_ref().map_or(0, |c| c.servers());
-                    let locks = self.plan_locks(servers, LockMode::Write, a)?;
-                    return self.locked_io(c, a, Op::Write(d), locks).await;
+                    let locks = self.plan_locks(servers, LockMode::Write, &a)?;
+                    return self.locked_io(c, &a, Op::Write(&d), locks).await;
                 }
                 // A read sees this rank's cached writes: flush them first.
                 Op::Read { .. } => self.flush_interval_cache()?,
@@ -751,37 +752,44 @@ impl File {
             self.stats.lock_free_calls += 1;
             return self.locked_io(c, access, op, None).await;
         }
-        if split.private_bytes == 0 {
+        let parts = Parts::by_run(access.ranges(), &split);
+        let Some(free) = Parts::access(&parts.free)? else {
+            // Every run needs a lock: the call moves whole, locked on its shared bytes only.
             let locks = self.plan_locks(servers, op.mode(), access)?;
             return self.locked_io(c, access, op, locks).await;
-        }
+        };
+        let locked = Parts::access(&parts.locked)?.expect("locked bytes > 0");
         match op {
             Op::Write(data) => {
-                // On the user's file the private bytes go straight from the caller's
-                // buffer; on servers they are gathered into one lock-free call.
-                let direct = matches!(self.placement, Placement::Direct(_));
-                let h = Halves::new(&split, Some(data), !direct)?;
+                // On the user's file the free runs go straight from the caller's buffer;
+                // on servers they are gathered into one lock-free call.
                 if let Placement::Direct(d) = &self.placement {
-                    d.write_ranges(&Halves::free_pieces(&split), data)?;
-                } else if let Some((a, d)) = &h.free {
-                    self.locked_io(c.as_deref_mut(), a, Op::Write(d), None)
+                    d.write_ranges(&parts.free, data)?;
+                } else {
+                    let d = Parts::gather(&parts.free, data);
+                    self.locked_io(c.as_deref_mut(), &free, Op::Write(&d), None)
                         .await?;
                 }
-                let (a, d) = h.locked.as_ref().expect("locked bytes > 0");
-                let locks = self.plan_locks(servers, LockMode::Write, a)?;
-                self.locked_io(c, a, Op::Write(d), locks).await
+                let d = Parts::gather(&parts.locked, data);
+                let locks = self.plan_locks(servers, LockMode::Write, &locked)?;
+                self.locked_io(c, &locked, Op::Write(&d), locks).await
             }
             Op::Read { out, holes_ok } => {
-                let mut h = Halves::new(&split, None, true)?;
-                if let Some((a, buf)) = &mut h.free {
-                    let op = Op::Read { out: buf, holes_ok };
-                    self.locked_io(c.as_deref_mut(), a, op, None).await?;
-                }
-                let (a, buf) = h.locked.as_mut().expect("locked bytes > 0");
-                let locks = self.plan_locks(servers, LockMode::Read, a)?;
-                let op = Op::Read { out: buf, holes_ok };
-                self.locked_io(c, a, op, locks).await?;
-                h.scatter(out);
+                let mut buf = vec![0u8; free.size() as usize];
+                let op = Op::Read {
+                    out: &mut buf,
+                    holes_ok,
+                };
+                self.locked_io(c.as_deref_mut(), &free, op, None).await?;
+                Parts::scatter(&parts.free, &buf, out);
+                let mut buf = vec![0u8; locked.size() as usize];
+                let locks = self.plan_locks(servers, LockMode::Read, &locked)?;
+                let op = Op::Read {
+                    out: &mut buf,
+                    holes_ok,
+                };
+                self.locked_io(c, &locked, op, locks).await?;
+                Parts::scatter(&parts.locked, &buf, out);
                 Ok(())
             }
         }

@@ -1,9 +1,12 @@
 //! Interval I/O's technique (Logan & Dickens §3.3): lock only the shared intervals.
 //!
 //! The file's interval set (`atomio_interval`, from every rank's declared accesses or MPI
-//! view) says for each byte who may touch it. A call of rank `r` is split (`File::call`):
-//! bytes private to `r` are moved with **no lock, outside the locked window**; the rest
-//! (shared intervals, and bytes nobody declared) is one locked sub-call. That is still
+//! view) says for each byte who may touch it. A call of rank `r` is split (`File::call`,
+//! `Parts::by_run`): runs wholly private to `r` are moved with **no lock, outside the
+//! locked window**; the other runs move whole in one sub-call under locks on their shared
+//! bytes (and bytes nobody declared) only — a run is never cut, since a piece costs a
+//! system call and the cut buys no concurrency the file system's own lock would allow
+//! (measured: `bench row` 50 % of `none` cut, see ARCHITECTURE.md). That is still
 //! atomic: a private byte is touched by `r` alone, so when `r` writes it is invisible to
 //! every other call; the calls' shared parts are two-phase locked, which orders them; and
 //! a cycle through `r`'s program order would need a call of another rank to finish before
@@ -78,7 +81,7 @@ impl Technique for IntervalLocks {
             // No declared views: every byte is undeclared and locked.
             return Ok(Some(Locks::Service {
                 protocol: Protocol::OneTry,
-                subs: plan(access, &g.layout, LIST),
+                subs: tiered_by_server(plan(access, &g.layout, LIST), g),
             }));
         };
         let split = ig.set.split(ig.rank, access.ranges());
@@ -135,93 +138,105 @@ fn locked_subs(
             subs.push(SubRequest {
                 server,
                 first: chunk[0].start,
+                tier: 0,
                 desc: ValidDesc::Ranges(RangeList::from_disjoint_sorted(chunk)?),
             });
         }
     }
-    Ok(subs)
+    Ok(tiered_by_server(subs, g))
 }
 
-/// A call's bytes cut in two: the part with no lock and the part under locks, each as an
-/// access with its data gathered in offset order (writes) or a buffer to scatter back
-/// (reads).
-pub struct Halves {
-    pub free: Option<(Access, Vec<u8>)>,
-    pub locked: Option<(Access, Vec<u8>)>,
-    /// For each piece in call order: (is locked half, length).
-    order: Vec<(bool, u64)>,
+/// Every sub-request in its server's tier (`atomio_lock::protocol`): a group's shared
+/// intervals interleave in offset with its neighbours' groups (a row's left and right
+/// ghost columns), so in offset order a blocked call would wait once per row, alternating
+/// managers; by server it waits at most once per manager. A byte's tier is its server's
+/// place in the layout, the same for every rank.
+fn tiered_by_server(mut subs: Vec<SubRequest>, g: &LockGeometry) -> Vec<SubRequest> {
+    let servers = g.layout.servers();
+    for s in &mut subs {
+        s.tier = servers.iter().position(|&x| x == s.server).unwrap_or(0) as u32;
+    }
+    subs
 }
 
-impl Halves {
-    /// Cuts a write's `data` (or, with `data = None`, sizes read buffers). With
-    /// `gather_free` false the free half's bytes are not copied (the caller writes them
-    /// from its own buffer: `free_pieces`).
-    pub fn new(split: &Split, data: Option<&[u8]>, gather_free: bool) -> Result<Self, WireError> {
-        let (mut free, mut locked) = (vec![], vec![]);
-        let cap = |n: u64, on: bool| if on && data.is_some() { n as usize } else { 0 };
-        let mut fd = Vec::with_capacity(cap(split.private_bytes, gather_free));
-        let mut ld = Vec::with_capacity(cap(split.locked_bytes(), true));
-        let mut order = Vec::with_capacity(split.pieces.len());
+/// A call's bytes cut in two: the part moved with no lock and the part moved under locks,
+/// each as `(range, offset of its bytes in the call's buffer)` in offset order. Nothing
+/// is copied: the caller writes straight from its buffer, or gathers when it must.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Parts {
+    pub free: Vec<(ByteRange, usize)>,
+    pub locked: Vec<(ByteRange, usize)>,
+}
+
+impl Parts {
+    /// Cut at every interval boundary: every private piece is free. For interval files,
+    /// whose private bytes go to the rank's own region, not in place.
+    pub fn by_piece(split: &Split) -> Self {
+        let mut p = Parts::default();
         let mut at = 0usize;
         for (r, class) in &split.pieces {
             let is_locked = !matches!(class, PieceClass::Private);
-            let n = r.len() as usize;
-            match data {
-                Some(d) if is_locked => ld.extend_from_slice(&d[at..at + n]),
-                Some(d) if gather_free => fd.extend_from_slice(&d[at..at + n]),
-                _ => {}
-            }
-            at += n;
-            if is_locked { &mut locked } else { &mut free }.push(*r);
-            order.push((is_locked, r.len()));
-        }
-        let half = |ranges: Vec<ByteRange>, mut buf: Vec<u8>| -> Result<_, WireError> {
-            if ranges.is_empty() {
-                return Ok(None);
-            }
-            let list = RangeList::from_ranges(ranges);
-            if data.is_none() {
-                buf = vec![0; list.total_bytes() as usize];
-            }
-            Ok(Some((Access::from_list(&list)?, buf)))
-        };
-        Ok(Halves {
-            free: half(free, fd)?,
-            locked: half(locked, ld)?,
-            order,
-        })
-    }
-
-    /// The caller's private pieces with their offsets in the call's buffer.
-    pub fn free_pieces(split: &Split) -> Vec<(ByteRange, usize)> {
-        let mut at = 0usize;
-        split
-            .pieces
-            .iter()
-            .filter_map(|(r, class)| {
-                let here = at;
-                at += r.len() as usize;
-                matches!(class, PieceClass::Private).then_some((*r, here))
-            })
-            .collect()
-    }
-
-    /// Puts what the two halves read back into the call's buffer, in call order.
-    pub fn scatter(&self, out: &mut [u8]) {
-        let empty = Vec::new();
-        let f = self.free.as_ref().map_or(&empty, |(_, b)| b);
-        let l = self.locked.as_ref().map_or(&empty, |(_, b)| b);
-        let (mut fi, mut li, mut at) = (0usize, 0usize, 0usize);
-        for &(is_locked, n) in &self.order {
-            let n = n as usize;
-            let (src, i) = if is_locked {
-                (l, &mut li)
+            if is_locked {
+                &mut p.locked
             } else {
-                (f, &mut fi)
-            };
-            out[at..at + n].copy_from_slice(&src[*i..*i + n]);
-            *i += n;
-            at += n;
+                &mut p.free
+            }
+            .push((*r, at));
+            at += r.len() as usize;
+        }
+        p
+    }
+
+    /// Cut only between the call's runs: a run wholly private to the caller is free; a run
+    /// with any shared or undeclared byte moves whole under the locks of those bytes. Cutting
+    /// a run costs a system call (or a copy) per piece and buys only concurrency inside one
+    /// call, which writers on the same file system rarely get (the file's own lock).
+    /// `runs` are the call's runs in offset order, as `split` was made from them.
+    pub fn by_run<I: IntoIterator<Item = ByteRange>>(runs: I, split: &Split) -> Self {
+        let mut p = Parts::default();
+        let mut pieces = split.pieces.iter().peekable();
+        let mut at = 0usize;
+        for run in runs {
+            let mut free = true;
+            // The split refines the runs: its pieces never straddle two runs (runs do not
+            // touch, so pieces are merged only inside one).
+            while let Some((r, class)) = pieces.next_if(|(r, _)| r.end <= run.end) {
+                debug_assert!(r.start >= run.start, "pieces refine the runs");
+                free &= matches!(class, PieceClass::Private);
+            }
+            if free { &mut p.free } else { &mut p.locked }.push((run, at));
+            at += run.len() as usize;
+        }
+        debug_assert!(pieces.next().is_none(), "pieces refine the runs");
+        p
+    }
+
+    /// The access made of `part`'s ranges (`None` when it has none).
+    pub fn access(part: &[(ByteRange, usize)]) -> Result<Option<Access>, WireError> {
+        if part.is_empty() {
+            return Ok(None);
+        }
+        let ranges: Vec<ByteRange> = part.iter().map(|(r, _)| *r).collect();
+        let list = RangeList::from_ranges(ranges);
+        Ok(Some(Access::from_list(&list)?))
+    }
+
+    /// `part`'s bytes of the call's `data`, in offset order (a copy).
+    pub fn gather(part: &[(ByteRange, usize)], data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(part.iter().map(|(r, _)| r.len() as usize).sum());
+        for (r, at) in part {
+            out.extend_from_slice(&data[*at..*at + r.len() as usize]);
+        }
+        out
+    }
+
+    /// Puts `buf` (what `part`'s ranges read, in offset order) back into the call's `out`.
+    pub fn scatter(part: &[(ByteRange, usize)], buf: &[u8], out: &mut [u8]) {
+        let mut i = 0usize;
+        for (r, at) in part {
+            let n = r.len() as usize;
+            out[*at..*at + n].copy_from_slice(&buf[i..i + n]);
+            i += n;
         }
     }
 }
@@ -320,26 +335,76 @@ mod tests {
     }
 
     #[test]
-    fn halves_gather_and_scatter_in_call_order() {
+    fn parts_gather_and_scatter_in_call_order() {
         let set = tiles();
         let a = row_access(0, 60);
         let split = set.split(0, a.ranges());
         let data: Vec<u8> = (0..a.size()).map(|i| i as u8).collect();
-        let h = Halves::new(&split, Some(&data), true).unwrap();
-        assert_eq!(h.free.as_ref().unwrap().1.len(), 400);
-        assert_eq!(h.locked.as_ref().unwrap().1.len(), 200);
+        let p = Parts::by_piece(&split);
+        let bytes = |part: &[(ByteRange, usize)]| part.iter().map(|(r, _)| r.len()).sum::<u64>();
+        assert_eq!((bytes(&p.free), bytes(&p.locked)), (400, 200));
+        for (r, at) in &p.free {
+            // Tags are offsets in the call's buffer: row k's first private byte is k·60.
+            assert_eq!(data[*at], ((r.start / 100) * 60 + r.start % 100) as u8);
+        }
         let mut back = vec![0u8; data.len()];
-        h.scatter(&mut back);
+        for part in [&p.free, &p.locked] {
+            Parts::scatter(part, &Parts::gather(part, &data), &mut back);
+        }
         assert_eq!(back, data);
-        let free: u64 = Halves::free_pieces(&split)
-            .into_iter()
-            .map(|(r, at)| {
-                let b = &data[at..at + r.len() as usize];
-                // Tags are offsets in the call's buffer: row k's first private byte is k·60.
-                assert_eq!(b[0], ((r.start / 100) * 60 + r.start % 100) as u8);
-                r.len()
-            })
-            .sum();
-        assert_eq!(free, 400);
+    }
+
+    #[test]
+    fn runs_are_cut_only_between_runs() {
+        let set = tiles();
+        // Rows 0..40 of rank 0 are wholly private; rows 0..60 each touch shared bytes.
+        let private = row_access(0, 40);
+        let p = Parts::by_run(private.ranges(), &set.split(0, private.ranges()));
+        assert_eq!((p.free.len(), p.locked.len()), (10, 0));
+        let mixed = row_access(0, 60);
+        let p = Parts::by_run(mixed.ranges(), &set.split(0, mixed.ranges()));
+        assert!(p.free.is_empty());
+        let want: Vec<_> = mixed.ranges().zip((0..).step_by(60)).collect();
+        assert_eq!(
+            p.locked, want,
+            "every run whole, at its offset in the buffer"
+        );
+        // A call of private runs and runs reaching into shared bytes: sorted run by run.
+        let list = RangeList::from_ranges(vec![
+            ByteRange { start: 0, end: 30 },
+            ByteRange {
+                start: 100,
+                end: 150,
+            },
+            ByteRange {
+                start: 200,
+                end: 210,
+            },
+        ]);
+        let a = Access::from_list(&list).unwrap();
+        let p = Parts::by_run(a.ranges(), &set.split(0, a.ranges()));
+        assert_eq!(
+            p.free,
+            vec![
+                (ByteRange { start: 0, end: 30 }, 0),
+                (
+                    ByteRange {
+                        start: 200,
+                        end: 210
+                    },
+                    80
+                )
+            ]
+        );
+        assert_eq!(
+            p.locked,
+            vec![(
+                ByteRange {
+                    start: 100,
+                    end: 150
+                },
+                30
+            )]
+        );
     }
 }

@@ -37,6 +37,8 @@ const WINDOW: u64 = if cfg!(test) { 96 << 10 } else { 256 << 20 };
 /// Windows start at multiples of this (memmap2 aligns offsets to the page itself; a coarse
 /// grid just keeps windows of neighbouring pieces identical).
 const GRID: u64 = 64 << 10;
+/// The page size assumed for rounding (populating from a lower page boundary is harmless).
+const PAGE: u64 = 4096;
 /// Pieces at most this large on average go through a mapping.
 pub const MAX_MEAN_PIECE: u64 = 16 << 10;
 /// At least this many pieces (below it, a few `pwrite`s cost less than a mapping).
@@ -60,9 +62,20 @@ pub fn worth(pieces: u64, bytes: u64, hull: u64) -> bool {
     pieces >= MIN_PIECES && bytes / pieces.max(1) <= MAX_MEAN_PIECE && bytes * 16 >= hull
 }
 
+/// Whether runs of `bytes` bytes in all are dense enough in their `hull` to fault the
+/// hull's pages in at once (`populate`): at a quarter or more, nearly every page is touched
+/// anyway, and one `madvise` costs less than a fault per page (measured, `bench tile-pixels
+/// --clients 1`, 2,048 runs of 8 KiB at half density into a fresh file: 749 → 1,250 MiB/s).
+/// Sparser, it would dirty pages no run writes.
+pub fn dense(bytes: u64, hull: u64) -> bool {
+    bytes.saturating_mul(4) >= hull
+}
+
 /// Calls `f(window, window_start, range, at)` for every run `(range, at)` of `runs` clipped
 /// to `limit` (no byte at or past `limit` is passed), with `window` a mapping that covers
 /// the run and `at` the run's offset in the caller's buffer (advanced past clipped bytes).
+/// `populate` (writable windows): each window's pages from the first run to `limit` are
+/// faulted in writable by one `madvise(MADV_POPULATE_WRITE)` instead of one fault per page.
 /// `Ok(false)`: the file system refused the first mapping (FUSE and some network file
 /// systems cannot map files); nothing was copied and the caller uses system calls.
 fn for_each_mapped(
@@ -70,6 +83,7 @@ fn for_each_mapped(
     runs: impl Iterator<Item = (ByteRange, usize)>,
     limit: u64,
     writable: bool,
+    populate: bool,
     mut f: impl FnMut(&MmapRaw, u64, ByteRange, usize),
 ) -> Result<bool, WireError> {
     let mut window: Option<(MmapRaw, ByteRange)> = None;
@@ -101,6 +115,16 @@ fn for_each_mapped(
                     Err(e) => return Err(io_err("mmap", start, e)),
                 };
                 first = false;
+                if populate {
+                    // From the run's page to the window's end (never past the hull). An
+                    // optimization only: a kernel without it (before 5.14) faults as usual.
+                    let from = ((s - start) / PAGE * PAGE) as usize;
+                    let _ = map.advise_range(
+                        memmap2::Advice::PopulateWrite,
+                        from,
+                        (stop - start) as usize - from,
+                    );
+                }
                 window = Some((map, ByteRange { start, end: stop }));
             }
             let (map, w) = window.as_ref().expect("mapped above");
@@ -128,18 +152,26 @@ fn packed_runs(access: &Access) -> impl Iterator<Item = (ByteRange, usize)> + '_
 pub fn write(file: &File, access: &Access, data: &[u8]) -> Result<bool, WireError> {
     match access.hull() {
         None => Ok(true),
-        Some(hull) => write_runs(file, packed_runs(access), hull, data),
+        Some(hull) => write_runs(
+            file,
+            packed_runs(access),
+            hull,
+            dense(access.size(), hull.len()),
+            data,
+        ),
     }
 }
 
 /// Writes `data[at..at + len]` to every run `(range, at)` of `runs` (all inside `hull`)
-/// through a shared mapping, growing the file to `hull.end` first. `Ok(false)`: the file
+/// through a shared mapping, growing the file to `hull.end` first; `populate` as in
+/// `dense`. `Ok(false)`: the file
 /// system cannot grow a file without writing (no `fallocate`) or cannot map it; nothing
 /// written.
 pub fn write_runs(
     file: &File,
     runs: impl Iterator<Item = (ByteRange, usize)>,
     hull: ByteRange,
+    populate: bool,
     data: &[u8],
 ) -> Result<bool, WireError> {
     let end = hull.end;
@@ -157,7 +189,7 @@ pub fn write_runs(
             Err(e) => return Err(io_err("fallocate", from, e)),
         }
     }
-    let mapped = for_each_mapped(file, runs, end, true, |map, base, r, at| {
+    let mapped = for_each_mapped(file, runs, end, true, populate, |map, base, r, at| {
         let n = r.len() as usize;
         let src = &data[at..at + n];
         // SAFETY: `r` lies inside the mapping (`for_each_mapped` guarantees `base <= r.start`
@@ -191,7 +223,7 @@ pub fn read_runs(
     size: u64,
     out: &mut [u8],
 ) -> Result<bool, WireError> {
-    for_each_mapped(file, runs, size, false, |map, base, r, at| {
+    for_each_mapped(file, runs, size, false, false, |map, base, r, at| {
         let n = r.len() as usize;
         let dst = &mut out[at..at + n];
         // SAFETY: as in `write_runs`; the source lies below `size`, and the mapping is read

@@ -105,7 +105,8 @@ impl ObjectFiles {
         for c in chunks(&info.layout, ranges) {
             let f = self.file(info, c.server, c.object)?;
             if let Some((runs, hull)) = mappable(&c) {
-                if crate::mapped::write_runs(f, runs.into_iter(), hull, data)? {
+                let dense = crate::mapped::dense(c.bytes as u64, hull.len());
+                if crate::mapped::write_runs(f, runs.into_iter(), hull, dense, data)? {
                     continue;
                 }
             }

@@ -27,10 +27,23 @@ impl Strategy {
         Self::new(NoLocks)
     }
     pub fn whole_file() -> Self {
-        Self::new(CentralLock { whole_file: true })
+        Self::new(CentralLock {
+            whole_file: true,
+            sieve: false,
+        })
     }
     pub fn bounding_extent() -> Self {
-        Self::new(CentralLock { whole_file: false })
+        Self::new(CentralLock {
+            whole_file: false,
+            sieve: false,
+        })
+    }
+    /// ROMIO's atomic mode on atomio's lock service: the extent locked, then data sieving.
+    pub fn bounding_extent_sieve() -> Self {
+        Self::new(CentralLock {
+            whole_file: false,
+            sieve: true,
+        })
     }
     pub fn block(size: BlockSize) -> Self {
         Self::new(BlockLocks(size))
@@ -141,6 +154,7 @@ impl FromStr for Strategy {
             "none" => return Ok(Self::none()),
             "whole-file" => return Ok(Self::whole_file()),
             "bounding-extent" => return Ok(Self::bounding_extent()),
+            "bounding-extent:sieve" => return Ok(Self::bounding_extent_sieve()),
             "posix-fcntl" => return Ok(Self::posix_fcntl()),
             "romio" => return Ok(Self::romio()),
             "block:stripe" => return Ok(Self::block(BlockSize::Stripe)),
@@ -167,7 +181,7 @@ impl FromStr for Strategy {
             return Ok(Self::ching(m.parse()?, p.parse()?));
         }
         Err(format!(
-            "unknown strategy '{s}' (expected none, whole-file, bounding-extent, block:<bytes>|block:stripe, \
+            "unknown strategy '{s}' (expected none, whole-file, bounding-extent, bounding-extent:sieve, block:<bytes>|block:stripe, \
              ching:<posix|list|list/N|datatype>:<two-phase|one-try|alt-try>, posix-fcntl, romio, \
              dlm-basic, dlm-lustre, seqdlm[:<pr|nbw|bw|pw>][:no-er][:no-conv], versioning, interval or auto)"
         ))
@@ -184,6 +198,7 @@ mod tests {
             Strategy::none(),
             Strategy::whole_file(),
             Strategy::bounding_extent(),
+            Strategy::bounding_extent_sieve(),
             Strategy::block(BlockSize::Bytes(4096)),
             Strategy::block(BlockSize::Stripe),
             Strategy::posix_fcntl(),
@@ -209,6 +224,7 @@ mod tests {
     fn placements() {
         assert!(Strategy::romio().supports(PlacementKind::Direct));
         assert!(!Strategy::romio().supports(PlacementKind::Servers));
+        assert!(!Strategy::bounding_extent_sieve().supports(PlacementKind::Servers));
         assert!(!Strategy::posix_fcntl().supports(PlacementKind::Servers));
         for s in Strategy::ching_all() {
             assert!(s.supports(PlacementKind::Direct) && s.supports(PlacementKind::Servers));

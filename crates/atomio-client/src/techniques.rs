@@ -5,6 +5,7 @@
 //! | `none` | nothing (no atomicity: the upper bound) | pieces | both |
 //! | `whole-file` | one exclusive lock on the whole file, at the central lock server | pieces | both |
 //! | `bounding-extent` | one lock from the call's first to last byte, at the central server (what ROMIO and OMPIO lock, on atomio's lock service) | pieces | both |
+//! | `bounding-extent:sieve` | the same lock | data sieving in 4 MiB windows: ROMIO's atomic mode on atomio's lock service (the extent is held, so its holes may be rewritten) | direct |
 //! | `block:<bytes>` / `block:stripe` | every range rounded out to whole blocks (as Lustre and GPFS lock), list method, one-try: `ching:list:one-try` plus the rounding, so the difference is false sharing | pieces | both |
 //! | `ching:<method>:<protocol>` | Ching et al.'s byte-range locks | pieces | both |
 //! | `posix-fcntl` | one `fcntl` lock over the bounding extent of the user's file | pieces (`pwrite` per run) | direct |
@@ -13,7 +14,8 @@
 //! | `versioning` | none: each write is a new snapshot of immutable chunks, published in version order (see `versioned`) | chunks on the servers; the file's base is the user's file (direct) or the server file | both |
 //!
 //! **Invariant:** every plan covers every byte of the access (checked by the tests below
-//! against the access's ranges); `romio` sieves only under a lock on the whole extent.
+//! against the access's ranges); `romio` and `bounding-extent:sieve` sieve only under a
+//! lock on the whole extent.
 
 use crate::technique::{IoMethod, LockGeometry, Locks, PlacementKind, Technique};
 use atomio_layout::{Access, ByteRange, RangeList, MAX_OFFSET};
@@ -101,21 +103,38 @@ impl Technique for NoLocks {
 }
 
 /// One lock on the central server: the whole file, or the call's bounding extent.
+/// `sieve`: under the extent lock, ROMIO's data sieving instead of the pieces (the
+/// extent is ours, so rewriting its holes is safe) — ROMIO's atomic mode on atomio's lock
+/// service; on the user's file only.
 #[derive(Debug)]
 pub struct CentralLock {
     pub whole_file: bool,
+    pub sieve: bool,
 }
 
 impl Technique for CentralLock {
     fn name(&self) -> String {
-        if self.whole_file {
-            "whole-file".into()
-        } else {
-            "bounding-extent".into()
+        match (self.whole_file, self.sieve) {
+            (true, _) => "whole-file".into(),
+            (false, false) => "bounding-extent".into(),
+            (false, true) => "bounding-extent:sieve".into(),
         }
     }
     fn placements(&self) -> &'static [PlacementKind] {
-        BOTH
+        if self.sieve {
+            DIRECT
+        } else {
+            BOTH
+        }
+    }
+    fn io(&self) -> IoMethod {
+        if self.sieve {
+            IoMethod::Sieve {
+                buffer: ROMIO_SIEVE_BUFFER,
+            }
+        } else {
+            IoMethod::Pieces
+        }
     }
     fn uses_lock_service(&self) -> bool {
         true
@@ -139,6 +158,7 @@ impl Technique for CentralLock {
             subs: vec![SubRequest {
                 server: g.central,
                 first: r.start,
+                tier: 0,
                 desc: ValidDesc::Ranges(RangeList::from_disjoint_sorted(&[r])?),
             }],
         }))
@@ -328,8 +348,18 @@ mod tests {
     fn every_technique_covers_the_access() {
         let a = strided();
         let techniques: Vec<Box<dyn Technique>> = vec![
-            Box::new(CentralLock { whole_file: true }),
-            Box::new(CentralLock { whole_file: false }),
+            Box::new(CentralLock {
+                whole_file: true,
+                sieve: false,
+            }),
+            Box::new(CentralLock {
+                whole_file: false,
+                sieve: false,
+            }),
+            Box::new(CentralLock {
+                whole_file: false,
+                sieve: true,
+            }),
             Box::new(BlockLocks(BlockSize::Bytes(4096))),
             Box::new(BlockLocks(BlockSize::Stripe)),
             Box::new(Ching {

@@ -74,7 +74,49 @@ pub struct AnalysisStats {
     pub shared_intervals: u64,
     pub private_bytes: u64,
     pub shared_bytes: u64,
+    /// Declared bytes and contiguous runs, summed over ranks (a rank declaring a byte
+    /// twice counts it twice): their ratio is the mean run a call moves.
+    #[serde(default)]
+    pub declared_bytes: u64,
+    #[serde(default)]
+    pub declared_runs: u64,
+    /// Sum over ranks of the length of the rank's hull (first to last declared byte).
+    #[serde(default)]
+    pub hull_bytes: u64,
+    /// The most ranks whose hulls cover one byte: how many writers an extent lock
+    /// (`bounding-extent`, ROMIO) can serialize.
+    #[serde(default)]
+    pub hull_depth: u32,
     pub seconds: f64,
+}
+
+impl AnalysisStats {
+    /// Records what the ranks declared: bytes, runs, hulls and how deep hulls stack.
+    fn declared(&mut self, declared: &[(Rank, Vec<Family>)]) {
+        let mut hulls: HashMap<Rank, (u64, u64)> = HashMap::new();
+        for (r, fams) in declared {
+            for f in fams {
+                self.declared_bytes += f.bytes();
+                // A family whose intervals touch is one contiguous run.
+                self.declared_runs += if f.len == f.stride { 1 } else { f.count };
+                let h = hulls.entry(*r).or_insert((u64::MAX, 0));
+                *h = (h.0.min(f.start), h.1.max(f.end()));
+            }
+        }
+        let mut ends: Vec<(u64, i32)> = Vec::with_capacity(2 * hulls.len());
+        for (a, z) in hulls.into_values().filter(|(a, z)| a < z) {
+            self.hull_bytes += z - a;
+            ends.push((a, 1));
+            ends.push((z, -1));
+        }
+        // Ends before starts at the same offset: touching hulls do not overlap.
+        ends.sort_unstable();
+        let mut depth = 0i32;
+        for (_, d) in ends {
+            depth += d;
+            self.hull_depth = self.hull_depth.max(depth as u32);
+        }
+    }
 }
 
 /// Limits on the work of one analysis.
@@ -161,6 +203,7 @@ pub fn analyze(
         },
         limits,
     };
+    b.stats.declared(declared);
     let mut bounds: Vec<u64> = items.iter().flat_map(|(f, _)| [f.start, f.end()]).collect();
     bounds.sort_unstable();
     bounds.dedup();

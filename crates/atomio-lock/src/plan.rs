@@ -81,6 +81,10 @@ pub struct SubRequest {
     pub desc: ValidDesc,
     /// The first byte it covers (the order in which two-phase rounds visit it).
     pub first: u64,
+    /// The sub-request's tier: two-phase rounds visit sub-requests by (tier, first byte).
+    /// Ching's plans (`plan`) use 0 for every sub-request, the paper's offset order. A byte
+    /// must get the same tier from every client (see `protocol`).
+    pub tier: u32,
 }
 
 /// Splits `access` into the lock requests `method` makes under `layout`.
@@ -88,6 +92,7 @@ pub fn plan(access: &Access, layout: &Layout, method: Method) -> Vec<SubRequest>
     let ranges_sub = |server: ServerId, ranges: &[ByteRange]| SubRequest {
         server,
         first: ranges[0].start,
+        tier: 0,
         desc: ValidDesc::Ranges(
             RangeList::from_disjoint_sorted(ranges).expect("pieces of a monotone access"),
         ),
@@ -127,6 +132,7 @@ pub fn plan(access: &Access, layout: &Layout, method: Method) -> Vec<SubRequest>
                 Some(SubRequest {
                     server,
                     first,
+                    tier: 0,
                     desc: ValidDesc::pattern(access.clone(), layout.clone(), server),
                 })
             })

@@ -15,15 +15,24 @@
 //! `TwoPhase` repeats two-phase rounds; `OneTry` does one optimistic round then two-phase
 //! rounds; `AltTry` alternates, starting optimistic.
 //!
+//! **Tiers.** Bytes are ordered by (tier, offset), where a sub-request's `tier` is given by
+//! its plan. Ching's plans put everything in tier 0: the paper's offset order. A technique
+//! whose sub-requests interleave finely in offset across servers (interval I/O's managers
+//! by rank group) gives each server its own tier: a blocked client then waits server by
+//! server, one round trip each, instead of one per interleaving, and keeps what it got from
+//! earlier servers. Every client must give a byte the same tier (a byte is always locked at
+//! the same server, and tiers are a function of the server).
+//!
 //! **Why no deadlock:** a client only ever *waits* (blocking acquire) for byte `x` while it
-//! holds nothing at or above `x` — the optimistic round's out-of-order locks are released
-//! before any wait, and a blocking acquire is bounded by the next byte owed elsewhere. So in
-//! any chain "A waits for B" the waited-for offsets strictly increase; no cycle is possible.
+//! holds nothing at or above `x` in (tier, offset) order — the optimistic round's
+//! out-of-order locks are released before any wait, and a blocking acquire is bounded by the
+//! next byte owed elsewhere in its tier (or unbounded when that byte is in a later tier). So
+//! in any chain "A waits for B" the waited-for keys strictly increase; no cycle is possible.
 //! Non-blocking acquires never wait, so they cannot join a cycle.
 //!
 //! **Invariants:** at most one message is outstanding per sub-request; a round starts only
 //! when no message is outstanding; `order` holds exactly the incomplete sub-requests, keyed
-//! by their current `next_abs_offset`.
+//! by their (tier, current `next_abs_offset`).
 
 use crate::plan::SubRequest;
 use atomio_layout::ServerId;
@@ -132,7 +141,8 @@ pub struct LockOp {
     mode: LockMode,
     protocol: Protocol,
     subs: Vec<Sub>,
-    order: BTreeSet<(u64, u32)>,
+    /// Incomplete sub-requests by (tier, `next_abs_offset`, index).
+    order: BTreeSet<(u32, u64, u32)>,
     outstanding: usize,
     phase: Phase,
     error: Option<WireError>,
@@ -160,7 +170,7 @@ impl LockOp {
         let order = plan
             .iter()
             .enumerate()
-            .map(|(i, s)| (s.first, i as u32))
+            .map(|(i, s)| (s.tier, s.first, i as u32))
             .collect();
         let subs = plan
             .into_iter()
@@ -294,7 +304,7 @@ impl LockOp {
     fn optimistic_round(&mut self, out: &mut Vec<Send>) {
         self.phase = Phase::Optimistic;
         self.stats.optimistic_rounds += 1;
-        let todo: Vec<u32> = self.order.iter().map(|&(_, i)| i).collect();
+        let todo: Vec<u32> = self.order.iter().map(|&(_, _, i)| i).collect();
         for i in todo {
             let r = self.acquire_request(i, Wait::NonBlocking);
             self.send(i, r, out);
@@ -306,13 +316,15 @@ impl LockOp {
 
     fn two_phase_round(&mut self, out: &mut Vec<Send>) {
         let mut it = self.order.iter();
-        let Some(&(_, i)) = it.next() else {
+        let Some(&(tier, _, i)) = it.next() else {
             self.phase = Phase::Held;
             return;
         };
+        // Bounded by the next byte owed elsewhere in the same tier; a later tier's bytes
+        // all come after every byte of this one.
         let wait = match it.next() {
-            Some(&(bound, _)) => Wait::Until(bound),
-            None => Wait::All,
+            Some(&(t, bound, _)) if t == tier => Wait::Until(bound),
+            _ => Wait::All,
         };
         self.phase = Phase::InOrder;
         self.stats.two_phase_rounds += 1;
@@ -322,7 +334,7 @@ impl LockOp {
 
     /// Once the optimistic replies are in: cut back whatever is held out of order.
     fn end_optimistic(&mut self, out: &mut Vec<Send>) {
-        let Some(&(min_next, _)) = self.order.first() else {
+        let Some(&(min_tier, min_next, _)) = self.order.first() else {
             self.phase = Phase::Held;
             return;
         };
@@ -336,13 +348,20 @@ impl LockOp {
         self.phase = Phase::Truncating;
         for i in 0..self.subs.len() as u32 {
             let s = &self.subs[i as usize];
-            if let (Some(lock), true) = (s.lock, s.last > min_next) {
+            // Everything held in a later tier is out of order; in the same tier, what is
+            // held at or above `min_next`.
+            let from = match s.req.tier.cmp(&min_tier) {
+                std::cmp::Ordering::Less => continue,
+                std::cmp::Ordering::Equal => min_next,
+                std::cmp::Ordering::Greater => s.req.first,
+            };
+            if let (Some(lock), true) = (s.lock, s.last > from) {
                 self.stats.truncations += 1;
                 self.send(
                     i,
                     Request::LockRelease {
                         lock,
-                        from: Some(min_next),
+                        from: Some(from),
                     },
                     out,
                 );
@@ -380,12 +399,12 @@ impl LockOp {
             _ => s.lock = Some(p.lock),
         }
         if let Some(n) = s.next {
-            self.order.remove(&(n, i));
+            self.order.remove(&(s.req.tier, n, i));
         }
         s.last = p.last_abs_offset;
         s.next = p.next_abs_offset;
         if let Some(n) = s.next {
-            self.order.insert((n, i));
+            self.order.insert((s.req.tier, n, i));
         }
         Ok(())
     }

@@ -77,6 +77,19 @@ pub struct SimConfig {
     /// Ranges a server grants or releases per step; 0: drawn per server from the seed,
     /// mostly tiny, so long requests are continued by `work` between other messages.
     pub work_slice: u64,
+    /// How plans order their sub-requests (`SubRequest::tier`).
+    pub tiers: Tiers,
+}
+
+/// The order two-phase rounds visit sub-requests in (see `protocol`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tiers {
+    /// Every sub-request in tier 0: the paper's offset order.
+    Offset,
+    /// Each server its own tier: server by server (interval I/O's plans).
+    ByServer,
+    /// One of the two, drawn per seed for every operation of the run.
+    PerSeed,
 }
 
 /// Deliberate bugs the simulator can inject; a correct checker must catch each.
@@ -98,6 +111,9 @@ pub enum SimFault {
     /// A restarted server serves at once, without waiting out a lease: it grants bytes an
     /// old holder still acts on (unsafe; needs `crashes`).
     NoGrace,
+    /// Each operation draws its own tiering: a byte no longer has one place in the global
+    /// order, so waits can form a cycle (deadlock).
+    MixedTiers,
 }
 
 impl SimConfig {
@@ -123,6 +139,7 @@ impl SimConfig {
             lease_ms: 300,
             crashes: false,
             work_slice: 0,
+            tiers: Tiers::PerSeed,
         }
     }
 
@@ -310,6 +327,12 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
         .collect();
     // Per server: down (crashed, or restarted and in its grace period) until this time.
     let mut down: Vec<Option<u64>> = vec![None; servers.len()];
+    // From the seed's parity, not the generator, so other draws replay as before.
+    let by_server = match cfg.tiers {
+        Tiers::Offset => false,
+        Tiers::ByServer => true,
+        Tiers::PerSeed => cfg.seed % 2 == 1,
+    };
     let faults = crate::protocol::Faults {
         skip_truncation: cfg.fault == SimFault::SkipTruncation,
         held_after_optimistic: cfg.fault == SimFault::HeldAfterOptimistic,
@@ -525,7 +548,18 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                     cl.mode = mode;
                     cl.label = format!("{method}-{protocol} {mode:?} {:?}", access.hull());
                     cl.op_seq += 1;
-                    let mut op = LockOp::new(FILE, mode, protocol, plan(&access, &layout, method));
+                    let by_server = if cfg.fault == SimFault::MixedTiers {
+                        rng.gen_bool(0.5)
+                    } else {
+                        by_server
+                    };
+                    let mut subs = plan(&access, &layout, method);
+                    if by_server {
+                        for s in &mut subs {
+                            s.tier = s.server.0;
+                        }
+                    }
+                    let mut op = LockOp::new(FILE, mode, protocol, subs);
                     op.inject(faults);
                     op.start(&mut sends);
                     cl.op = Some(op);

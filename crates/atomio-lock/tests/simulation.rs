@@ -53,6 +53,25 @@ fn each_protocol_alone_survives_heavy_contention() {
     }
 }
 
+/// Server-major tiers (interval I/O's plans) under every protocol: safe and live.
+#[test]
+fn tiers_by_server_are_safe_and_deadlock_free() {
+    use atomio_lock::sim::Tiers;
+    let mut waits = 0;
+    for protocol in Protocol::ALL {
+        for seed in seeds().take(8) {
+            let mut cfg = SimConfig::new(3000 + seed);
+            cfg.tiers = Tiers::ByServer;
+            cfg.protocols = vec![protocol];
+            cfg.file_bytes = 1024;
+            waits += run(&cfg)
+                .unwrap_or_else(|f| panic!("{protocol}: {f}"))
+                .waits;
+        }
+    }
+    assert!(waits > 0, "no request ever waited: nothing was ordered");
+}
+
 #[test]
 fn posix_two_phase_with_many_pieces_completes() {
     for seed in seeds().take(4) {
@@ -73,12 +92,18 @@ fn the_checks_catch_deliberate_bugs() {
         (SimFault::SkipTruncation, "deadlock"),
         (SimFault::HeldAfterOptimistic, "conflicting"),
         (SimFault::ServerIgnoresConflicts, "conflicting"),
+        (SimFault::MixedTiers, "deadlock"),
     ] {
         let caught = (0..200u64).find_map(|seed| {
             let mut cfg = SimConfig::new(seed);
             cfg.fault = fault;
             if fault == SimFault::SkipTruncation {
                 cfg.protocols = vec![Protocol::OneTry, Protocol::AltTry];
+            }
+            if fault == SimFault::MixedTiers {
+                // Waits (two-phase rounds) are where the order matters.
+                cfg.protocols = vec![Protocol::TwoPhase];
+                cfg.file_bytes = 1024;
             }
             run(&cfg).err()
         });
