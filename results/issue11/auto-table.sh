@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 out=${1:-out/issue11-auto}
 mkdir -p "$out"
 bin=target/release/atomio
-S=limit,none,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,interval,auto
+S=limit,none,romio,posix-fcntl,bounding-extent,bounding-extent:sieve,block:4096,ching:list:one-try,ching:datatype:one-try,interval,auto
 for w in $($bin bench list | awk 'NR>2 {print $1}'); do
   echo "== $w"
   $bin bench "$w" --clients 4 --runs 3 --strategies "$S" --no-progress \
