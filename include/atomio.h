@@ -442,6 +442,15 @@ void atomio_intervals_free(atomio_intervals *set);
 // locks; `auto` picks its strategy from the set). Call it again when the views change.
 int atomio_file_set_intervals(atomio_file *file, const atomio_intervals *set, uint32_t rank);
 
+// Makes the file an **interval file** laid out by the interval set installed last
+// (`atomio_file_set_intervals`; strategy `interval` on the user's file): rank 0 writes the
+// metadata now, each rank's private bytes are cached and written at `atomio_sync` /
+// `atomio_flush` as one stretch per rank, shared bytes in place under their locks. Every
+// rank of the set calls it before any I/O. Bytes outside the set are refused afterwards,
+// and the layout does not follow later views. `atomio interval translate FILE OUT --to
+// flat` turns the file back into a flat one.
+int atomio_file_set_interval_format(atomio_file *file);
+
 // The strategy `auto` chose for the file and why, as "strategy: reason" (NUL-terminated,
 // truncated to `cap` - 1 bytes at a character boundary); "" when nothing was chosen.
 int atomio_file_explain(const atomio_file *file, char *buf, size_t cap);

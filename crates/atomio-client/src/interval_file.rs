@@ -19,19 +19,26 @@ use crate::direct::io_err;
 use atomio_interval::{IntervalLayout, Region};
 use atomio_layout::{ByteRange, RangeList};
 use atomio_proto::{ErrorCode, WireError};
+use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 /// Private pieces at least this long are written through while nothing is cached.
 pub const WRITE_THROUGH: u64 = 64 << 10;
+/// The cache holds the rank's region in chunks of this many bytes, each allocated when a
+/// piece first lands in it: a region is as long as the view's reach (an MPI view never
+/// ends, so up to the analysis bound), far more than a rank writes.
+const CHUNK: u64 = 1 << 20;
+/// Cached bytes beyond which the cache is written out and emptied (a bound on memory).
+const CACHE_LIMIT: usize = 256 << 20;
 
 /// This rank's view of an interval-format file.
 #[derive(Debug)]
 pub struct IntervalOutput {
     layout: Arc<IntervalLayout>,
     region: Region,
-    /// The rank's region, allocated at the first cached write.
-    cache: Vec<u8>,
+    /// The rank's region by chunk (region-relative offset / `CHUNK`), allocated lazily.
+    cache: BTreeMap<u64, Box<[u8]>>,
     /// Ranges of the region (relative offsets) written since the last flush.
     dirty: Vec<ByteRange>,
 }
@@ -56,7 +63,7 @@ impl IntervalOutput {
         Ok(IntervalOutput {
             layout,
             region,
-            cache: Vec::new(),
+            cache: BTreeMap::new(),
             dirty: Vec::new(),
         })
     }
@@ -85,9 +92,6 @@ impl IntervalOutput {
             }
             return Ok(());
         }
-        if self.cache.is_empty() && self.region.len > 0 {
-            self.cache = vec![0; self.region.len as usize];
-        }
         for (r, phys) in self.layout.map(logical.start, logical.end) {
             let rel = phys
                 .checked_sub(self.region.offset)
@@ -98,24 +102,51 @@ impl IntervalOutput {
                         format!("private byte {} is not in this rank's region", r.start),
                     )
                 })?;
-            let src = &bytes[(r.start - logical.start) as usize..(r.end - logical.start) as usize];
-            self.cache[rel as usize..(rel + r.len()) as usize].copy_from_slice(src);
+            let mut src =
+                &bytes[(r.start - logical.start) as usize..(r.end - logical.start) as usize];
+            let mut at = rel;
+            while !src.is_empty() {
+                let (chunk, off) = (at / CHUNK, (at % CHUNK) as usize);
+                let n = src.len().min(CHUNK as usize - off);
+                let c = self
+                    .cache
+                    .entry(chunk)
+                    .or_insert_with(|| vec![0; CHUNK as usize].into_boxed_slice());
+                c[off..off + n].copy_from_slice(&src[..n]);
+                src = &src[n..];
+                at += n as u64;
+            }
             self.dirty.push(ByteRange {
                 start: rel,
                 end: rel + r.len(),
             });
         }
+        if self.cache.len() * CHUNK as usize > CACHE_LIMIT {
+            self.flush(file)?;
+        }
         Ok(())
     }
 
-    /// Writes the cache's dirty ranges into the rank's region.
+    /// Writes the cache's dirty ranges into the rank's region and empties the cache.
     pub fn flush(&mut self, file: &std::fs::File) -> Result<(), WireError> {
         let dirty = RangeList::from_ranges(std::mem::take(&mut self.dirty));
         for r in dirty.as_slice() {
-            let at = self.region.offset + r.start;
-            file.write_all_at(&self.cache[r.start as usize..r.end as usize], at)
-                .map_err(|e| io_err("pwrite (interval region)", at, e))?;
+            // One write per run of chunks a dirty range covers (chunks are consecutive
+            // in the region, not in memory).
+            let mut at = r.start;
+            while at < r.end {
+                let (chunk, off) = (at / CHUNK, (at % CHUNK) as usize);
+                let n = (r.end - at).min(CHUNK - off as u64) as usize;
+                let c = self.cache.get(&chunk).ok_or_else(|| {
+                    WireError::new(ErrorCode::Internal, "a dirty range of no cached chunk")
+                })?;
+                let phys = self.region.offset + at;
+                file.write_all_at(&c[off..off + n], phys)
+                    .map_err(|e| io_err("pwrite (interval region)", phys, e))?;
+                at += n as u64;
+            }
         }
+        self.cache.clear();
         Ok(())
     }
 

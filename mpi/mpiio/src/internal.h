@@ -184,8 +184,11 @@ typedef struct amio_file {
     /* interval I/O (intervals.c): strategies interval and auto */
     int intervals;             /* the strategy reads the views' interval set */
     uint64_t reach;            /* bytes analyzed past the largest displacement (hint) */
+    int reach_hinted;          /* reach came from the hint atomio_interval_reach */
     atomio_intervals *iv;      /* the set installed on af, or NULL */
     unsigned views;            /* analyses made (open = 1) */
+    int want_ifile;            /* hint atomio_format=interval: an interval file */
+    int ifile;                 /* the file is an interval file (from the first set_view) */
     char in_force[96];         /* the strategy atomio runs now ("" with atomic mode off) */
     char choice[512];          /* auto's last "strategy: reason", or "" */
 

@@ -25,6 +25,17 @@
  * are snapshots, materialized at sync and close); before a later view switches it away from
  * versioning, the ranks settle (rank 0 materializes) so the user's file holds every write.
  *
+ * Interval files (hint atomio_format=interval, at open or at MPI_File_set_view, with
+ * atomio_interval_reach = the bytes the views cover, which sizes each rank's region;
+ * strategy `interval` on the user's file): at the first MPI_File_set_view the file becomes an
+ * interval file laid out by that view's set (atomio_file_set_interval_format; rank 0
+ * writes the metadata): each rank's private bytes are cached and written as one stretch
+ * per rank at MPI_File_sync and close, shared bytes in place under their locks; reads
+ * through the handle see the file's bytes. The layout is fixed by that view: a later
+ * MPI_File_set_view is refused (MPI_ERR_UNSUPPORTED_OPERATION), and bytes outside the view
+ * are refused. `atomio interval translate FILE OUT --to flat` makes it a flat file again.
+ * Other strategies, servers placement or atomic mode off: the hint is ignored (logged).
+ *
  * Scope: the set covers the ranks of the opening communicator only. Another open of the
  * same file (another communicator, another job) is not in it, so interval I/O is atomic
  * against the file's own communicator; with ATOMIO_FORCE_ATOMIC=1, which promises atomicity
@@ -44,6 +55,7 @@
 #include <string.h>
 
 #define REACH_HINT "atomio_interval_reach"
+#define FORMAT_HINT "atomio_format"
 #define DEFAULT_REACH (1ULL << 40)
 
 int amio_intervals_wanted(const char *strategy)
@@ -59,14 +71,25 @@ void amio_intervals_hint(amio_file *f, MPI_Info info)
         return;
     char v[64];
     int flag = 0;
+    if (PMPI_Info_get(info, FORMAT_HINT, (int)sizeof v - 1, v, &flag) == MPI_SUCCESS && flag) {
+        if (strcmp(v, "interval") == 0)
+            f->want_ifile = 1;
+        else if (strcmp(v, "flat") == 0)
+            f->want_ifile = 0;
+        else
+            amio_log(1, "ignoring %s=%s (want interval or flat)", FORMAT_HINT, v);
+    }
+    flag = 0;
     if (PMPI_Info_get(info, REACH_HINT, (int)sizeof v - 1, v, &flag) != MPI_SUCCESS || !flag)
         return;
     char *end = NULL;
     unsigned long long x = strtoull(v, &end, 0);
     if (!end || *end || x == 0)
         amio_log(1, "ignoring %s=%s (want a positive number of bytes)", REACH_HINT, v);
-    else
+    else {
         f->reach = x;
+        f->reach_hinted = 1;
+    }
 }
 
 void amio_intervals_free(amio_file *f)
@@ -212,10 +235,42 @@ void amio_intervals_note(amio_file *f)
     }
 }
 
+/* Hint atomio_format=interval at the first MPI_File_set_view: the file becomes an interval
+ * file laid out by the set just installed (agreed: every rank or none). */
+static int start_interval_file(amio_file *f, const char *what)
+{
+    if (!f->want_ifile || f->ifile || strcmp(what, "MPI_File_set_view") != 0)
+        return MPI_SUCCESS;
+    if (!f->direct || !f->atomic || strcmp(f->in_force, "interval") != 0) {
+        amio_log(1, "%s: ignoring atomio_format=interval (it needs strategy interval on the "
+                    "user's file in atomic mode; the file runs %s)",
+                 f->path, f->in_force[0] ? f->in_force : "no atomicity");
+        return MPI_SUCCESS;
+    }
+    if (!f->reach_hinted) {
+        /* regions are as long as the analysis reaches: 1 TiB by default */
+        amio_log(1, "%s: ignoring atomio_format=interval without %s (the bytes the views "
+                    "cover, which size each rank's region of the interval file)",
+                 f->path, REACH_HINT);
+        return MPI_SUCCESS;
+    }
+    int rc = atomio_file_set_interval_format(f->af);
+    int code = rc == ATOMIO_OK ? MPI_SUCCESS : amio_error_atomio(rc, "the interval format");
+    code = amio_agree(code, f->comm, what);
+    if (code == MPI_SUCCESS)
+        f->ifile = 1;
+    return code;
+}
+
 int amio_intervals_update(amio_file *f, const char *what)
 {
     if (!f->intervals || !f->af)
         return MPI_SUCCESS;
+    if (f->ifile)
+        return amio_error(MPI_ERR_UNSUPPORTED_OPERATION,
+                          "%s: %s is an interval file laid out by its first view; it cannot "
+                          "take another view (open it again to change views)",
+                          what, f->path);
     /* auto ran versioning under the old view: the user's file gets every write first */
     int code = MPI_SUCCESS;
     if (f->direct && f->versioning && strcmp(f->strategy, "auto") == 0) {
@@ -253,5 +308,5 @@ int amio_intervals_update(amio_file *f, const char *what)
     f->views++;
     amio_intervals_note(f);
     amio_stats_intervals(f, acode == MPI_SUCCESS ? NULL : why);
-    return MPI_SUCCESS;
+    return acode == MPI_SUCCESS ? start_interval_file(f, what) : MPI_SUCCESS;
 }

@@ -261,6 +261,12 @@ int MPI_File_close(MPI_File *fh)
          * strategy versioning, whose snapshots rank 0 materializes once all ranks are done */
         if (f->versioning)
             code = amio_versioning_settle(f, code, 1, "MPI_File_close");
+        /* an interval file: this rank's cached private bytes into its region */
+        if (f->ifile && !(f->amode & MPI_MODE_RDONLY)) {
+            int frc = atomio_flush(f->af);
+            if (frc != ATOMIO_OK && code == MPI_SUCCESS)
+                code = amio_error_atomio(frc, "writing the interval cache at MPI_File_close");
+        }
         atomio_close(f->af);
         f->af = NULL;
         code = amio_agree(code, f->comm, "MPI_File_close");

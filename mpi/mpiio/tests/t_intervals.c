@@ -18,6 +18,13 @@
  * order, and the stats must show locks only where views overlap: the analysis's shared
  * bytes are the strips, every call of ranks 2 and 3 was lock-free, ranks 0 and 1 locked
  * (their calls touch the strip), and no call fell back.
+ *
+ * Part 3, strategy `interval` with the hint atomio_format=interval: the strided views of
+ * part 1 (every byte private); after the set_view the file is an interval file. Each rank
+ * writes its blocks, syncs, reads them back through the handle (equal), and a second
+ * MPI_File_set_view is refused. Rank 0 checks the file on disk is not the flat layout and
+ * writes the flat bytes expected to t_intervals_ifile.expect beside it; run.sh then
+ * translates the interval file to flat with `atomio interval translate` and compares.
  */
 #define _GNU_SOURCE
 #include "common.h"
@@ -79,16 +86,27 @@ static int line_has(const char *kind, const char *name, const char *needle)
     return found;
 }
 
-static MPI_File open_with(const char *path, const char *strategy)
+static MPI_File open_hinted(const char *path, const char *strategy, const char *format)
 {
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "atomio_strategy", strategy);
+    if (format) {
+        MPI_Info_set(info, "atomio_format", format);
+        char reach[32];
+        snprintf(reach, sizeof reach, "%d", P * BLOCKS * B); /* what the views cover */
+        MPI_Info_set(info, "atomio_interval_reach", reach);
+    }
     MPI_File fh;
     T_MPI(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, info, &fh));
     MPI_Info_free(&info);
     T_MPI(MPI_File_set_atomicity(fh, 1));
     return fh;
+}
+
+static MPI_File open_with(const char *path, const char *strategy)
+{
+    return open_hinted(path, strategy, NULL);
 }
 
 static unsigned char byte_at(uint64_t off) { return (unsigned char)(off * 131 + (off >> 12) + 7); }
@@ -150,6 +168,76 @@ static void strided_auto(void)
                calls);
         fflush(stdout);
         remove(plain);
+    }
+}
+
+static void interval_file(void)
+{
+    char name[] = "t_intervals_ifile.dat";
+    const char *plain = t_fresh_path(name);
+    MPI_File fh = open_hinted(plain, "interval", "interval");
+    MPI_Datatype piece, ft;
+    MPI_Type_contiguous(B, MPI_BYTE, &piece);
+    MPI_Type_create_resized(piece, 0, (MPI_Aint)B * P, &ft);
+    MPI_Type_commit(&ft);
+    T_MPI(MPI_File_set_view(fh, (MPI_Offset)t_rank * B, MPI_BYTE, ft, "native", MPI_INFO_NULL));
+
+    size_t n = (size_t)BLOCKS * B;
+    unsigned char *buf = malloc(n), *back = malloc(n);
+    T_ASSERT(buf && back, "out of memory");
+    for (size_t j = 0; j < BLOCKS; j++)
+        for (size_t i = 0; i < B; i++)
+            buf[j * B + i] = byte_at((j * P + (size_t)t_rank) * B + i);
+    size_t per = n / CALLS;
+    MPI_Status st;
+    for (int c = 0; c < CALLS; c++)
+        T_MPI(MPI_File_write_at(fh, (MPI_Offset)(c * per), buf + c * per, (int)per, MPI_BYTE,
+                                &st));
+    T_MPI(MPI_File_sync(fh));
+    memset(back, 0, n);
+    T_MPI(MPI_File_read_at(fh, 0, back, (int)n, MPI_BYTE, &st));
+    T_ASSERT(memcmp(buf, back, n) == 0, "interval file: rank %d read back other bytes", t_rank);
+    /* the layout follows the first view only */
+    MPI_Errhandler old;
+    MPI_File_get_errhandler(fh, &old);
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    int rc = MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL);
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    T_ASSERT(cls == MPI_ERR_UNSUPPORTED_OPERATION,
+             "a second view of an interval file: class %d, expected "
+             "MPI_ERR_UNSUPPORTED_OPERATION", cls);
+    MPI_File_set_errhandler(fh, old);
+    MPI_Errhandler_free(&old);
+    free(buf);
+    free(back);
+    T_MPI(MPI_File_close(&fh));
+    MPI_Type_free(&ft);
+    MPI_Type_free(&piece);
+    t_barrier(MPI_COMM_WORLD);
+
+    if (t_rank == 0) {
+        size_t len = 0, flat = (size_t)P * BLOCKS * B;
+        unsigned char *got = t_read_file(plain, &len);
+        T_ASSERT(got && len > 0, "no interval file");
+        int same = len >= flat;
+        for (size_t off = 0; same && off < flat; off++)
+            same = got[off] == byte_at(off);
+        T_ASSERT(!same, "the file holds the flat layout: the hint was not taken");
+        free(got);
+        unsigned char *want = malloc(flat);
+        T_ASSERT(want, "out of memory");
+        for (size_t off = 0; off < flat; off++)
+            want[off] = byte_at(off);
+        char expect[4096];
+        snprintf(expect, sizeof expect, "%s/t_intervals_ifile.expect", t_dir());
+        FILE *e = fopen(expect, "wb");
+        T_ASSERT(e && fwrite(want, 1, flat, e) == flat && fclose(e) == 0, "writing %s", expect);
+        free(want);
+        printf("interval file: %zu bytes on disk for %zu of data; read back equal; a second "
+               "view refused\n",
+               len, flat);
+        fflush(stdout);
     }
 }
 
@@ -258,6 +346,7 @@ int main(int argc, char **argv)
     double seconds = getenv("T_SECONDS") ? atof(getenv("T_SECONDS")) : 0.6;
     strided_auto();
     overlapping_interval(seconds);
+    interval_file();
     if (t_rank == 0)
         remove(stats_path);
     t_finalize();
