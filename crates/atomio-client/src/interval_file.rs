@@ -205,3 +205,64 @@ pub fn undeclared(r: ByteRange) -> WireError {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use atomio_interval::{analyze, Family, IntervalSet, Limits};
+
+    /// Two ranks, each a private region of 64 GiB (an MPI view analyzed far past its data):
+    /// small pieces far apart and across chunk boundaries are cached, flushed and read
+    /// back, without a region-sized allocation (which would abort this process).
+    #[test]
+    fn a_huge_region_is_cached_by_chunk() {
+        const REGION: u64 = 64 << 30;
+        let set = IntervalSet::new(
+            analyze(
+                2,
+                &[
+                    (0, vec![Family::run(0, REGION).unwrap()]),
+                    (1, vec![Family::run(REGION, REGION).unwrap()]),
+                ],
+                Limits::default(),
+            )
+            .unwrap(),
+        );
+        let layout = Arc::new(IntervalLayout::new(&set).unwrap());
+        let path = std::env::temp_dir().join(format!("atomio-ifile-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let mut out = IntervalOutput::start(&file, layout.clone(), 0).unwrap();
+        let pieces: Vec<(u64, Vec<u8>)> = [0u64, CHUNK - 10, 40 << 30, REGION - 100]
+            .iter()
+            .enumerate()
+            .map(|(i, &at)| (at, vec![i as u8 + 1; 100]))
+            .collect();
+        for (at, bytes) in &pieces {
+            let r = ByteRange {
+                start: *at,
+                end: at + bytes.len() as u64,
+            };
+            out.cache_write(&file, r, bytes).unwrap();
+        }
+        assert_eq!(
+            out.cache.len(),
+            4,
+            "chunks 0 and 1 (a piece across them) and one per far piece"
+        );
+        out.flush(&file).unwrap();
+        assert!(out.cache.is_empty() && out.dirty.is_empty());
+        for (at, bytes) in &pieces {
+            let mut back = vec![0u8; bytes.len()];
+            atomio_interval::ifile::read_logical(&file, &layout, *at, &mut back).unwrap();
+            assert_eq!(&back, bytes, "piece at {at}");
+        }
+        drop(file);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
