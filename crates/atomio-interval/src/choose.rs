@@ -5,6 +5,7 @@
 //! | nothing declared | `ching:datatype:one-try` | every call locks anyway |
 //! | many small runs (≥ 32 per rank, ≤ 16 KiB on average), dense in each rank's hull (≥ 30 %), at most 4 ranks' hulls over any byte; the user's file | `romio` (an `fcntl` lock on the extent, then data sieving) | such runs moved 1.6–1.9× faster sieved in 4 MiB windows than one by one (`bench s3asim`, `tile-pixels`; at 25 % density it was the other way round, see `SIEVE_DENSITY_PCT`), which pays for serializing up to 4 writers; a kernel `fcntl` costs ~2 µs where a lock server round trip costs 30–60 µs (sieving under atomio's locks, `bounding-extent:sieve`, measured 0.83–0.91× of it) |
 //! | no shared interval | `interval` (takes no lock) | no two ranks can touch one byte |
+//! | shared bytes, at most 4 ranks' hulls over any byte; the user's file | `posix-fcntl` (an `fcntl` lock on the extent, then the runs) | calls that share bytes lock anyway and wait for each other whatever the lock's shape; the kernel's lock is the cheapest there is (measured: `posix-fcntl` the best or within noise of it on `tile`, `tile-large`, `row`, where `interval`, which pays lock round trips, ran at 0.84–0.97×); the depth bound keeps extent locks from serializing a large job |
 //! | shared bytes ≤ half the declared bytes | `interval` | lock only the shared bytes; runs wholly private are written lock-free, outside the locked window |
 //! | mostly shared, and every shared byte declared by every rank (e.g. default views) | `ching:datatype:one-try` | the views carry no information |
 //! | mostly shared, ≥ 3 ranks per shared byte on average | `versioning` | heavy overlap of many writers serializes any lock technique |
@@ -37,7 +38,8 @@ pub const SMALL_RUN: u64 = 16 << 10;
 /// 2× faster than sieving (`bench mpi-strided`, B = 384: `interval` 1,562 vs `romio`
 /// 782 MiB/s); at 33–50 % sieving was 1.6–1.9× faster (`bench s3asim`, `tile-pixels`).
 pub const SIEVE_DENSITY_PCT: u64 = 30;
-/// The most writers an extent lock may serialize for sieving to pay (see the table).
+/// The most writers an extent lock may serialize (sieving, or a kernel lock on the
+/// extent) before the lost parallelism outweighs what it saves (see the table).
 pub const SIEVE_DEPTH: u32 = 4;
 /// Runs per rank (on average) below which there is nothing to sieve: a few runs cost a
 /// few system calls.
@@ -99,6 +101,14 @@ pub fn choose(set: &IntervalSet, user_file: bool) -> Choice {
             "interval",
             "no byte is shared: no call takes a lock".to_string(),
         )
+    } else if user_file && s.hull_depth <= SIEVE_DEPTH {
+        (
+            "posix-fcntl",
+            format!(
+                "shared bytes, and at most {} ranks' hulls over a byte: calls that share bytes wait for each other anyway, and one fcntl lock on the extent is the cheapest lock",
+                s.hull_depth
+            ),
+        )
     } else if frac <= MOSTLY_SHARED {
         (
             "interval",
@@ -151,13 +161,26 @@ mod tests {
         let ghosts: Vec<_> = (0..4)
             .map(|r| (r, vec![run(r as u64 * 100, 120)]))
             .collect();
-        assert_eq!(pick(&ghosts), "interval");
+        // Shallow hulls on the user's file: the kernel's extent lock; on servers, or with
+        // hulls six deep, only the shared bytes are locked.
+        assert_eq!(pick(&ghosts), "posix-fcntl");
+        assert_eq!(pick_on(&ghosts, false), "interval");
+        let deep: Vec<_> = (0..6)
+            .map(|r| {
+                let near = run(r as u64 * 100, 120);
+                let far = run(100_000 + r as u64 * 100, 100);
+                (r, vec![near, far])
+            })
+            .collect();
+        let a = analyze(6, &deep, Limits::default()).unwrap();
+        assert_eq!(a.stats.hull_depth, 6);
+        assert_eq!(pick(&deep), "interval");
         let same: Vec<_> = (0..4).map(|r| (r, vec![run(0, 1000)])).collect();
-        assert_eq!(pick(&same), "ching:datatype:one-try");
+        assert_eq!(pick_on(&same, false), "ching:datatype:one-try");
         // Three of four ranks over the same bytes, the fourth elsewhere: heavy overlap.
         let mut heavy: Vec<_> = (0..3).map(|r| (r, vec![run(0, 1000)])).collect();
         heavy.push((3, vec![run(5000, 10)]));
-        assert_eq!(pick(&heavy), "versioning");
+        assert_eq!(pick_on(&heavy, false), "versioning");
     }
 
     #[test]
@@ -167,14 +190,14 @@ mod tests {
         let tiles: Vec<_> = (0..2).map(|r| (r as u32, vec![rows(r)])).collect();
         assert_eq!(pick(&tiles), "romio");
         assert_eq!(pick_on(&tiles, false), "interval", "no sieving on servers");
-        // Large runs: per-run I/O is as fast; only shared bytes are locked.
+        // Large runs: per-run I/O is as fast; the extent lock alone.
         let wide = |r: u64| Family::new(r * (131072 - 40), 131072, 262144, 64).unwrap();
         let wide: Vec<_> = (0..2).map(|r| (r as u32, vec![wide(r)])).collect();
-        assert_eq!(pick(&wide), "interval");
+        assert_eq!(pick(&wide), "posix-fcntl");
         // Sparse in the hull: sieving would rewrite 16 bytes for each one written.
         let sparse = |r: u64| Family::new(r * (1024 - 40), 1024, 16384, 64).unwrap();
         let sparse: Vec<_> = (0..2).map(|r| (r as u32, vec![sparse(r)])).collect();
-        assert_eq!(pick(&sparse), "interval");
+        assert_eq!(pick(&sparse), "posix-fcntl");
         // Five ranks' extents over one byte: an extent lock would serialize too many.
         let deep: Vec<_> = (0..5)
             .map(|r| {
@@ -184,7 +207,11 @@ mod tests {
             .collect();
         let a = analyze(5, &deep, Limits::default()).unwrap();
         assert_eq!(a.stats.hull_depth, 5);
-        assert_ne!(pick(&deep), "romio");
+        let chosen = pick(&deep);
+        assert!(
+            chosen != "romio" && chosen != "posix-fcntl",
+            "no extent lock over five ranks: {chosen}"
+        );
         // Interleaved strided records, no byte shared: sieved when each rank's records are
         // half its hull, not when they are a quarter of it.
         let strided = |n: u32| -> Vec<(u32, Vec<Family>)> {
