@@ -62,7 +62,7 @@ void amio_config_load(void);
 /* Prints "atomio-mpiio[rank]: ..." to stderr when ATOMIO_VERBOSE >= level. */
 void amio_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define AMIO_DEFAULT_STRATEGY "ching:datatype:one-try"
+#define AMIO_DEFAULT_STRATEGY "auto"
 
 /* ----- errors (errors.c) ------------------------------------------------------------- */
 

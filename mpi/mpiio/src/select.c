@@ -10,7 +10,7 @@
  *      entry without glob characters that names a directory ("/scratch/run1" or
  *      "/scratch/run1/") takes the tree below it, as "DIR/ **" would (logged at ATOMIO_VERBOSE=1).
  *      The name is matched as given (without a ROMIO "fs:" prefix) and as an absolute path.
- * The strategy is the hint's value, else ATOMIO_STRATEGY, else ching:datatype:one-try.
+ * The strategy is the hint's value, else ATOMIO_STRATEGY, else auto.
  *
  * Invariants: a file that is not taken keeps its name byte for byte; the decision depends
  * only on the name, the info and the environment, so ranks that pass the same arguments
