@@ -797,23 +797,28 @@ fn print_gc(rows: &[GcRow], cfg: &GcConfig) {
                 c.seconds_collecting
             );
         }
+        // The file's own storage: what the servers held before its first write (their own
+        // logs and tables, there with no file at all) is not the file's.
+        let own = |b: u64| b.saturating_sub(r.baseline_bytes) as f64 / r.file_bytes.max(1) as f64;
         println!(
-            "target (issue 10): disk usage <= {GC_TARGET}x the file ({} bytes) — max {:.4}x \
-             ({} bytes, {}), at the end of the writes {:.4}x ({} bytes, {}), after the last \
-             collection {:.4}x ({} bytes, {}); {} bytes of these are there before the first \
-             write (the servers' own files); newest snapshot {} the last overwrite ({} \
-             snapshots compared byte for byte)",
+            "target (issue 10): the file's storage <= {GC_TARGET}x the file ({} bytes) — max \
+             {:.4}x ({}), at the end of the writes {:.4}x ({}), after the last collection \
+             {:.4}x ({}); counted without the {} bytes the servers held before the first write \
+             (their own files); with them: max {:.4}x ({} bytes), end {:.4}x, after the last \
+             collection {:.4}x; newest snapshot {} the last overwrite ({} snapshots compared \
+             byte for byte)",
             r.file_bytes,
+            own(r.max_bytes),
+            holds(own(r.max_bytes) <= GC_TARGET),
+            own(r.end_of_writes_bytes),
+            holds(own(r.end_of_writes_bytes) <= GC_TARGET),
+            own(r.final_bytes),
+            holds(own(r.final_bytes) <= GC_TARGET),
+            r.baseline_bytes,
             r.max_x,
             r.max_bytes,
-            holds(r.max_x <= GC_TARGET),
             r.end_of_writes_x,
-            r.end_of_writes_bytes,
-            holds(r.end_of_writes_x <= GC_TARGET),
             r.final_x,
-            r.final_bytes,
-            holds(r.final_x <= GC_TARGET),
-            r.baseline_bytes,
             if r.verified {
                 "reads back exactly"
             } else {
