@@ -137,7 +137,10 @@ fn version_gc_keeps_disk_usage_bounded_and_the_kept_snapshots_exact() {
         ],
         &d,
     );
-    assert!(stdout.contains("target (issue 10): disk usage"), "{stdout}");
+    assert!(
+        stdout.contains("target (issue 10): the file's storage"),
+        "{stdout}"
+    );
     let rows = v.as_array().unwrap();
     assert_eq!(rows.len(), 3);
     for r in rows {
