@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Bumped whenever a field's meaning changes.
-pub const SCHEMA: u32 = 1;
+pub const SCHEMA: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Costs {
@@ -38,15 +38,20 @@ pub struct Machine {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NetCosts {
     /// Client CPU per message, each way (a send or a receive), when messages come in a
-    /// stream (pipelined pings).
+    /// stream (pipelined pings: many per read).
     pub client_msg_ns: f64,
-    /// Client CPU beyond that when a message wakes it from idle (one ping at a time).
-    pub client_wake_ns: f64,
+    /// Client CPU to pick up a batch of messages from one connection (a wake-up, a poll,
+    /// a read): one ping at a time pays it per message.
+    pub client_batch_ns: f64,
     pub server_msg_ns: f64,
-    pub server_wake_ns: f64,
+    pub server_batch_ns: f64,
     /// One-way delay that is nobody's CPU (loopback: scheduling; on a cluster the
     /// platform's latency replaces it).
     pub wire_ns: f64,
+    /// CPU a core loses when it switches from one process or thread to another (more
+    /// runnable than cores: pings from four client processes at once cost this much more
+    /// per job than one pair alone).
+    pub switch_ns: f64,
     /// The sequential ping round trip these come from (for the record).
     pub ping_rtt_ns: f64,
 }
@@ -56,14 +61,19 @@ pub struct NetCosts {
 pub struct LockCosts {
     /// Client CPU to set up one lock operation (plan, `LockOp`).
     pub client_op_ns: f64,
-    /// Client protocol CPU per lock message it sends or handles (`LockOp` logic).
-    pub client_msg_ns: f64,
+    /// Client protocol CPU per lock message it sends (building the request).
+    pub client_send_ns: f64,
+    /// Client protocol CPU per reply it handles (`LockOp::on_reply`).
+    pub client_reply_ns: f64,
     /// Client CPU per explicit range (POSIX/list plans: cutting, encoding).
     pub client_range_ns: f64,
     /// Server table CPU per lock request or `LockMore` handled.
     pub server_request_ns: f64,
-    /// Server table CPU per range granted.
-    pub server_range_ns: f64,
+    /// Server table CPU per range granted of an explicit list (POSIX, list).
+    pub server_list_range_ns: f64,
+    /// Server table CPU per range granted of a structured description (datatype: the
+    /// server finds its share of the pattern).
+    pub server_pattern_range_ns: f64,
     /// Server table CPU per release handled.
     pub server_release_ns: f64,
     /// Server CPU per explicit range decoded from the wire.
@@ -75,9 +85,9 @@ pub struct LockCosts {
 pub struct IoCosts {
     /// `memcpy` of a large buffer, per byte.
     pub memcpy_byte_ns: f64,
-    /// `pwrite` into a fresh file (page cache, pages allocated): per call and per byte.
-    pub pwrite_call_ns: f64,
-    pub pwrite_byte_ns: f64,
+    /// `pwrite` into a fresh file (page cache, pages allocated): ns per call at each
+    /// measured size, `[bytes, ns]` by increasing size (interpolated between them).
+    pub pwrite_curve: Vec<[f64; 2]>,
     /// Two threads writing one file got `pwrite_parallel_speedup` × one thread's rate;
     /// below 1.3 the model serializes writes to one file (ext4's `i_rwsem`).
     pub pwrite_parallel_speedup: f64,
@@ -114,6 +124,8 @@ pub enum CostsError {
     },
     #[error("{path}: machine.cores = 0")]
     NoCores { path: String },
+    #[error("{path}: io.pwrite_curve must list sizes in increasing order, at least one")]
+    Curve { path: String },
 }
 
 impl Costs {
@@ -171,7 +183,47 @@ impl Costs {
                 });
             }
         }
+        let curve = &self.io.pwrite_curve;
+        let bad_point = curve
+            .iter()
+            .find(|[b, ns]| !(b.is_finite() && ns.is_finite() && *b > 0.0 && *ns >= 0.0));
+        if let Some(&[_, value]) = bad_point {
+            return Err(CostsError::Bad {
+                path: origin.to_string(),
+                field: "io.pwrite_curve",
+                value,
+            });
+        }
+        if curve.is_empty() || curve.windows(2).any(|w| w[0][0] >= w[1][0]) {
+            return Err(CostsError::Curve {
+                path: origin.to_string(),
+            });
+        }
         Ok(())
+    }
+
+    /// CPU of one `pwrite` of `bytes` into a fresh file: the measured curve, linear
+    /// between its points, at the first point's cost below it, and at the last segment's
+    /// slope beyond it.
+    pub fn pwrite_ns(&self, bytes: u64) -> f64 {
+        let c = &self.io.pwrite_curve;
+        let x = bytes as f64;
+        let Some(&[x0, y0]) = c.first() else {
+            return 0.0;
+        };
+        if x <= x0 {
+            return y0;
+        }
+        for w in c.windows(2) {
+            let ([xa, ya], [xb, yb]) = (w[0], w[1]);
+            if x <= xb {
+                return ya + (yb - ya) * (x - xa) / (xb - xa);
+            }
+        }
+        match c.as_slice() {
+            [.., [xa, ya], [xb, yb]] => yb + (yb - ya).max(0.0) / (xb - xa) * (x - xb),
+            _ => y0 * x / x0,
+        }
     }
 
     /// Every cost figure with its name.
@@ -179,21 +231,22 @@ impl Costs {
         let (n, l, i) = (&self.net, &self.lock, &self.io);
         vec![
             ("net.client_msg_ns", n.client_msg_ns),
-            ("net.client_wake_ns", n.client_wake_ns),
+            ("net.client_batch_ns", n.client_batch_ns),
             ("net.server_msg_ns", n.server_msg_ns),
-            ("net.server_wake_ns", n.server_wake_ns),
+            ("net.server_batch_ns", n.server_batch_ns),
             ("net.wire_ns", n.wire_ns),
+            ("net.switch_ns", n.switch_ns),
             ("net.ping_rtt_ns", n.ping_rtt_ns),
             ("lock.client_op_ns", l.client_op_ns),
-            ("lock.client_msg_ns", l.client_msg_ns),
+            ("lock.client_send_ns", l.client_send_ns),
+            ("lock.client_reply_ns", l.client_reply_ns),
             ("lock.client_range_ns", l.client_range_ns),
             ("lock.server_request_ns", l.server_request_ns),
-            ("lock.server_range_ns", l.server_range_ns),
+            ("lock.server_list_range_ns", l.server_list_range_ns),
+            ("lock.server_pattern_range_ns", l.server_pattern_range_ns),
             ("lock.server_release_ns", l.server_release_ns),
             ("lock.server_decode_range_ns", l.server_decode_range_ns),
             ("io.memcpy_byte_ns", i.memcpy_byte_ns),
-            ("io.pwrite_call_ns", i.pwrite_call_ns),
-            ("io.pwrite_byte_ns", i.pwrite_byte_ns),
             ("io.pwrite_parallel_speedup", i.pwrite_parallel_speedup),
             ("io.mmap_page_ns", i.mmap_page_ns),
             ("io.mmap_byte_ns", i.mmap_byte_ns),
@@ -211,26 +264,28 @@ impl Costs {
                 kernel: "test".into(),
             },
             net: NetCosts {
-                client_msg_ns: 4_000.0,
-                client_wake_ns: 6_000.0,
-                server_msg_ns: 4_000.0,
-                server_wake_ns: 6_000.0,
-                wire_ns: 2_000.0,
-                ping_rtt_ns: 30_000.0,
+                client_msg_ns: 300.0,
+                client_batch_ns: 10_000.0,
+                server_msg_ns: 400.0,
+                server_batch_ns: 10_000.0,
+                wire_ns: 1_000.0,
+                switch_ns: 3_000.0,
+                ping_rtt_ns: 22_000.0,
             },
             lock: LockCosts {
-                client_op_ns: 1_000.0,
-                client_msg_ns: 200.0,
+                client_op_ns: 2_000.0,
+                client_send_ns: 120.0,
+                client_reply_ns: 50.0,
                 client_range_ns: 30.0,
-                server_request_ns: 500.0,
-                server_range_ns: 25.0,
-                server_release_ns: 300.0,
+                server_request_ns: 750.0,
+                server_list_range_ns: 2.0,
+                server_pattern_range_ns: 14.0,
+                server_release_ns: 400.0,
                 server_decode_range_ns: 5.0,
             },
             io: IoCosts {
                 memcpy_byte_ns: 0.1,
-                pwrite_call_ns: 2_000.0,
-                pwrite_byte_ns: 0.3,
+                pwrite_curve: vec![[4096.0, 4_000.0], [1048576.0, 200_000.0]],
                 pwrite_parallel_speedup: 1.0,
                 pwrite_serialized: true,
                 mmap_page_ns: 500.0,
@@ -258,10 +313,10 @@ mod tests {
     #[test]
     fn bad_files_are_refused_with_the_field_named() {
         let mut c = Costs::for_tests();
-        c.lock.server_range_ns = -1.0;
+        c.lock.server_pattern_range_ns = -1.0;
         let text = serde_json::to_string(&c).unwrap();
         let e = Costs::parse(&text, "x").unwrap_err().to_string();
-        assert!(e.contains("lock.server_range_ns"), "{e}");
+        assert!(e.contains("lock.server_pattern_range_ns"), "{e}");
         let mut c = Costs::for_tests();
         c.schema = SCHEMA + 1;
         let e = Costs::parse(&serde_json::to_string(&c).unwrap(), "x").unwrap_err();
@@ -271,5 +326,20 @@ mod tests {
         let mut c = Costs::for_tests();
         c.machine.cores = 0;
         assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
+        let mut c = Costs::for_tests();
+        c.io.pwrite_curve.reverse();
+        assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
+        c.io.pwrite_curve.clear();
+        assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
+    }
+
+    #[test]
+    fn the_pwrite_curve_interpolates_and_extends() {
+        let c = Costs::for_tests();
+        assert_eq!(c.pwrite_ns(100), 4_000.0);
+        assert_eq!(c.pwrite_ns(4096), 4_000.0);
+        let mid = c.pwrite_ns((4096 + 1048576) / 2);
+        assert!((mid - 102_000.0).abs() < 1.0, "{mid}");
+        assert!(c.pwrite_ns(2 << 20) > 390_000.0);
     }
 }

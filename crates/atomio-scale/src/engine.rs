@@ -9,10 +9,14 @@
 //! actor of a host, first come first served, without preemption: on one 2-core machine
 //! eight processes queue for two cores, which is what makes loopback benchmarks slow.
 //!
-//! `woke` tells the model whether the actor was idle when the message arrived (it pays the
-//! wake-up: a scheduler switch and an `epoll_wait` return) or still busy (messages that
-//! queue up while an actor works are handled back to back, as a socket read returns many
-//! frames: batching emerges instead of being assumed).
+//! Messages are handled in *batches by sender*: when an actor gets a core it takes every
+//! message queued from the sender whose message has waited longest (up to `MAX_BATCH`),
+//! as one read of one connection returns every frame that arrived on it, and runs them as
+//! one job. `first` tells the model which message starts a batch: that one pays the
+//! pick-up (a wake-up, a poll, a read); the others only their own handling. So messages
+//! from one peer that queue up while an actor works cost little each, messages from many
+//! peers cost a pick-up each — measured so on this machine (see `calibrate`) — and
+//! batching emerges from the load instead of being assumed.
 //!
 //! Messages between hosts cross a link: the sender's NIC (bytes / bandwidth, one message
 //! after another), the latency, then the receiver's NIC. Messages within a host (`Via::Local`)
@@ -41,6 +45,9 @@ pub struct HostSpec {
     pub cores: u32,
     /// Bytes per second each way; `None`: messages take no time on the NIC.
     pub nic_bytes_per_s: Option<f64>,
+    /// CPU a core loses when it runs an actor other than the one it ran last (a context
+    /// switch between processes); jobs prefer the core their actor last ran on.
+    pub switch_ns: Ns,
 }
 
 /// How a message travels.
@@ -91,18 +98,24 @@ impl<M> Out<M> {
     }
 }
 
+/// Most messages from one sender handled as one batch.
+pub const MAX_BATCH: usize = 512;
+
 /// What the engine drives.
 pub trait Model {
     type Msg;
-    /// Handles `msg` at `actor` at `now` (the job's start); pushes what it sends to `out`
-    /// and returns the job's CPU time. An error stops the run (a safety violation, a
-    /// protocol failure).
+    /// Handles `msg` from `from` at `actor` at `now`; pushes what it sends to `out` and
+    /// returns the CPU time it took. `first`: the message starts a batch (see the module
+    /// docs). The messages of one batch are handled in a row, each at the time the one
+    /// before it ended; what they send leaves when the batch's job ends. An error stops
+    /// the run (a safety violation, a protocol failure).
     fn handle(
         &mut self,
         now: Ns,
         actor: ActorId,
+        from: ActorId,
         msg: Self::Msg,
-        woke: bool,
+        first: bool,
         out: &mut Vec<Out<Self::Msg>>,
     ) -> Result<Ns, String>;
 }
@@ -114,11 +127,21 @@ pub struct EngineStats {
     pub jobs: u64,
     pub messages: u64,
     pub now: Ns,
+    /// CPU time of every job, summed (≤ now × cores).
+    pub busy: Ns,
 }
 
 enum Event<M> {
-    Deliver { to: ActorId, msg: M },
-    Done { actor: ActorId, outs: Vec<Out<M>> },
+    Deliver {
+        from: ActorId,
+        to: ActorId,
+        msg: M,
+    },
+    Done {
+        actor: ActorId,
+        core: usize,
+        outs: Vec<Out<M>>,
+    },
 }
 
 struct Scheduled<M> {
@@ -148,22 +171,30 @@ impl<M> Ord for Scheduled<M> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Run {
     Idle,
-    /// Queued for a core; `woke`: it was idle when its first message came.
-    Ready {
-        woke: bool,
-    },
+    /// Queued for a core.
+    Ready,
     Running,
 }
 
 struct Actor<M> {
     host: HostId,
-    inbox: VecDeque<M>,
+    /// Messages waiting, per sender.
+    inbox: std::collections::HashMap<ActorId, VecDeque<M>>,
+    /// Senders with messages waiting, oldest first (each once).
+    senders: VecDeque<ActorId>,
     run: Run,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Core {
+    busy: bool,
+    last: Option<ActorId>,
 }
 
 struct Host {
     spec: HostSpec,
     free: u32,
+    cores: Vec<Core>,
     ready: VecDeque<ActorId>,
     nic_out_free: Ns,
     nic_in_free: Ns,
@@ -204,6 +235,7 @@ impl<M> Engine<M> {
                 ..spec
             },
             free: spec.cores.max(1),
+            cores: vec![Core::default(); spec.cores.max(1) as usize],
             ready: VecDeque::new(),
             nic_out_free: 0,
             nic_in_free: 0,
@@ -216,7 +248,8 @@ impl<M> Engine<M> {
         assert!((host.0 as usize) < self.hosts.len(), "no host {host:?}");
         self.actors.push(Actor {
             host,
-            inbox: VecDeque::new(),
+            inbox: std::collections::HashMap::new(),
+            senders: VecDeque::new(),
             run: Run::Idle,
         });
         ActorId(self.actors.len() as u32 - 1)
@@ -233,10 +266,11 @@ impl<M> Engine<M> {
         }
     }
 
-    /// Delivers `msg` to `to` at time `at` (≥ now): how a run is started.
+    /// Delivers `msg` to `to` at time `at` (≥ now), as if `to` sent it to itself: how a
+    /// run is started.
     pub fn inject(&mut self, at: Ns, to: ActorId, msg: M) {
         let at = at.max(self.now);
-        self.schedule(at, Event::Deliver { to, msg });
+        self.schedule(at, Event::Deliver { from: to, to, msg });
     }
 
     fn schedule(&mut self, at: Ns, event: Event<M>) {
@@ -269,27 +303,37 @@ impl<M> Engine<M> {
                 tick(self.stats());
             }
             match event {
-                Event::Deliver { to, msg } => {
+                Event::Deliver { from, to, msg } => {
                     let a = &mut self.actors[to.0 as usize];
-                    a.inbox.push_back(msg);
+                    let q = a.inbox.entry(from).or_default();
+                    if q.is_empty() {
+                        a.senders.push_back(from);
+                    }
+                    q.push_back(msg);
                     if a.run == Run::Idle {
-                        a.run = Run::Ready { woke: true };
+                        a.run = Run::Ready;
                         let h = a.host;
                         self.hosts[h.0 as usize].ready.push_back(to);
                         self.dispatch(h, model, &mut outs)?;
                     }
                 }
-                Event::Done { actor, outs: sent } => {
+                Event::Done {
+                    actor,
+                    core,
+                    outs: sent,
+                } => {
                     let h = self.actors[actor.0 as usize].host;
-                    self.hosts[h.0 as usize].free += 1;
+                    let host = &mut self.hosts[h.0 as usize];
+                    host.free += 1;
+                    host.cores[core].busy = false;
                     for o in sent {
-                        self.send(h, o);
+                        self.send(actor, h, o);
                     }
                     let a = &mut self.actors[actor.0 as usize];
-                    if a.inbox.is_empty() {
+                    if a.senders.is_empty() {
                         a.run = Run::Idle;
                     } else {
-                        a.run = Run::Ready { woke: false };
+                        a.run = Run::Ready;
                         self.hosts[h.0 as usize].ready.push_back(actor);
                     }
                     self.dispatch(h, model, &mut outs)?;
@@ -315,27 +359,55 @@ impl<M> Engine<M> {
                 return Ok(());
             };
             host.free -= 1;
+            // The core it ran on last if free (no switch), else any free one.
+            let core = host
+                .cores
+                .iter()
+                .position(|c| !c.busy && c.last == Some(id))
+                .or_else(|| host.cores.iter().position(|c| !c.busy))
+                .expect("a free core exists");
+            let switch = match host.cores[core].last {
+                Some(other) if other != id => host.spec.switch_ns,
+                _ => 0,
+            };
+            host.cores[core] = Core {
+                busy: true,
+                last: Some(id),
+            };
             let a = &mut self.actors[id.0 as usize];
-            let woke = matches!(a.run, Run::Ready { woke: true });
             a.run = Run::Running;
-            let msg = a.inbox.pop_front().expect("a ready actor has a message");
+            let from = a.senders.pop_front().expect("a ready actor has a message");
+            let q = a.inbox.get_mut(&from).expect("a queue per waiting sender");
+            let n = q.len().min(MAX_BATCH);
+            let batch: Vec<M> = q.drain(..n).collect();
+            if q.is_empty() {
+                a.inbox.remove(&from);
+            } else {
+                // The rest is another read, after the others waiting.
+                a.senders.push_back(from);
+            }
             outs.clear();
-            let cost = model.handle(self.now, id, msg, woke, outs)?;
+            let mut done = self.now + switch;
+            for (i, msg) in batch.into_iter().enumerate() {
+                let cost = model.handle(done, id, from, msg, i == 0, outs)?;
+                done = done.saturating_add(cost);
+            }
             self.stats.jobs += 1;
-            let done = self.now.saturating_add(cost);
+            self.stats.busy += done - self.now;
             let sent = std::mem::take(outs);
             self.schedule(
                 done,
                 Event::Done {
                     actor: id,
+                    core,
                     outs: sent,
                 },
             );
         }
     }
 
-    /// Puts `o` on its way from host `from` (now = the sender's job end).
-    fn send(&mut self, from: HostId, o: Out<M>) {
+    /// Puts `o` on its way from `sender` on host `from` (now = the sender's job end).
+    fn send(&mut self, sender: ActorId, from: HostId, o: Out<M>) {
         self.stats.messages += 1;
         let start = self.now.saturating_add(o.after);
         let to_host = self.actors[o.to.0 as usize].host;
@@ -360,6 +432,7 @@ impl<M> Engine<M> {
         self.schedule(
             at,
             Event::Deliver {
+                from: sender,
                 to: o.to,
                 msg: o.msg,
             },
@@ -385,8 +458,9 @@ mod tests {
             &mut self,
             now: Ns,
             actor: ActorId,
+            _from: ActorId,
             msg: u32,
-            _woke: bool,
+            _first: bool,
             out: &mut Vec<Out<u32>>,
         ) -> Result<Ns, String> {
             self.log.push((now, actor.0));
@@ -401,14 +475,12 @@ mod tests {
     #[test]
     fn a_round_trip_costs_two_jobs_and_two_latencies() {
         let mut e = Engine::new(1_000);
-        let h0 = e.add_host(HostSpec {
+        let spec = HostSpec {
             cores: 1,
             nic_bytes_per_s: None,
-        });
-        let h1 = e.add_host(HostSpec {
-            cores: 1,
-            nic_bytes_per_s: None,
-        });
+            switch_ns: 0,
+        };
+        let (h0, h1) = (e.add_host(spec), e.add_host(spec));
         let (a, b) = (e.add_actor(h0), e.add_actor(h1));
         let mut m = PingPong {
             cost: 500,
@@ -423,20 +495,21 @@ mod tests {
         assert_eq!(s.now, 3_500);
     }
 
-    /// Every message to actor 0 costs `cost`; nothing is sent.
-    struct Sink(Ns, Vec<Ns>);
+    /// Every message costs `cost` (a batch's first twice that); nothing is sent.
+    struct Sink(Ns, Vec<(Ns, bool)>);
     impl Model for Sink {
         type Msg = ();
         fn handle(
             &mut self,
             now: Ns,
             _a: ActorId,
+            _f: ActorId,
             _m: (),
-            _w: bool,
+            first: bool,
             _o: &mut Vec<Out<()>>,
         ) -> Result<Ns, String> {
-            self.1.push(now);
-            Ok(self.0)
+            self.1.push((now, first));
+            Ok(if first { 2 * self.0 } else { self.0 })
         }
     }
 
@@ -446,18 +519,40 @@ mod tests {
         let h = e.add_host(HostSpec {
             cores: 2,
             nic_bytes_per_s: None,
+            switch_ns: 0,
         });
         let actors: Vec<ActorId> = (0..3).map(|_| e.add_actor(h)).collect();
         // Three actors with one message each, two cores: the third waits for a core.
         for &a in &actors {
             e.inject(0, a, ());
         }
-        // A second message for actor 0 waits for its first job even with a core free.
-        e.inject(0, actors[0], ());
+        // A second message for actor 2 from the same sender, while it waits for a core,
+        // joins its batch.
+        e.inject(0, actors[2], ());
         let mut m = Sink(100, Vec::new());
         let s = e.run(&mut m, |_| {}).unwrap();
-        assert_eq!(m.1, vec![0, 0, 100, 100]);
-        assert_eq!(s.now, 200);
+        // Actors 0 and 1 at once; actor 2's batch of two (200 + 100) when a core frees.
+        assert_eq!(m.1, vec![(0, true), (0, true), (200, true), (400, false)]);
+        assert_eq!(s.now, 500);
+    }
+
+    #[test]
+    fn a_core_switching_actors_pays_the_switch() {
+        let mut e = Engine::new(0);
+        let h = e.add_host(HostSpec {
+            cores: 1,
+            nic_bytes_per_s: None,
+            switch_ns: 50,
+        });
+        let (a, b) = (e.add_actor(h), e.add_actor(h));
+        e.inject(0, a, ());
+        e.inject(0, b, ());
+        e.inject(1_000, b, ());
+        let mut m = Sink(100, Vec::new());
+        e.run(&mut m, |_| {}).unwrap();
+        // a: 0..200 (a fresh core: no switch); b after a switch: 250..450; b again, on
+        // the core it ran last: no switch.
+        assert_eq!(m.1, vec![(0, true), (250, true), (1_000, true)]);
     }
 
     #[test]
@@ -466,6 +561,7 @@ mod tests {
         let spec = HostSpec {
             cores: 4,
             nic_bytes_per_s: Some(1e9), // 1 byte per ns
+            switch_ns: 0,
         };
         let (h0, h1) = (e.add_host(spec), e.add_host(spec));
         let src = e.add_actor(h0);
@@ -477,8 +573,9 @@ mod tests {
                 &mut self,
                 now: Ns,
                 _a: ActorId,
+                _f: ActorId,
                 first: bool,
-                _woke: bool,
+                _batch: bool,
                 out: &mut Vec<Out<bool>>,
             ) -> Result<Ns, String> {
                 if first {

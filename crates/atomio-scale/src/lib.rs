@@ -8,15 +8,20 @@
 //! * `lock_service` — the product's `LockServer` and `LockOp`, charged per step;
 //! * `held` — the safety check: no two clients act on conflicting bytes at once;
 //! * `lockbench` — `bench locks` (Ching §6.1) in the model;
+//! * `workload` — `bench <workload>` with lock strategies on a direct file;
+//! * `dlm` — SeqDLM vs the traditional cached DLMs on atomio's data servers;
 //!
 //! What is modelled and what is not: ARCHITECTURE.md, "Scale model".
 
+pub mod calibrate;
 pub mod costs;
+pub mod dlm;
 pub mod engine;
 pub mod held;
 pub mod lock_service;
 pub mod lockbench;
 pub mod platform;
+pub mod workload;
 
 pub use costs::Costs;
 pub use platform::Platform;

@@ -2,11 +2,13 @@
 //! `LockOp` (client side) run for real, and each step is charged what the calibration
 //! measured for the work it did.
 //!
-//! A server step costs the message's transport CPU, the table's work (per request or
-//! release, per range granted — the table's own counter says how many), the decoding of
-//! explicit ranges, and a send per reply (to the caller, and to waiters a release wakes).
-//! A client step costs the transport CPU of what it receives and sends, the protocol's own
-//! work per message, and per explicit range it plans.
+//! A server step costs the message's transport CPU (and the batch's pick-up if it is the
+//! first of one), the table's work (per request or release, per range granted — the
+//! table's own counter says how many, at the rate of the request's kind: explicit list or
+//! structured pattern), the decoding of explicit ranges, and a send per reply (to the
+//! caller, and to waiters a release wakes). A client step costs the transport CPU of what
+//! it receives and sends, the protocol's own work per message, and per explicit range it
+//! plans.
 //!
 //! **Invariants:** nothing here decides anything the state machines do not; costs depend
 //! only on what they did (deterministic); a reply for an operation the client no longer
@@ -16,15 +18,20 @@ use crate::costs::Costs;
 use crate::engine::Ns;
 use atomio_layout::ServerId;
 use atomio_lock::{LockOp, LockServer, Outgoing, Protocol, Send, Status, SubRequest};
-use atomio_proto::{ClientId, FileId, LockDesc, LockMode, Reply, Request};
+use atomio_proto::{ClientId, FileId, LockDesc, LockId, LockMode, Reply, Request};
+use std::collections::HashMap;
 
 /// One lock server of the model.
 #[derive(Debug)]
 pub struct SimServer {
     pub table: LockServer,
     work_queued: bool,
-    /// Negative control: this server grants without checking for conflicts.
+    /// Negative control: this server grants without checking conflicts.
     pub faulty: bool,
+    /// Whether each open request is a structured pattern (what its ranges cost).
+    patterns: HashMap<LockId, bool>,
+    /// New requests whose lock id is not known yet: (client, tag) → pattern.
+    opening: HashMap<(u64, u64), bool>,
 }
 
 fn ns(x: f64) -> Ns {
@@ -53,7 +60,23 @@ impl SimServer {
             },
             work_queued: false,
             faulty,
+            patterns: HashMap::new(),
+            opening: HashMap::new(),
         }
+    }
+
+    /// Learns lock ids from replies; whether any request that progressed is a pattern.
+    fn learn(&mut self, out: &[Outgoing]) -> bool {
+        let mut pattern = false;
+        for o in out {
+            if let Reply::Lock(p) = &o.reply {
+                if let Some(k) = self.opening.remove(&(o.to.0, o.tag)) {
+                    self.patterns.insert(p.lock, k);
+                }
+                pattern |= self.patterns.get(&p.lock).copied().unwrap_or(false);
+            }
+        }
+        pattern
     }
 
     /// Handles one lock message from `client`; the replies go to `out`.
@@ -63,36 +86,62 @@ impl SimServer {
         client: u32,
         tag: u64,
         request: Request,
-        woke: bool,
+        first: bool,
         out: &mut Vec<Outgoing>,
     ) -> Ns {
         let explicit = explicit_ranges(&request) as f64;
-        let release = matches!(request, Request::LockRelease { .. });
+        let (release, mut pattern) = match &request {
+            Request::LockNew { desc, .. } => {
+                let p = matches!(desc, LockDesc::Pattern(_));
+                self.opening.insert((u64::from(client), tag), p);
+                (false, p)
+            }
+            Request::LockMore { lock, .. } => {
+                (false, self.patterns.get(lock).copied().unwrap_or(false))
+            }
+            Request::LockRelease { lock, from } => {
+                if from.is_none() {
+                    self.patterns.remove(lock);
+                }
+                (true, false)
+            }
+            _ => (false, false),
+        };
         let before = self.table.stats().ranges_granted;
         self.table
             .handle(ClientId(u64::from(client)), tag, request, out);
         let granted = (self.table.stats().ranges_granted - before) as f64;
+        // A release grants to the waiters it wakes: their kind decides.
+        pattern |= self.learn(out) && release;
         let (l, n) = (&costs.lock, &costs.net);
         let table = if release {
             l.server_release_ns
         } else {
             l.server_request_ns
         };
-        let wake = if woke { n.server_wake_ns } else { 0.0 };
+        let range = if pattern {
+            l.server_pattern_range_ns
+        } else {
+            l.server_list_range_ns
+        };
+        let pick_up = if first { n.server_batch_ns } else { 0.0 };
         ns(n.server_msg_ns * (1 + out.len()) as f64
             + table
-            + granted * l.server_range_ns
+            + granted * range
             + explicit * l.server_decode_range_ns
-            + wake)
+            + pick_up)
     }
 
-    /// One slice of left-over work (long grants and releases run in slices).
+    /// One slice of left-over work (long grants and releases run in slices: only
+    /// structured requests are that long).
     pub fn work(&mut self, costs: &Costs, out: &mut Vec<Outgoing>) -> Ns {
         self.work_queued = false;
         let before = self.table.stats().ranges_granted;
         self.table.work(out);
+        self.learn(out);
         let granted = (self.table.stats().ranges_granted - before) as f64;
-        ns(granted * costs.lock.server_range_ns + out.len() as f64 * costs.net.server_msg_ns)
+        ns(granted * costs.lock.server_pattern_range_ns
+            + out.len() as f64 * costs.net.server_msg_ns)
     }
 
     /// Whether the driver should queue a work step now (once until it runs).
@@ -113,6 +162,11 @@ pub fn released_holder(client: u32, tag: u64, request: &Request) -> Option<u64> 
         Request::LockRelease { from: None, .. } => Some((u64::from(client) << 32) | (tag >> 32)),
         _ => None,
     }
+}
+
+/// Client CPU per lock message sent: building it and the transport's share.
+fn send_cost(costs: &Costs) -> f64 {
+    costs.lock.client_send_ns + costs.net.client_msg_ns
 }
 
 /// A lock request on its way: (server, tag, request).
@@ -163,7 +217,7 @@ impl ClientLocks {
         let sent = self.flush(out);
         ns(costs.lock.client_op_ns
             + explicit as f64 * costs.lock.client_range_ns
-            + sent as f64 * (costs.net.client_msg_ns + costs.lock.client_msg_ns))
+            + sent as f64 * send_cost(costs))
     }
 
     /// A reply arrived. Stale replies (a detached release's) are charged and dropped.
@@ -172,19 +226,21 @@ impl ClientLocks {
         costs: &Costs,
         tag: u64,
         reply: Reply,
-        woke: bool,
+        first: bool,
         out: &mut Vec<Wire>,
     ) -> Ns {
-        let wake = if woke { costs.net.client_wake_ns } else { 0.0 };
-        let recv = costs.net.client_msg_ns + wake;
+        let pick_up = if first {
+            costs.net.client_batch_ns
+        } else {
+            0.0
+        };
+        let recv = costs.net.client_msg_ns + pick_up;
         let Some(op) = self.op.as_mut().filter(|_| tag >> 32 == self.seq) else {
             return ns(recv);
         };
         op.on_reply(tag as u32, reply, &mut self.sends);
         let sent = self.flush(out);
-        ns(recv
-            + costs.lock.client_msg_ns
-            + sent as f64 * (costs.net.client_msg_ns + costs.lock.client_msg_ns))
+        ns(recv + costs.lock.client_reply_ns + sent as f64 * send_cost(costs))
     }
 
     /// Releases everything (the operation must be `Held`). `detached`: the operation is
@@ -198,7 +254,7 @@ impl ClientLocks {
         if detached {
             self.op = None;
         }
-        ns(sent as f64 * (costs.net.client_msg_ns + costs.lock.client_msg_ns))
+        ns(sent as f64 * send_cost(costs))
     }
 
     /// The safety check's name for the current operation of `client`.

@@ -140,7 +140,7 @@ impl LockBench<'_> {
         now: Ns,
         c: u32,
         msg: Msg,
-        woke: bool,
+        first: bool,
         out: &mut Vec<Out<Msg>>,
     ) -> Result<Ns, String> {
         let costs = self.costs;
@@ -160,7 +160,7 @@ impl LockBench<'_> {
                 cl.locks.release(costs, false, &mut self.wires)
             }
             Msg::Reply { tag, reply } => {
-                cl.locks.on_reply(costs, tag, reply, woke, &mut self.wires)
+                cl.locks.on_reply(costs, tag, reply, first, &mut self.wires)
             }
             _ => return Err("a client got a server's message".into()),
         };
@@ -212,7 +212,7 @@ impl LockBench<'_> {
         &mut self,
         s: u32,
         msg: Msg,
-        woke: bool,
+        first: bool,
         out: &mut Vec<Out<Msg>>,
     ) -> Result<Ns, String> {
         let srv = &mut self.servers[s as usize];
@@ -226,7 +226,7 @@ impl LockBench<'_> {
                 if let Some(id) = released_holder(client, tag, &request) {
                     self.holders.release(id, ServerId(s));
                 }
-                srv.handle(self.costs, client, tag, request, woke, &mut self.replies)
+                srv.handle(self.costs, client, tag, request, first, &mut self.replies)
             }
             Msg::Work => srv.work(self.costs, &mut self.replies),
             _ => return Err("a server got a client's message".into()),
@@ -253,15 +253,16 @@ impl Model for LockBench<'_> {
         &mut self,
         now: Ns,
         actor: ActorId,
+        _from: ActorId,
         msg: Msg,
-        woke: bool,
+        first: bool,
         out: &mut Vec<Out<Msg>>,
     ) -> Result<Ns, String> {
         // Actors are numbered clients first, then servers.
         if actor.0 < self.spec.clients {
-            self.client_step(now, actor.0, msg, woke, out)
+            self.client_step(now, actor.0, msg, first, out)
         } else {
-            self.server_step(actor.0 - self.spec.clients, msg, woke, out)
+            self.server_step(actor.0 - self.spec.clients, msg, first, out)
         }
     }
 }
@@ -278,6 +279,7 @@ pub fn place<M>(
         engine.add_host(HostSpec {
             cores,
             nic_bytes_per_s: None,
+            switch_ns: platform.switch_ns,
         })
     });
     let mut make = |cores: u32, n: u32| -> Vec<ActorId> {
@@ -287,6 +289,7 @@ pub fn place<M>(
                     engine.add_host(HostSpec {
                         cores,
                         nic_bytes_per_s: platform.nic_bytes_per_s,
+                        switch_ns: platform.switch_ns,
                     })
                 });
                 engine.add_actor(h)

@@ -31,6 +31,8 @@ pub struct Platform {
     pub server_disk_bytes_per_s: Option<f64>,
     /// Clients' writes into the user's file go through one inode lock (one page cache).
     pub shared_file_lock: bool,
+    /// CPU lost per context switch on a host shared by several actors.
+    pub switch_ns: Ns,
 }
 
 /// The papers' clusters and this machine, by name.
@@ -61,6 +63,7 @@ impl Platform {
             nic_bytes_per_s: None,
             server_disk_bytes_per_s: None,
             shared_file_lock: costs.io.pwrite_serialized,
+            switch_ns: costs.net.switch_ns.round() as Ns,
         }
     }
 
@@ -78,6 +81,7 @@ impl Platform {
             nic_bytes_per_s: Some(250e6),
             server_disk_bytes_per_s: None,
             shared_file_lock: false,
+            switch_ns: 0,
         }
     }
 
@@ -96,14 +100,15 @@ impl Platform {
             nic_bytes_per_s: Some(12.5e9),
             server_disk_bytes_per_s: Some(3e9),
             shared_file_lock: false,
+            switch_ns: 0,
         }
     }
 }
 
-/// atomio's own CPU per ping round trip (client and server, both ways, both wake-ups).
+/// atomio's own CPU per ping round trip (client and server, both ways, both pick-ups).
 pub fn cpu_per_round_trip(costs: &Costs) -> f64 {
     let n = &costs.net;
-    2.0 * (n.client_msg_ns + n.server_msg_ns) + n.client_wake_ns + n.server_wake_ns
+    2.0 * (n.client_msg_ns + n.server_msg_ns) + n.client_batch_ns + n.server_batch_ns
 }
 
 /// The one-way wire latency that makes a ping take `rtt_ns` on top of atomio's own CPU.
@@ -122,7 +127,7 @@ mod tests {
         let p = Platform::ching07(&c);
         assert_eq!(p.latency_ns as f64, ((50_000.0 - cpu) / 2.0).round());
         let mut slow = c.clone();
-        slow.net.server_msg_ns = 40_000.0;
+        slow.net.server_batch_ns = 60_000.0;
         assert_eq!(Platform::ching07(&slow).latency_ns, 0);
         for n in NAMES {
             assert!(Platform::by_name(n, &c).is_some(), "{n}");

@@ -1,0 +1,407 @@
+//! `atomio sim calibrate | validate | --scale`: the calibrated scale model (issue 13).
+
+use anyhow::{anyhow, Context};
+use atomio_scale::calibrate::CalibrateConfig;
+use atomio_scale::Costs;
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// Where to write the cost file.
+    #[arg(long, default_value = "out/calib.json")]
+    json: PathBuf,
+    /// Fewer repetitions and smaller sizes (a few seconds; for trying things out).
+    #[arg(long)]
+    quick: bool,
+    /// Scratch directory (a server's data, files written and removed).
+    #[arg(long)]
+    scratch: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ValidateArgs {
+    /// The cost file (`atomio sim calibrate`).
+    #[arg(long, default_value = "out/calib.json")]
+    costs: PathBuf,
+    /// Client counts (the lock benchmark uses as many servers; workloads use `--servers`).
+    #[arg(long, value_delimiter = ',', default_value = "4,8")]
+    clients: Vec<u32>,
+    /// Servers for the workload benchmarks.
+    #[arg(long, default_value_t = 4)]
+    servers: u32,
+    /// Runs of each real benchmark row (the median is compared).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// One-byte locks per client in the lock benchmark rows.
+    #[arg(long, default_value_t = 8192)]
+    locks: u64,
+    /// Groups of rows: locks, ior-hard, tile, s3d.
+    #[arg(long, value_delimiter = ',', default_value = "locks,ior-hard,tile,s3d")]
+    groups: Vec<String>,
+    /// Write every row (predicted, measured, error) as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Only the model's predictions (no real benchmark).
+    #[arg(long)]
+    predict_only: bool,
+}
+
+#[derive(Args)]
+pub struct ScaleArgs {
+    /// With `--scale` or `validate`: the cost file (`atomio sim calibrate`).
+    #[arg(long = "costs", default_value = "out/calib.json")]
+    scale_costs: PathBuf,
+}
+
+#[derive(Args)]
+pub struct PingClientArgs {
+    #[arg(long)]
+    addr: String,
+    #[arg(long)]
+    pings: u64,
+}
+
+pub fn ping_client(a: PingClientArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (cpu, wall) = rt
+        .block_on(atomio_scale::calibrate::ping_client(&a.addr, a.pings))
+        .map_err(|e| anyhow!(e))?;
+    println!(
+        "{}",
+        serde_json::json!({ "cpu_ns": cpu, "wall_ns": wall, "pings": a.pings })
+    );
+    Ok(())
+}
+
+fn scratch(given: &Option<PathBuf>, what: &str) -> PathBuf {
+    given.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("atomio-{what}-{}", std::process::id()))
+    })
+}
+
+pub fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
+    let dir = scratch(&a.scratch, "calibrate");
+    let cfg = CalibrateConfig {
+        server_exe: std::env::current_exe().context("locating the atomio executable")?,
+        scratch: dir.clone(),
+        quick: a.quick,
+    };
+    let started = std::time::Instant::now();
+    let costs = atomio_scale::calibrate::calibrate(&cfg).map_err(|e| anyhow!(e));
+    let _ = std::fs::remove_dir_all(&dir);
+    let costs = costs?;
+    print!("{}", describe(&costs));
+    println!(
+        "calibrated in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    costs.save(&a.json)?;
+    println!("cost file: {}", a.json.display());
+    Ok(())
+}
+
+/// The cost file as a table.
+fn describe(c: &Costs) -> String {
+    let rows: Vec<Vec<String>> = c
+        .figures()
+        .into_iter()
+        .map(|(name, v)| vec![name.to_string(), format!("{v:.3}")])
+        .collect();
+    let mut out = format!(
+        "machine: {} cores, {}, kernel {}\n",
+        c.machine.cores, c.machine.cpu, c.machine.kernel
+    );
+    out += &atomio_bench::table::render(&["cost", "value"], &rows);
+    out += "pwrite into a fresh file, per call:";
+    for [b, ns] in &c.io.pwrite_curve {
+        out += &format!(" {b:.0} B {:.1} µs;", ns / 1e3);
+    }
+    out += &format!(
+        "\nwrites to one file serialize: {} (two threads: {:.2}x one)\n",
+        c.io.pwrite_serialized, c.io.pwrite_parallel_speedup
+    );
+    out
+}
+
+pub fn load_costs(path: &Path) -> anyhow::Result<Costs> {
+    Costs::load(path).map_err(|e| {
+        anyhow!("{e}\n  (make one with: atomio sim calibrate --json {})", path.display())
+    })
+}
+
+/// The lock benchmark rows validated: (method, protocol).
+const LOCK_ROWS: &[(&str, &str)] = &[
+    ("posix", "two-phase"),
+    ("posix", "one-try"),
+    ("list", "one-try"),
+    ("datatype", "two-phase"),
+    ("datatype", "one-try"),
+];
+
+/// The workload rows validated: (group, strategies).
+const WORKLOAD_ROWS: &[(&str, &[&str])] = &[
+    (
+        "ior-hard",
+        &["none", "bounding-extent", "ching:datatype:one-try"],
+    ),
+    (
+        "tile",
+        &[
+            "none",
+            "bounding-extent",
+            "ching:datatype:one-try",
+            "ching:list:one-try",
+        ],
+    ),
+    ("s3d", &["none", "ching:datatype:one-try", "ching:list:one-try"]),
+];
+
+/// One validated row.
+#[derive(serde::Serialize)]
+pub struct ValidationRow {
+    pub group: String,
+    pub row: String,
+    pub clients: u32,
+    pub servers: u32,
+    pub unit: &'static str,
+    pub predicted: f64,
+    pub measured: Option<f64>,
+    /// (predicted − measured) / measured, in percent.
+    pub error_pct: Option<f64>,
+    /// Virtual seconds of the model's run, and its wall-clock seconds.
+    pub model_seconds: f64,
+    pub model_wall_seconds: f64,
+}
+
+pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
+    use atomio_scale::lockbench::{self, Fault, LockBenchSpec};
+    let costs = load_costs(&a.costs)?;
+    let platform = atomio_scale::Platform::here(&costs);
+    println!("platform: {}", platform.summary);
+    let mut rows: Vec<ValidationRow> = Vec::new();
+    // The model first (seconds), then the real benchmarks.
+    if a.groups.iter().any(|g| g == "locks") {
+        for &clients in &a.clients {
+            for &(m, p) in LOCK_ROWS {
+                let spec = LockBenchSpec {
+                    clients,
+                    servers: clients,
+                    locks: a.locks,
+                    spacing: 64,
+                    overlap_pct: None,
+                    method: m.parse().map_err(|e: String| anyhow!(e))?,
+                    protocol: p.parse().map_err(|e: String| anyhow!(e))?,
+                    stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
+                    odd_clients_read: false,
+                    fault: Fault::None,
+                };
+                let t0 = std::time::Instant::now();
+                let r = lockbench::run(&spec, &costs, &platform, |_| {}).map_err(|e| anyhow!(e))?;
+                rows.push(ValidationRow {
+                    group: "locks".into(),
+                    row: spec.label(),
+                    clients,
+                    servers: clients,
+                    unit: "acquire locks/s",
+                    predicted: r.acquire_locks_per_s,
+                    measured: None,
+                    error_pct: None,
+                    model_seconds: r.sim_seconds,
+                    model_wall_seconds: t0.elapsed().as_secs_f64(),
+                });
+            }
+        }
+    }
+    for &(group, strategies) in WORKLOAD_ROWS {
+        if !a.groups.iter().any(|g| g == group) {
+            continue;
+        }
+        let workload = atomio_workloads::Workload::from_name::<&str>(group, &[])
+            .map_err(|e| anyhow!("{e}"))?;
+        for &clients in &a.clients {
+            let plan = workload.plan(clients).map_err(|e| anyhow!("{e}"))?;
+            for &st in strategies {
+                let strategy: atomio_client::Strategy = st.parse().map_err(|e: String| anyhow!(e))?;
+                let t0 = std::time::Instant::now();
+                let r = atomio_scale::workload::run(
+                    &plan,
+                    &strategy,
+                    a.servers,
+                    &costs,
+                    &platform,
+                    Fault::None,
+                    |_| {},
+                )
+                .map_err(|e| anyhow!("{group} {st}: {e}"))?;
+                rows.push(ValidationRow {
+                    group: group.into(),
+                    row: st.into(),
+                    clients,
+                    servers: a.servers,
+                    unit: "MiB/s",
+                    predicted: r.mib_per_s,
+                    measured: None,
+                    error_pct: None,
+                    model_seconds: r.seconds,
+                    model_wall_seconds: t0.elapsed().as_secs_f64(),
+                });
+            }
+        }
+    }
+    if !a.predict_only {
+        measure(&a, &mut rows)?;
+    }
+    print!("{}", validation_table(&rows));
+    print!("{}", validation_summary(&rows));
+    if let Some(p) = &a.json {
+        crate::output::write_json(p, &rows)?;
+    }
+    Ok(())
+}
+
+/// Runs the real benchmarks and fills in `measured` and `error_pct`.
+fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
+    use atomio_bench::locks::{LockBenchConfig, Transport};
+    let exe = std::env::current_exe().context("locating the atomio executable")?;
+    if a.groups.iter().any(|g| g == "locks") {
+        eprintln!("measuring: bench locks (TCP, {:?} clients)", a.clients);
+        let cfg = LockBenchConfig {
+            transports: vec![Transport::Tcp],
+            scaling_clients: a.clients.clone(),
+            spacings: vec![64],
+            locks: a.locks,
+            methods: vec![
+                atomio_lock::Method::Posix,
+                atomio_lock::Method::List {
+                    max_ranges: atomio_lock::DEFAULT_LIST_RANGES,
+                },
+                atomio_lock::Method::Datatype,
+            ],
+            protocols: vec![atomio_lock::Protocol::TwoPhase, atomio_lock::Protocol::OneTry],
+            overlaps: Vec::new(),
+            runs: a.runs.max(1),
+            server_exe: Some(exe.clone()),
+            ..LockBenchConfig::default()
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let real = rt.block_on(atomio_bench::locks::run(&cfg))?;
+        for r in rows.iter_mut().filter(|r| r.group == "locks") {
+            if let Some(m) = real
+                .iter()
+                .find(|x| x.label() == r.row && x.clients == r.clients)
+            {
+                r.measured = Some(m.acquire_locks_per_s);
+            }
+        }
+    }
+    for &(group, strategies) in WORKLOAD_ROWS {
+        if !a.groups.iter().any(|g| g == group) {
+            continue;
+        }
+        let workload = atomio_workloads::Workload::from_name::<&str>(group, &[])
+            .map_err(|e| anyhow!("{e}"))?;
+        for &clients in &a.clients {
+            eprintln!("measuring: bench {group} --clients {clients}");
+            let cfg = atomio_bench::workload::WorkloadBenchConfig {
+                workload: workload.clone(),
+                clients,
+                strategies: crate::bench_workload::parse_strategies(&strategies.join(","))?,
+                data: atomio_client::PlacementKind::Direct,
+                bypass: true,
+                servers: a.servers,
+                deploy: atomio_bench::workload::Deploy::Embedded { memory: false },
+                stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
+                stripe_count: None,
+                runs: a.runs.max(1),
+                exe: exe.clone(),
+                scratch: std::env::temp_dir()
+                    .join(format!("atomio-validate-{}", std::process::id())),
+                verify: false,
+                keep: None,
+                progress: true,
+                delay: Default::default(),
+            };
+            let real = crate::bench_workload::run_config(&cfg)?;
+            for r in rows
+                .iter_mut()
+                .filter(|r| r.group == group && r.clients == clients)
+            {
+                if let Some(m) = real.iter().find(|x| x.strategy == r.row) {
+                    r.measured = Some(m.mib_per_s);
+                }
+            }
+        }
+    }
+    for r in rows.iter_mut() {
+        r.error_pct = r
+            .measured
+            .filter(|&m| m > 0.0)
+            .map(|m| (r.predicted - m) / m * 100.0);
+    }
+    Ok(())
+}
+
+fn validation_table(rows: &[ValidationRow]) -> String {
+    use atomio_bench::table::{render, thousands};
+    let fmt = |x: f64, unit: &str| {
+        if unit == "MiB/s" {
+            format!("{x:.1}")
+        } else {
+            thousands(x)
+        }
+    };
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.group.clone(),
+                r.row.clone(),
+                r.clients.to_string(),
+                r.servers.to_string(),
+                r.unit.to_string(),
+                fmt(r.predicted, r.unit),
+                r.measured.map_or("-".into(), |m| fmt(m, r.unit)),
+                r.error_pct.map_or("-".into(), |e| format!("{e:+.0}%")),
+            ]
+        })
+        .collect();
+    render(
+        &[
+            "group",
+            "row",
+            "clients",
+            "servers",
+            "unit",
+            "predicted",
+            "measured",
+            "error",
+        ],
+        &body,
+    )
+}
+
+fn validation_summary(rows: &[ValidationRow]) -> String {
+    let errs: Vec<f64> = rows.iter().filter_map(|r| r.error_pct).collect();
+    if errs.is_empty() {
+        return String::new();
+    }
+    let within = errs.iter().filter(|e| e.abs() <= 25.0).count();
+    let mut abs: Vec<f64> = errs.iter().map(|e| e.abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    format!(
+        "{within} of {} rows within ±25 %; median |error| {:.0} %, worst {:.0} % (one calibration for every row)\n",
+        errs.len(),
+        abs[abs.len() / 2],
+        abs[abs.len() - 1]
+    )
+}
+
+pub fn scale(a: &ScaleArgs) -> anyhow::Result<()> {
+    let _costs = load_costs(&a.scale_costs)?;
+    Err(anyhow!("not yet"))
+}
