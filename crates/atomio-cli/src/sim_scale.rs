@@ -94,10 +94,7 @@ pub fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     let costs = costs?;
     print!("{}", describe(&costs));
-    println!(
-        "calibrated in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    println!("calibrated in {:.1} s", started.elapsed().as_secs_f64());
     costs.save(&a.json)?;
     println!("cost file: {}", a.json.display());
     Ok(())
@@ -128,7 +125,10 @@ fn describe(c: &Costs) -> String {
 
 pub fn load_costs(path: &Path) -> anyhow::Result<Costs> {
     Costs::load(path).map_err(|e| {
-        anyhow!("{e}\n  (make one with: atomio sim calibrate --json {})", path.display())
+        anyhow!(
+            "{e}\n  (make one with: atomio sim calibrate --json {})",
+            path.display()
+        )
     })
 }
 
@@ -156,7 +156,10 @@ const WORKLOAD_ROWS: &[(&str, &[&str])] = &[
             "ching:list:one-try",
         ],
     ),
-    ("s3d", &["none", "ching:datatype:one-try", "ching:list:one-try"]),
+    (
+        "s3d",
+        &["none", "ching:datatype:one-try", "ching:list:one-try"],
+    ),
 ];
 
 /// One validated row.
@@ -174,6 +177,8 @@ pub struct ValidationRow {
     /// Virtual seconds of the model's run, and its wall-clock seconds.
     pub model_seconds: f64,
     pub model_wall_seconds: f64,
+    /// Cores busy with other work just before the real benchmark ran.
+    pub background_busy_cores: Option<f64>,
 }
 
 pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
@@ -211,6 +216,7 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
                     error_pct: None,
                     model_seconds: r.sim_seconds,
                     model_wall_seconds: t0.elapsed().as_secs_f64(),
+                    background_busy_cores: None,
                 });
             }
         }
@@ -224,12 +230,14 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
         for &clients in &a.clients {
             let plan = workload.plan(clients).map_err(|e| anyhow!("{e}"))?;
             for &st in strategies {
-                let strategy: atomio_client::Strategy = st.parse().map_err(|e: String| anyhow!(e))?;
+                let strategy: atomio_client::Strategy =
+                    st.parse().map_err(|e: String| anyhow!(e))?;
                 let t0 = std::time::Instant::now();
                 let r = atomio_scale::workload::run(
                     &plan,
                     &strategy,
                     a.servers,
+                    atomio_scale::workload::DataPath::Direct,
                     &costs,
                     &platform,
                     Fault::None,
@@ -247,6 +255,7 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
                     error_pct: None,
                     model_seconds: r.seconds,
                     model_wall_seconds: t0.elapsed().as_secs_f64(),
+                    background_busy_cores: None,
                 });
             }
         }
@@ -260,6 +269,18 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
         crate::output::write_json(p, &rows)?;
     }
     Ok(())
+}
+
+/// Waits (up to five minutes) for other work on the machine to stop; returns how busy it
+/// was when the wait ended.
+fn quiet() -> Option<f64> {
+    let b = atomio_scale::quiet::wait_for_quiet(std::time::Duration::from_secs(300), 0.15, |b| {
+        eprintln!("measuring: waiting for the machine to be quiet ({b:.2} cores busy)")
+    });
+    if let Some(b) = b.filter(|&b| b > 0.15) {
+        eprintln!("measuring: WARNING: {b:.2} cores busy with other work");
+    }
+    b
 }
 
 /// Runs the real benchmarks and fills in `measured` and `error_pct`.
@@ -280,7 +301,10 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
                 },
                 atomio_lock::Method::Datatype,
             ],
-            protocols: vec![atomio_lock::Protocol::TwoPhase, atomio_lock::Protocol::OneTry],
+            protocols: vec![
+                atomio_lock::Protocol::TwoPhase,
+                atomio_lock::Protocol::OneTry,
+            ],
             overlaps: Vec::new(),
             runs: a.runs.max(1),
             server_exe: Some(exe.clone()),
@@ -289,6 +313,7 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
+        let busy = quiet();
         let real = rt.block_on(atomio_bench::locks::run(&cfg))?;
         for r in rows.iter_mut().filter(|r| r.group == "locks") {
             if let Some(m) = real
@@ -296,6 +321,7 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
                 .find(|x| x.label() == r.row && x.clients == r.clients)
             {
                 r.measured = Some(m.acquire_locks_per_s);
+                r.background_busy_cores = busy;
             }
         }
     }
@@ -326,6 +352,7 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
                 progress: true,
                 delay: Default::default(),
             };
+            let busy = quiet();
             let real = crate::bench_workload::run_config(&cfg)?;
             for r in rows
                 .iter_mut()
@@ -333,6 +360,7 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
             {
                 if let Some(m) = real.iter().find(|x| x.strategy == r.row) {
                     r.measured = Some(m.mib_per_s);
+                    r.background_busy_cores = busy;
                 }
             }
         }

@@ -41,17 +41,13 @@ pub struct NetCosts {
     /// stream (pipelined pings: many per read).
     pub client_msg_ns: f64,
     /// Client CPU to pick up a batch of messages from one connection (a wake-up, a poll,
-    /// a read): one ping at a time pays it per message.
+    /// a read): pings one at a time from several processes at once pay it per message.
     pub client_batch_ns: f64,
     pub server_msg_ns: f64,
     pub server_batch_ns: f64,
     /// One-way delay that is nobody's CPU (loopback: scheduling; on a cluster the
     /// platform's latency replaces it).
     pub wire_ns: f64,
-    /// CPU a core loses when it switches from one process or thread to another (more
-    /// runnable than cores: pings from four client processes at once cost this much more
-    /// per job than one pair alone).
-    pub switch_ns: f64,
     /// The sequential ping round trip these come from (for the record).
     pub ping_rtt_ns: f64,
 }
@@ -88,6 +84,9 @@ pub struct IoCosts {
     /// `pwrite` into a fresh file (page cache, pages allocated): ns per call at each
     /// measured size, `[bytes, ns]` by increasing size (interpolated between them).
     pub pwrite_curve: Vec<[f64; 2]>,
+    /// Extra CPU when the next `pwrite` into a file comes from another writer than the
+    /// last (the inode lock passes to a sleeping process, which is woken).
+    pub pwrite_handoff_ns: f64,
     /// Two threads writing one file got `pwrite_parallel_speedup` × one thread's rate;
     /// below 1.3 the model serializes writes to one file (ext4's `i_rwsem`).
     pub pwrite_parallel_speedup: f64,
@@ -235,7 +234,6 @@ impl Costs {
             ("net.server_msg_ns", n.server_msg_ns),
             ("net.server_batch_ns", n.server_batch_ns),
             ("net.wire_ns", n.wire_ns),
-            ("net.switch_ns", n.switch_ns),
             ("net.ping_rtt_ns", n.ping_rtt_ns),
             ("lock.client_op_ns", l.client_op_ns),
             ("lock.client_send_ns", l.client_send_ns),
@@ -247,6 +245,7 @@ impl Costs {
             ("lock.server_release_ns", l.server_release_ns),
             ("lock.server_decode_range_ns", l.server_decode_range_ns),
             ("io.memcpy_byte_ns", i.memcpy_byte_ns),
+            ("io.pwrite_handoff_ns", i.pwrite_handoff_ns),
             ("io.pwrite_parallel_speedup", i.pwrite_parallel_speedup),
             ("io.mmap_page_ns", i.mmap_page_ns),
             ("io.mmap_byte_ns", i.mmap_byte_ns),
@@ -269,7 +268,6 @@ impl Costs {
                 server_msg_ns: 400.0,
                 server_batch_ns: 10_000.0,
                 wire_ns: 1_000.0,
-                switch_ns: 3_000.0,
                 ping_rtt_ns: 22_000.0,
             },
             lock: LockCosts {
@@ -286,6 +284,7 @@ impl Costs {
             io: IoCosts {
                 memcpy_byte_ns: 0.1,
                 pwrite_curve: vec![[4096.0, 4_000.0], [1048576.0, 200_000.0]],
+                pwrite_handoff_ns: 5_000.0,
                 pwrite_parallel_speedup: 1.0,
                 pwrite_serialized: true,
                 mmap_page_ns: 500.0,

@@ -21,6 +21,7 @@ pub mod held;
 pub mod lock_service;
 pub mod lockbench;
 pub mod platform;
+pub mod quiet;
 pub mod workload;
 
 pub use costs::Costs;

@@ -279,7 +279,7 @@ pub fn place<M>(
         engine.add_host(HostSpec {
             cores,
             nic_bytes_per_s: None,
-            switch_ns: platform.switch_ns,
+            switch_ns: 0,
         })
     });
     let mut make = |cores: u32, n: u32| -> Vec<ActorId> {
@@ -289,7 +289,7 @@ pub fn place<M>(
                     engine.add_host(HostSpec {
                         cores,
                         nic_bytes_per_s: platform.nic_bytes_per_s,
-                        switch_ns: platform.switch_ns,
+                        switch_ns: 0,
                     })
                 });
                 engine.add_actor(h)

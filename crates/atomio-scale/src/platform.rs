@@ -31,8 +31,6 @@ pub struct Platform {
     pub server_disk_bytes_per_s: Option<f64>,
     /// Clients' writes into the user's file go through one inode lock (one page cache).
     pub shared_file_lock: bool,
-    /// CPU lost per context switch on a host shared by several actors.
-    pub switch_ns: Ns,
 }
 
 /// The papers' clusters and this machine, by name.
@@ -63,7 +61,6 @@ impl Platform {
             nic_bytes_per_s: None,
             server_disk_bytes_per_s: None,
             shared_file_lock: costs.io.pwrite_serialized,
-            switch_ns: costs.net.switch_ns.round() as Ns,
         }
     }
 
@@ -81,7 +78,6 @@ impl Platform {
             nic_bytes_per_s: Some(250e6),
             server_disk_bytes_per_s: None,
             shared_file_lock: false,
-            switch_ns: 0,
         }
     }
 
@@ -100,7 +96,6 @@ impl Platform {
             nic_bytes_per_s: Some(12.5e9),
             server_disk_bytes_per_s: Some(3e9),
             shared_file_lock: false,
-            switch_ns: 0,
         }
     }
 }

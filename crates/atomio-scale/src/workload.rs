@@ -10,6 +10,12 @@
 //! the one file queue for its inode lock — an actor of their own, whose jobs use the
 //! host's cores — as ext4 serializes them (the calibration measures whether it does).
 //!
+//! On atomio's data servers (`DataPath::Servers`, for projections) a call's bytes go to
+//! each server it touches as messages over the NICs; an atomic call's are *staged* and
+//! committed (the product's all-or-nothing writes: stage everywhere, decide at one server,
+//! finish at the others, then release), a `none` call's written at once. A server's data
+//! actor (beside its lock actor, on its host) receives, writes and applies them.
+//!
 //! Not modelled: `posix-fcntl`, `romio` (the kernel's `fcntl` and data sieving), reads'
 //! own costs (a read is charged as a write of its bytes), cached-lock DLMs (see `dlm`)
 //! and versioning (see `versioning`), the coordinator's go/done messages, lease renewals.
@@ -32,6 +38,27 @@ use serde::Serialize;
 
 /// Bytes per page (the mapping's unit).
 const PAGE: u64 = 4096;
+
+/// Where the bytes go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum DataPath {
+    /// The user's file, written by each client (direct placement).
+    Direct,
+    /// atomio's data servers, the file striped in `stripe_size` over all of them; locks
+    /// live with the stripes.
+    Servers { stripe_size: u64 },
+}
+
+/// A step of a call's bytes on the servers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// A non-atomic write.
+    Write,
+    /// All-or-nothing: staged at every participant, decided at one, finished at the rest.
+    Stage,
+    Decide,
+    Finish,
+}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkloadResult {
@@ -64,13 +91,22 @@ enum Msg {
         reply: Reply,
     },
     Work,
-    /// To the file's inode lock: write for `client`, taking `cost`.
+    /// To the file's inode lock: `runs` `pwrite`s for `client`, taking `cost` in all.
     Pwrite {
         client: u32,
         cost: Ns,
+        runs: u64,
     },
     /// The `pwrite`s of the current call returned.
     Written,
+    /// To a data server: `bytes` of `client`'s call in `phase`.
+    Data {
+        client: u32,
+        phase: Phase,
+        bytes: u64,
+    },
+    /// A data server's answer.
+    DataDone,
 }
 
 #[derive(Default)]
@@ -84,6 +120,10 @@ struct Client {
     finished: Option<Ns>,
     calls: u64,
     requests: u64,
+    /// Servers placement: the call's bytes per server, its phase, answers still due.
+    shares: Vec<(u32, u64)>,
+    phase: Option<Phase>,
+    due: usize,
 }
 
 struct WorkloadModel<'a> {
@@ -97,6 +137,12 @@ struct WorkloadModel<'a> {
     client_actors: Vec<ActorId>,
     server_actors: Vec<ActorId>,
     file_actor: Option<ActorId>,
+    data: DataPath,
+    data_actors: Vec<ActorId>,
+    disk_bytes_per_s: Option<f64>,
+    /// The client whose `pwrite` held the inode lock last, and how many clients wait for it.
+    last_writer: Option<u32>,
+    waiting_writers: u32,
     holders: Holders,
     wires: Vec<Wire>,
     replies: Vec<atomio_lock::Outgoing>,
@@ -187,9 +233,10 @@ impl WorkloadModel<'_> {
             match locks {
                 None => {
                     // No locks: straight to the bytes.
-                    match self.io(c, out) {
-                        Some(io) => cost += io,
-                        None => return Ok(cost),
+                    let (io, done) = self.io(c, out);
+                    cost += io;
+                    if !done {
+                        return Ok(cost);
                     }
                 }
                 Some(Locks::Service { protocol, subs }) => {
@@ -210,26 +257,150 @@ impl WorkloadModel<'_> {
         }
     }
 
-    /// The current call's bytes: `Some(cpu)` if the client moved them itself (the call is
-    /// over), `None` if they wait for the inode lock (`Written` comes back).
-    fn io(&mut self, c: u32, out: &mut Vec<Out<Msg>>) -> Option<Ns> {
+    /// The current call's bytes: `(cpu, true)` if the client moved them itself (the call
+    /// is over), `(cpu, false)` if they wait for the inode lock (`Written` comes back) or
+    /// the data servers (`DataDone`s).
+    fn io(&mut self, c: u32, out: &mut Vec<Out<Msg>>) -> (Ns, bool) {
+        if let DataPath::Servers { .. } = self.data {
+            return (self.send_shares(c, out), false);
+        }
         let cl = &self.clients[c as usize];
         let access = cl.access.as_ref().expect("a call in progress");
         let mapped_ok = self.strategy.technique().io() == atomio_client::IoMethod::Pieces;
         let (cpu, pwrites) = io_cost(self.costs, access, mapped_ok);
         match self.file_actor {
             Some(f) if pwrites && self.shared_file_lock => {
+                let runs = access.ranges().count() as u64;
+                self.waiting_writers += 1;
                 out.push(Out::local(
                     f,
                     Msg::Pwrite {
                         client: c,
                         cost: cpu,
+                        runs,
                     },
                 ));
-                None
+                (0, false)
             }
-            _ => Some(cpu),
+            _ => (cpu, true),
         }
+    }
+
+    /// Servers placement: sends the call's bytes to every server it touches (staged if
+    /// the call holds locks); returns the client's CPU.
+    fn send_shares(&mut self, c: u32, out: &mut Vec<Out<Msg>>) -> Ns {
+        let layout = self.geometry.layout.clone();
+        let cl = &mut self.clients[c as usize];
+        let access = cl.access.as_ref().expect("a call in progress");
+        let mut per: Vec<u64> = vec![0; self.data_actors.len()];
+        for r in access.ranges() {
+            for p in layout.pieces(r) {
+                per[p.server.0 as usize] += p.range.len();
+            }
+        }
+        cl.shares = per
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, b)| b > 0)
+            .map(|(s, b)| (s as u32, b))
+            .collect();
+        let phase = if cl.holding {
+            Phase::Stage
+        } else {
+            Phase::Write
+        };
+        self.send_phase(c, phase, 0..usize::MAX, out)
+    }
+
+    /// Sends `phase` to the call's shares in `which` (indexes); returns the client's CPU.
+    fn send_phase(
+        &mut self,
+        c: u32,
+        phase: Phase,
+        which: std::ops::Range<usize>,
+        out: &mut Vec<Out<Msg>>,
+    ) -> Ns {
+        let per_msg = self.costs.net.client_msg_ns + self.costs.lock.client_send_ns;
+        let memcpy = self.costs.io.memcpy_byte_ns;
+        let cl = &mut self.clients[c as usize];
+        let end = which.end.min(cl.shares.len());
+        let mut cpu = 0.0;
+        cl.phase = Some(phase);
+        cl.due = end.saturating_sub(which.start);
+        for &(s, bytes) in &cl.shares[which.start.min(end)..end] {
+            let carries = matches!(phase, Phase::Write | Phase::Stage);
+            cpu += per_msg + if carries { bytes as f64 * memcpy } else { 0.0 };
+            out.push(
+                Out::net(
+                    self.data_actors[s as usize],
+                    Msg::Data {
+                        client: c,
+                        phase,
+                        bytes,
+                    },
+                )
+                .with_bytes(if carries { bytes } else { 0 }),
+            );
+        }
+        ns(cpu)
+    }
+
+    /// A data server answered: the next phase, or the call's bytes are in place.
+    fn data_done(
+        &mut self,
+        now: Ns,
+        c: u32,
+        first: bool,
+        out: &mut Vec<Out<Msg>>,
+    ) -> Result<Ns, String> {
+        let n = &self.costs.net;
+        let mut cost = ns(n.client_msg_ns + if first { n.client_batch_ns } else { 0.0 });
+        let cl = &mut self.clients[c as usize];
+        cl.due = cl.due.checked_sub(1).ok_or("an answer nobody waited for")?;
+        if cl.due > 0 {
+            return Ok(cost);
+        }
+        let shares = cl.shares.len();
+        match cl.phase {
+            Some(Phase::Stage) => cost += self.send_phase(c, Phase::Decide, 0..1, out),
+            Some(Phase::Decide) if shares > 1 => {
+                cost += self.send_phase(c, Phase::Finish, 1..shares, out)
+            }
+            _ => {
+                cl.phase = None;
+                cost += self.call_done(now + cost, c, out)?;
+            }
+        }
+        Ok(cost)
+    }
+
+    /// A data server's step: receive, write (or stage), or decide / finish (apply).
+    fn data_step(&mut self, msg: Msg, first: bool, out: &mut Vec<Out<Msg>>) -> Result<Ns, String> {
+        let Msg::Data {
+            client,
+            phase,
+            bytes,
+        } = msg
+        else {
+            return Err("a data server got another message".into());
+        };
+        out.push(Out::net(self.client_actors[client as usize], Msg::DataDone));
+        let (n, io) = (&self.costs.net, &self.costs.io);
+        let fixed = 2.0 * n.server_msg_ns + if first { n.server_batch_ns } else { 0.0 };
+        let b = bytes as f64;
+        let work = match phase {
+            Phase::Write | Phase::Stage => {
+                let cpu =
+                    b * (io.memcpy_byte_ns + self.costs.pwrite_ns(1 << 20) / f64::from(1 << 20));
+                let disk = self.disk_bytes_per_s.map_or(0.0, |bw| b / bw * 1e9);
+                cpu.max(disk)
+            }
+            // The staged bytes applied in the kernel (copy_file_range): a copy each.
+            Phase::Decide | Phase::Finish => {
+                self.costs.lock.server_request_ns + b * io.memcpy_byte_ns
+            }
+        };
+        Ok(ns(fixed + work))
     }
 
     /// The call's bytes are written: release (detached) and go on.
@@ -256,6 +427,7 @@ impl WorkloadModel<'_> {
             Msg::Next => self.run_calls(now, c, out),
             // Back from `pwrite`: the process was blocked in the kernel, not polling.
             Msg::Written => self.call_done(now, c, out),
+            Msg::DataDone => self.data_done(now, c, first, out),
             Msg::Reply { tag, reply } => {
                 let cl = &mut self.clients[c as usize];
                 let mut cost = cl
@@ -275,9 +447,10 @@ impl WorkloadModel<'_> {
                             owner(&self.geometry, cl.locks.servers()),
                             cl.locks.servers(),
                         )?;
-                        match self.io(c, out) {
-                            Some(io) => cost += io + self.call_done(now + cost + io, c, out)?,
-                            None => {}
+                        let (io, done) = self.io(c, out);
+                        cost += io;
+                        if done {
+                            cost += self.call_done(now + cost, c, out)?;
                         }
                     }
                     Some(atomio_lock::Status::Failed(e)) => return Err(format!("client {c}: {e}")),
@@ -311,19 +484,31 @@ impl Model for WorkloadModel<'_> {
     ) -> Result<Ns, String> {
         let n = self.clients.len() as u32;
         if Some(actor) == self.file_actor {
-            let Msg::Pwrite { client, cost } = msg else {
+            let Msg::Pwrite { client, cost, runs } = msg else {
                 return Err("the inode lock got a lock message".into());
             };
             out.push(Out::local(
                 self.client_actors[client as usize],
                 Msg::Written,
             ));
-            return Ok(cost);
+            // With other writers waiting, the lock passes back and forth at every call;
+            // alone, it changes hands at most once.
+            let others = self.waiting_writers > 1;
+            self.waiting_writers -= 1;
+            let handoffs = match self.last_writer.replace(client) {
+                _ if others => runs,
+                Some(w) if w != client => 1,
+                _ => 0,
+            };
+            return Ok(cost + handoffs * ns(self.costs.io.pwrite_handoff_ns));
         }
         if actor.0 < n {
             return self.client_step(now, actor.0, msg, first, out);
         }
         let s = actor.0 - n;
+        if s as usize >= self.servers.len() {
+            return self.data_step(msg, first, out);
+        }
         let srv = &mut self.servers[s as usize];
         self.replies.clear();
         let cost = match msg {
@@ -356,11 +541,14 @@ impl Model for WorkloadModel<'_> {
     }
 }
 
-/// Runs `plan` under `strategy` on `servers` lock servers in the model.
+/// Runs `plan` under `strategy` on `servers` lock servers in the model, the bytes going
+/// where `data` says.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     plan: &WorkloadPlan,
     strategy: &Strategy,
     servers: u32,
+    data: DataPath,
     costs: &Costs,
     platform: &Platform,
     fault: Fault,
@@ -371,20 +559,22 @@ pub fn run(
         return Err("at least one client and one server".into());
     }
     let central = ServerId(0);
+    // A direct file's lock space is striped in 4 MiB over every server; a server file's
+    // locks follow its data layout.
+    let stripe = match data {
+        DataPath::Direct => atomio_client::file::DIRECT_LOCK_STRIPE,
+        DataPath::Servers { stripe_size } => stripe_size,
+    };
     let geometry = LockGeometry {
-        layout: Layout::round_robin(
-            atomio_client::file::DIRECT_LOCK_STRIPE,
-            servers,
-            servers,
-            central.0,
-        )
-        .map_err(|e| e.to_string())?,
+        layout: Layout::round_robin(stripe, servers, servers, central.0)
+            .map_err(|e| e.to_string())?,
         central,
         intervals: None,
     };
     let mut engine = Engine::new(platform.latency_ns);
     let (client_actors, server_actors) = place(&mut engine, platform, clients, servers);
-    let file_actor = platform.shared_file_lock.then(|| {
+    let direct = data == DataPath::Direct;
+    let file_actor = (direct && platform.shared_file_lock).then(|| {
         let h = match platform.shared_cores {
             // The inode lock's jobs run on the shared host's cores (host 0).
             Some(_) => crate::engine::HostId(0),
@@ -396,12 +586,29 @@ pub fn run(
         };
         engine.add_actor(h)
     });
+    // Servers placement: a data actor beside each lock server, on its host.
+    let data_actors: Vec<ActorId> = if direct {
+        Vec::new()
+    } else {
+        (0..servers)
+            .map(|i| {
+                let host = match platform.shared_cores {
+                    Some(_) => crate::engine::HostId(0),
+                    None => crate::engine::HostId(clients + i),
+                };
+                engine.add_actor(host)
+            })
+            .collect()
+    };
     let mut model = WorkloadModel {
         plan,
         strategy,
         costs,
         geometry,
         shared_file_lock: platform.shared_file_lock,
+        data,
+        data_actors,
+        disk_bytes_per_s: platform.server_disk_bytes_per_s,
         clients: (0..clients)
             .map(|_| {
                 let mut c = Client::default();
@@ -415,6 +622,8 @@ pub fn run(
         client_actors: client_actors.clone(),
         server_actors,
         file_actor,
+        last_writer: None,
+        waiting_writers: 0,
         holders: Holders::default(),
         wires: Vec::new(),
         replies: Vec::new(),
@@ -506,7 +715,7 @@ mod tests {
             "bounding-extent",
         ] {
             let st: Strategy = s.parse().unwrap();
-            let r = run(&tile, &st, 4, &c, &p, Fault::None, |_| {}).unwrap();
+            let r = run(&tile, &st, 4, DataPath::Direct, &c, &p, Fault::None, |_| {}).unwrap();
             assert_eq!(r.safety_checks, 4, "{s}");
             assert!(r.mib_per_s > 0.0);
         }
@@ -514,13 +723,88 @@ mod tests {
         // write their overlapping tiles at once.
         for s in ["ching:datatype:one-try", "ching:list:alt-try"] {
             let st: Strategy = s.parse().unwrap();
-            let e = run(&tile, &st, 4, &c, &p, Fault::HeldAfterOptimistic, |_| {}).unwrap_err();
+            let e = run(
+                &tile,
+                &st,
+                4,
+                DataPath::Direct,
+                &c,
+                &p,
+                Fault::HeldAfterOptimistic,
+                |_| {},
+            )
+            .unwrap_err();
             assert!(e.contains("conflicting locks"), "{s}: {e}");
         }
         // `none` takes no locks: nothing to check, nothing held.
         let none = Strategy::none();
-        let r = run(&tile, &none, 4, &c, &p, Fault::None, |_| {}).unwrap();
+        let r = run(
+            &tile,
+            &none,
+            4,
+            DataPath::Direct,
+            &c,
+            &p,
+            Fault::None,
+            |_| {},
+        )
+        .unwrap();
         assert_eq!(r.safety_checks, 0);
+    }
+
+    #[test]
+    fn servers_placement_stages_atomic_writes_and_is_safe() {
+        let c = Costs::for_tests();
+        let p = Platform::ching07(&c);
+        let tile = plan(
+            "tile",
+            &[
+                "--tile-x",
+                "32",
+                "--tile-y",
+                "32",
+                "--overlap-x",
+                "4",
+                "--overlap-y",
+                "4",
+            ],
+            4,
+        );
+        let servers = DataPath::Servers {
+            stripe_size: 64 << 10,
+        };
+        let none = run(
+            &tile,
+            &Strategy::none(),
+            4,
+            servers,
+            &c,
+            &p,
+            Fault::None,
+            |_| {},
+        )
+        .unwrap();
+        let dt: Strategy = "ching:datatype:one-try".parse().unwrap();
+        let locked = run(&tile, &dt, 4, servers, &c, &p, Fault::None, |_| {}).unwrap();
+        assert_eq!(locked.safety_checks, 4);
+        // Staged writes pay two more round trips and a second copy at the servers.
+        assert!(locked.seconds > none.seconds, "{none:?} {locked:?}");
+        // The NICs bound it: 2 Gb/s per client.
+        assert!(
+            none.mib_per_s < 4.0 * 250e6 / f64::from(1 << 20),
+            "{none:?}"
+        );
+        let e = run(
+            &tile,
+            &dt,
+            4,
+            servers,
+            &c,
+            &p,
+            Fault::HeldAfterOptimistic,
+            |_| {},
+        );
+        assert!(e.unwrap_err().contains("conflicting locks"));
     }
 
     #[test]
@@ -528,9 +812,19 @@ mod tests {
         let c = Costs::for_tests();
         let p = Platform::here(&c);
         let ior = plan("ior-hard", &["--segments", "8"], 4);
-        let none = run(&ior, &Strategy::none(), 4, &c, &p, Fault::None, |_| {}).unwrap();
+        let none = run(
+            &ior,
+            &Strategy::none(),
+            4,
+            DataPath::Direct,
+            &c,
+            &p,
+            Fault::None,
+            |_| {},
+        )
+        .unwrap();
         let dt: Strategy = "ching:datatype:one-try".parse().unwrap();
-        let locked = run(&ior, &dt, 4, &c, &p, Fault::None, |_| {}).unwrap();
+        let locked = run(&ior, &dt, 4, DataPath::Direct, &c, &p, Fault::None, |_| {}).unwrap();
         assert!(locked.seconds > none.seconds, "{none:?} {locked:?}");
         assert_eq!(locked.calls, none.calls);
     }
