@@ -49,9 +49,31 @@ pub struct ValidateArgs {
 
 #[derive(Args)]
 pub struct ScaleArgs {
-    /// With `--scale` or `validate`: the cost file (`atomio sim calibrate`).
+    /// With `--scale`: the cost file (`atomio sim calibrate`).
     #[arg(long = "costs", default_value = "out/calib.json")]
     scale_costs: PathBuf,
+    /// With `--scale`: the most clients (curves go 1, 2, 4, … up to it).
+    #[arg(long, default_value_t = 4096)]
+    max_clients: u32,
+    /// With `--scale`: the most servers (clients = servers up to it, then fixed).
+    #[arg(long, default_value_t = 64)]
+    max_servers: u32,
+    /// With `--scale`: small sizes (seconds; for trying things out, not for figures).
+    #[arg(long)]
+    quick: bool,
+    /// With `--scale`: studies to run (ching-locks, s3d, ior-hard, tile).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ching-locks,s3d,ior-hard,tile"
+    )]
+    studies: Vec<String>,
+    /// With `--scale`: where the JSON goes.
+    #[arg(long = "scale-json", default_value = "out/scale.json")]
+    scale_json: PathBuf,
+    /// With `--scale`: where the SVG chart goes.
+    #[arg(long = "scale-chart", default_value = "out/scale.svg")]
+    scale_chart: PathBuf,
 }
 
 #[derive(Args)]
@@ -430,6 +452,197 @@ fn validation_summary(rows: &[ValidationRow]) -> String {
 }
 
 pub fn scale(a: &ScaleArgs) -> anyhow::Result<()> {
-    let _costs = load_costs(&a.scale_costs)?;
-    Err(anyhow!("not yet"))
+    use atomio_scale::project::{self, ProjectConfig, STUDIES};
+    let costs = load_costs(&a.scale_costs)?;
+    if let Some(bad) = a.studies.iter().find(|s| !STUDIES.contains(&s.as_str())) {
+        return Err(anyhow!(
+            "unknown study '{bad}' (expected {})",
+            STUDIES.join(", ")
+        ));
+    }
+    if a.max_clients == 0 || a.max_servers == 0 || a.max_clients > 4096 {
+        return Err(anyhow!(
+            "--max-clients must be 1 to 4096 and --max-servers at least 1"
+        ));
+    }
+    let cfg = ProjectConfig {
+        max_clients: a.max_clients,
+        max_servers: a.max_servers,
+        quick: a.quick,
+        studies: a.studies.clone(),
+    };
+    println!(
+        "scale model: costs from {} ({} cores, {}), up to {} clients × {} servers{}",
+        a.scale_costs.display(),
+        costs.machine.cores,
+        costs.machine.cpu,
+        a.max_clients,
+        a.max_servers,
+        if a.quick { " (quick sizes)" } else { "" }
+    );
+    let started = std::time::Instant::now();
+    let p = project::run(&costs, &cfg, &mut |line| {
+        eprintln!("[{:6.1} s] {line}", started.elapsed().as_secs_f64())
+    })
+    .map_err(|e| anyhow!(e))?;
+    for pl in &p.platforms {
+        println!(
+            "platform {}: {} (one-way wire {:.1} µs)",
+            pl.name,
+            pl.summary,
+            pl.latency_ns as f64 / 1e3
+        );
+    }
+    print!("{}", scale_tables(&p));
+    print!("{}", paper_table(&p));
+    let checks: u64 = p.rows.iter().map(|r| r.checks).sum();
+    println!(
+        "safety: {} runs, {checks} checks passed (no two conflicting holders, resource invariants, cross-stripe SN order, versions published in order); {:.0} s",
+        p.rows.len() / 2.max(1),
+        p.wall_seconds
+    );
+    crate::output::write_json(&a.scale_json, &p)?;
+    scale_chart(&a.scale_chart, &p)?;
+    println!("chart: {}", a.scale_chart.display());
+    Ok(())
+}
+
+/// A rate in a few characters: 2.06M, 345k, 12.3.
+fn short(x: f64) -> String {
+    match x.abs() {
+        v if v >= 1e9 => format!("{:.2}G", x / 1e9),
+        v if v >= 1e6 => format!("{:.2}M", x / 1e6),
+        v if v >= 1e4 => format!("{:.0}k", x / 1e3),
+        v if v >= 100.0 => format!("{x:.0}"),
+        _ => format!("{x:.1}"),
+    }
+}
+
+/// One table per study and unit: strategies down, clients across.
+fn scale_tables(p: &atomio_scale::project::Projection) -> String {
+    let mut out = String::new();
+    let mut keys: Vec<(&str, &str, &str)> = Vec::new();
+    for r in &p.rows {
+        let k = (r.study, r.unit, r.platform.as_str());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (study, unit, platform) in keys {
+        let rows: Vec<_> = p
+            .rows
+            .iter()
+            .filter(|r| r.study == study && r.unit == unit)
+            .collect();
+        let mut clients: Vec<u32> = rows.iter().map(|r| r.clients).collect();
+        clients.sort_unstable();
+        clients.dedup();
+        let mut strategies: Vec<&str> = Vec::new();
+        for r in &rows {
+            if !strategies.contains(&r.strategy.as_str()) {
+                strategies.push(&r.strategy);
+            }
+        }
+        let mut headers = vec!["strategy".to_string()];
+        headers.extend(clients.iter().map(|c| {
+            let s = rows
+                .iter()
+                .find(|r| r.clients == *c)
+                .map_or(0, |r| r.servers);
+            format!("{c}×{s}")
+        }));
+        let body: Vec<Vec<String>> = strategies
+            .iter()
+            .map(|st| {
+                let mut line = vec![st.to_string()];
+                line.extend(clients.iter().map(|c| {
+                    rows.iter()
+                        .find(|r| r.strategy == *st && r.clients == *c)
+                        .map_or("-".into(), |r| short(r.value))
+                }));
+                line
+            })
+            .collect();
+        let h: Vec<&str> = headers.iter().map(String::as_str).collect();
+        out += &format!("\n{study} — {unit} ({platform}; columns: clients×servers)\n");
+        out += &atomio_bench::table::render(&h, &body);
+    }
+    out
+}
+
+fn paper_table(p: &atomio_scale::project::Projection) -> String {
+    if p.papers.is_empty() {
+        return String::new();
+    }
+    let body: Vec<Vec<String>> = p
+        .papers
+        .iter()
+        .map(|x| {
+            vec![
+                x.what.clone(),
+                short(x.paper),
+                short(x.projected),
+                x.unit.to_string(),
+                x.source.to_string(),
+            ]
+        })
+        .collect();
+    format!(
+        "\nprojection beside the papers (their hardware: the platform's network and disks, atomio's own CPU costs)\n{}",
+        atomio_bench::table::render(&["what", "paper", "projected", "unit", "source"], &body)
+    )
+}
+
+fn scale_chart(path: &Path, p: &atomio_scale::project::Projection) -> anyhow::Result<()> {
+    use atomio_bench::chart::{line_panels, Panel, Series};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let panels: Vec<Panel> = [
+        (
+            "ching-locks",
+            "acquire locks/s",
+            "Ching §6.1 lock test (ching07): acquire",
+        ),
+        ("s3d", "MiB/s", "S3D checkpoint (ching07)"),
+        ("ior-hard", "PIO MiB/s", "IOR hard, 4 stripes (seqdlm22)"),
+        ("tile", "PIO MiB/s", "tile-io, 4-byte pixels (seqdlm22)"),
+    ]
+    .iter()
+    .filter_map(|&(study, unit, title)| {
+        let rows: Vec<_> = p
+            .rows
+            .iter()
+            .filter(|r| r.study == study && r.unit == unit)
+            .collect();
+        if rows.is_empty() {
+            return None;
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for r in &rows {
+            if !names.contains(&r.strategy.as_str()) {
+                names.push(&r.strategy);
+            }
+        }
+        Some(Panel {
+            title: title.into(),
+            x_label: "clients".into(),
+            y_label: unit.into(),
+            series: names
+                .iter()
+                .map(|n| Series {
+                    label: n.to_string(),
+                    points: rows
+                        .iter()
+                        .filter(|r| r.strategy == *n)
+                        .map(|r| (f64::from(r.clients), r.value))
+                        .collect(),
+                })
+                .collect(),
+            log_y: true,
+            log_x: true,
+        })
+    })
+    .collect();
+    line_panels(path, &panels).with_context(|| format!("writing {}", path.display()))
 }

@@ -464,7 +464,7 @@ impl DlmModel<'_> {
                 cl.waiting = None;
                 let mut dirty = 0;
                 cl.locks.retain(|l| {
-                    if absorbed.contains(&l.id) {
+                    if l.object == object && absorbed.contains(&l.id) {
                         dirty += l.dirty;
                         false
                     } else {
@@ -794,7 +794,11 @@ pub fn run(
     }
     for (o, r) in model.resources.iter().enumerate() {
         if !r.is_idle() {
-            return Err(format!("object {o} still has locks or waiters at the end"));
+            return Err(format!(
+                "object {o} still has locks or waiters at the end: {:?}, {} queued",
+                r.granted().collect::<Vec<_>>(),
+                r.queued()
+            ));
         }
     }
     let order_checks = check_order(&model.clients)?;

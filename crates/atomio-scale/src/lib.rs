@@ -10,6 +10,9 @@
 //! * `lockbench` — `bench locks` (Ching §6.1) in the model;
 //! * `workload` — `bench <workload>` with lock strategies on a direct file;
 //! * `dlm` — SeqDLM vs the traditional cached DLMs on atomio's data servers;
+//! * `versioning` — lock-free snapshots (Tran et al.) with the product's version manager;
+//!
+//! * `project` — the papers' workloads to 4,096 clients × 64 servers (`atomio sim --scale`).
 //!
 //! What is modelled and what is not: ARCHITECTURE.md, "Scale model".
 
@@ -21,7 +24,9 @@ pub mod held;
 pub mod lock_service;
 pub mod lockbench;
 pub mod platform;
+pub mod project;
 pub mod quiet;
+pub mod versioning;
 pub mod workload;
 
 pub use costs::Costs;
