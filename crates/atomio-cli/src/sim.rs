@@ -99,13 +99,18 @@ enum SimCmd {
     /// `calibrate`).
     #[command(hide = true)]
     PingClient(crate::sim_scale::PingClientArgs),
+    /// Makes atomic 8-byte calls on a direct file one at a time and prints its CPU and
+    /// wall time (a process of `calibrate`).
+    #[command(hide = true)]
+    CallClient(crate::sim_scale::PingClientArgs),
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<()> {
     match a.cmd {
         Some(SimCmd::Calibrate(c)) => return crate::sim_scale::calibrate(c),
         Some(SimCmd::Validate(v)) => return crate::sim_scale::validate(v),
-        Some(SimCmd::PingClient(p)) => return crate::sim_scale::ping_client(p),
+        Some(SimCmd::PingClient(p)) => return crate::sim_scale::ping_client(p, false),
+        Some(SimCmd::CallClient(p)) => return crate::sim_scale::ping_client(p, true),
         None => {}
     }
     if a.scale {

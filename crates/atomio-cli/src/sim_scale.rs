@@ -80,20 +80,31 @@ pub struct ScaleArgs {
 pub struct PingClientArgs {
     #[arg(long)]
     addr: String,
+    /// Pings (or calls).
     #[arg(long)]
-    pings: u64,
+    count: u64,
+    /// `call-client`: the direct file to write.
+    #[arg(long)]
+    file: Option<PathBuf>,
 }
 
-pub fn ping_client(a: PingClientArgs) -> anyhow::Result<()> {
+/// `ping-client` (`call: false`) or `call-client`: prints its CPU and wall time.
+pub fn ping_client(a: PingClientArgs, call: bool) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (cpu, wall) = rt
-        .block_on(atomio_scale::calibrate::ping_client(&a.addr, a.pings))
-        .map_err(|e| anyhow!(e))?;
+    let (cpu, wall) = match (call, &a.file) {
+        (false, _) => rt.block_on(atomio_scale::calibrate::ping_client(&a.addr, a.count)),
+        (true, Some(f)) => rt.block_on(atomio_scale::calibrate::call_client(&a.addr, f, a.count)),
+        (true, None) => return Err(anyhow!("call-client needs --file")),
+    }
+    .map_err(|e| anyhow!(e))?;
+    if let Some(f) = &a.file {
+        let _ = std::fs::remove_file(f);
+    }
     println!(
         "{}",
-        serde_json::json!({ "cpu_ns": cpu, "wall_ns": wall, "pings": a.pings })
+        serde_json::json!({ "cpu_ns": cpu, "wall_ns": wall, "count": a.count })
     );
     Ok(())
 }

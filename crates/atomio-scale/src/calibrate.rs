@@ -74,7 +74,7 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
     let net = rt.block_on(measure_messages(cfg, &mut samples))?;
     step("memcpy, pwrite into fresh files, copies through a mapping");
     let io = measure_io(&cfg.scratch, cfg.quick, &mut samples)?;
-    let costs = Costs {
+    let mut costs = Costs {
         schema: SCHEMA,
         machine: Machine {
             cores: std::thread::available_parallelism()
@@ -90,6 +90,26 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
         io,
         samples,
     };
+    step("atomic calls from four processes at once (the call path beyond its messages)");
+    let calls = if cfg.quick { 1_000 } else { 5_000 };
+    let (c, s) = rt.block_on(loaded(cfg, "call-client", calls, &mut costs.samples))?;
+    let (l, n) = (&costs.lock, &costs.net);
+    // What the model already charges for one such call: a lock round trip (request and
+    // reply, each a batch), a detached release (a batch at the server), the 8-byte write.
+    let client_model = l.client_op_ns
+        + 2.0 * (l.client_send_ns + n.client_msg_ns)
+        + n.client_batch_ns
+        + n.client_msg_ns
+        + l.client_reply_ns
+        + costs.pwrite_ns(8)
+        + costs.io.direct_call_ns;
+    let server_model = 2.0 * (n.server_batch_ns + n.server_msg_ns)
+        + n.server_msg_ns
+        + l.server_request_ns
+        + l.server_release_ns
+        + l.server_pattern_range_ns;
+    costs.lock.client_call_ns = (c - client_model).max(0.0);
+    costs.lock.server_call_ns = (s - server_model).max(0.0);
     costs.validate("calibration").map_err(|e| e.to_string())?;
     Ok(costs)
 }
@@ -321,15 +341,44 @@ pub async fn ping_client(addr: &str, pings: u64) -> Result<(f64, f64), String> {
     Ok((own_cpu_ns()? - c0, t0.elapsed().as_secs_f64() * 1e9))
 }
 
-/// Four ping-client processes, each pinging its own server process one at a time, all at
-/// once: (client CPU, server CPU) per round trip.
-async fn loaded_pings(
+/// What `atomio sim call-client` does: `calls` atomic 8-byte writes (strategy
+/// `ching:datatype:one-try`, each at its own offset) on a fresh direct file at `path`,
+/// locks at the server `addr`; returns (this process's CPU ns, wall ns) over them.
+pub async fn call_client(addr: &str, path: &Path, calls: u64) -> Result<(f64, f64), String> {
+    let mut client = atomio_net::ClusterClient::connect_tcp(&[addr.to_string()])
+        .await
+        .map_err(|e| e.to_string())?;
+    let direct = atomio_client::DirectData::open(path, true).map_err(|e| e.to_string())?;
+    let mut file = atomio_client::File::direct(direct);
+    let strategy: atomio_client::Strategy = "ching:datatype:one-try".parse()?;
+    file.set_atomic(Some(strategy)).map_err(|e| e.to_string())?;
+    let data = [7u8; 8];
+    let at = |k: u64| {
+        Access::new(k * 4096, Pattern::bytes(8).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())
+    };
+    file.write(&mut client, &at(0)?, &data)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (c0, t0) = (own_cpu_ns()?, Instant::now());
+    for k in 1..=calls {
+        file.write(&mut client, &at(k)?, &data)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok((own_cpu_ns()? - c0, t0.elapsed().as_secs_f64() * 1e9))
+}
+
+/// Four processes at once, each making `calls` one-at-a-time calls of `what` (`ping-client`
+/// or `call-client`) against its own server process: (client CPU, server CPU) per call.
+async fn loaded(
     cfg: &CalibrateConfig,
+    what: &str,
+    calls: u64,
     samples: &mut Vec<Sample>,
 ) -> Result<(f64, f64), String> {
-    let k = 4;
-    let pings: u64 = if cfg.quick { 3_000 } else { 15_000 };
-    let servers = atomio_net::LocalServers::start(&cfg.server_exe, k, &cfg.scratch.join("load"))
+    let k = 4u32;
+    let servers = atomio_net::LocalServers::start(&cfg.server_exe, k, &cfg.scratch.join(what))
         .await
         .map_err(|e| format!("starting servers: {e}"))?;
     let result = async {
@@ -341,15 +390,18 @@ async fn loaded_pings(
         let before: Vec<f64> = pids.iter().map(|&p| cpu_of(p)).collect::<Result<_, _>>()?;
         let t0 = Instant::now();
         let mut children = Vec::new();
-        for addr in &servers.addresses {
+        for (i, addr) in servers.addresses.iter().enumerate() {
+            let file = cfg.scratch.join(format!("{what}-{i}.dat"));
             children.push(
                 tokio::process::Command::new(&cfg.server_exe)
-                    .args(["sim", "ping-client", "--addr", addr, "--pings"])
-                    .arg(pings.to_string())
+                    .args(["sim", what, "--addr", addr, "--count"])
+                    .arg(calls.to_string())
+                    .arg("--file")
+                    .arg(&file)
                     .stdout(std::process::Stdio::piped())
                     .kill_on_drop(true)
                     .spawn()
-                    .map_err(|e| format!("starting a ping client: {e}"))?,
+                    .map_err(|e| format!("starting a {what}: {e}"))?,
             );
         }
         let mut client_cpu = 0.0;
@@ -357,31 +409,31 @@ async fn loaded_pings(
             let out = c.wait_with_output().await.map_err(|e| e.to_string())?;
             let text = String::from_utf8_lossy(&out.stdout);
             let v: serde_json::Value = serde_json::from_str(text.trim())
-                .map_err(|e| format!("a ping client said '{text}': {e}"))?;
-            client_cpu += v["cpu_ns"].as_f64().ok_or("a ping client gave no cpu_ns")?;
+                .map_err(|e| format!("a {what} said '{text}': {e}"))?;
+            client_cpu += v["cpu_ns"].as_f64().ok_or("no cpu_ns")?;
         }
         let wall = t0.elapsed().as_secs_f64() * 1e9;
         let mut server_cpu = 0.0;
         for (p, b) in pids.iter().zip(before) {
             server_cpu += cpu_of(*p)? - b;
         }
-        let n = (pings * u64::from(k)) as f64;
+        let n = (calls * u64::from(k)) as f64;
         let (c, s) = (client_cpu / n, server_cpu / n);
         sample(
             samples,
-            "4 ping client processes at once: client CPU per round trip",
+            &format!("4 {what} processes at once: client CPU per call"),
             c,
             "ns",
         );
         sample(
             samples,
-            "4 ping client processes at once: server CPU per round trip",
+            &format!("4 {what} processes at once: server CPU per call"),
             s,
             "ns",
         );
         sample(
             samples,
-            "4 ping client processes at once: wall per round trip (all)",
+            &format!("4 {what} processes at once: wall per call (all)"),
             wall / n,
             "ns",
         );
@@ -390,6 +442,16 @@ async fn loaded_pings(
     .await;
     servers.stop().await;
     result
+}
+
+/// Four ping-client processes, each pinging its own server process one at a time, all at
+/// once: (client CPU, server CPU) per round trip.
+async fn loaded_pings(
+    cfg: &CalibrateConfig,
+    samples: &mut Vec<Sample>,
+) -> Result<(f64, f64), String> {
+    let pings: u64 = if cfg.quick { 3_000 } else { 15_000 };
+    loaded(cfg, "ping-client", pings, samples).await
 }
 
 /// Times of the sans-IO lock work of one method, summed.
@@ -545,6 +607,8 @@ pub fn measure_lock_work(quick: bool, samples: &mut Vec<Sample>) -> Result<LockC
             (l.start_sends, l.explicit, l.start_ns),
         ]);
         fits.push(LockCosts {
+            client_call_ns: 0.0,
+            server_call_ns: 0.0,
             client_op_ns: ((d.start_ns - d.start_sends * send) / d.ops.max(1.0)).max(0.0),
             client_send_ns: send,
             client_reply_ns: reply,
@@ -559,6 +623,8 @@ pub fn measure_lock_work(quick: bool, samples: &mut Vec<Sample>) -> Result<LockC
     let m = |f: fn(&LockCosts) -> f64| median(fits.iter().map(f).collect());
     let (encode, decode) = wire_range_costs()?;
     let costs = LockCosts {
+        client_call_ns: 0.0,
+        server_call_ns: 0.0,
         client_op_ns: m(|c| c.client_op_ns),
         client_send_ns: m(|c| c.client_send_ns),
         client_reply_ns: m(|c| c.client_reply_ns),
@@ -777,6 +843,39 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
         "ns",
     );
     let handoff = (turns - alone).max(0.0);
+    // The product's direct-file call path around a write (strategy `none`): per call
+    // beyond its `pwrite`.
+    let direct_call = {
+        let _ = std::fs::remove_file(&path);
+        let direct = atomio_client::DirectData::open(&path, true).map_err(|e| e.to_string())?;
+        let mut file = atomio_client::File::direct(direct);
+        file.set_atomic(Some(atomio_client::Strategy::none()))
+            .map_err(|e| e.to_string())?;
+        let n = 20_000u64;
+        let data = [1u8; 8];
+        let t0 = Instant::now();
+        for k in 0..n {
+            let a = Access::new(k * 4096, Pattern::bytes(8).map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+            file.write_local(&a, &data).map_err(|e| e.to_string())?;
+        }
+        let per = t0.elapsed().as_nanos() as f64 / n as f64;
+        drop(file);
+        let _ = std::fs::remove_file(&path);
+        sample(
+            samples,
+            "direct write_local of 8 bytes (strategy none), per call",
+            per,
+            "ns",
+        );
+        let raw = median(
+            (0..reps)
+                .map(|_| pwrite_secs(&path, 20_000 * 4096, 4096, 1, false))
+                .collect::<Result<Vec<_>, _>>()?,
+        ) * 1e9
+            / 20_000.0;
+        (per - raw).max(0.0)
+    };
     // Copies through a mapping: the same bytes in pieces dense (half the hull) and sparse
     // (an eighth), so the pages touched differ and the bytes do not.
     let one = Pattern::bytes(1).map_err(|e| e.to_string())?;
@@ -816,6 +915,7 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
         memcpy_byte_ns: memcpy,
         pwrite_curve: curve,
         pwrite_handoff_ns: handoff,
+        direct_call_ns: direct_call,
         pwrite_parallel_speedup: speedup,
         pwrite_serialized: speedup < 1.3,
         mmap_page_ns: page,

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Bumped whenever a field's meaning changes.
-pub const SCHEMA: u32 = 3;
+pub const SCHEMA: u32 = 4;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Costs {
@@ -55,6 +55,12 @@ pub struct NetCosts {
 /// Lock work, measured on the sans-IO state machines in this process.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockCosts {
+    /// Client CPU per atomic call beyond what the terms below charge for its locks,
+    /// messages and bytes (the call path: `CallOp`, the lease check, the detached
+    /// release's flush) — four processes making one-at-a-time 8-byte atomic calls at once.
+    pub client_call_ns: f64,
+    /// Server CPU per lock operation beyond its messages and table work, from the same.
+    pub server_call_ns: f64,
     /// Client CPU to set up one lock operation (plan, `LockOp`).
     pub client_op_ns: f64,
     /// Client protocol CPU per lock message it sends (building the request).
@@ -87,6 +93,8 @@ pub struct IoCosts {
     /// Extra CPU when the next `pwrite` into a file comes from another writer than the
     /// last (the inode lock passes to a sleeping process, which is woken).
     pub pwrite_handoff_ns: f64,
+    /// The product's direct-file call path per call, beyond its `pwrite`s.
+    pub direct_call_ns: f64,
     /// Two threads writing one file got `pwrite_parallel_speedup` × one thread's rate;
     /// below 1.3 the model serializes writes to one file (ext4's `i_rwsem`).
     pub pwrite_parallel_speedup: f64,
@@ -235,6 +243,8 @@ impl Costs {
             ("net.server_batch_ns", n.server_batch_ns),
             ("net.wire_ns", n.wire_ns),
             ("net.ping_rtt_ns", n.ping_rtt_ns),
+            ("lock.client_call_ns", l.client_call_ns),
+            ("lock.server_call_ns", l.server_call_ns),
             ("lock.client_op_ns", l.client_op_ns),
             ("lock.client_send_ns", l.client_send_ns),
             ("lock.client_reply_ns", l.client_reply_ns),
@@ -246,6 +256,7 @@ impl Costs {
             ("lock.server_decode_range_ns", l.server_decode_range_ns),
             ("io.memcpy_byte_ns", i.memcpy_byte_ns),
             ("io.pwrite_handoff_ns", i.pwrite_handoff_ns),
+            ("io.direct_call_ns", i.direct_call_ns),
             ("io.pwrite_parallel_speedup", i.pwrite_parallel_speedup),
             ("io.mmap_page_ns", i.mmap_page_ns),
             ("io.mmap_byte_ns", i.mmap_byte_ns),
@@ -271,6 +282,8 @@ impl Costs {
                 ping_rtt_ns: 22_000.0,
             },
             lock: LockCosts {
+                client_call_ns: 5_000.0,
+                server_call_ns: 2_000.0,
                 client_op_ns: 2_000.0,
                 client_send_ns: 120.0,
                 client_reply_ns: 50.0,
@@ -285,6 +298,7 @@ impl Costs {
                 memcpy_byte_ns: 0.1,
                 pwrite_curve: vec![[4096.0, 4_000.0], [1048576.0, 200_000.0]],
                 pwrite_handoff_ns: 5_000.0,
+                direct_call_ns: 1_000.0,
                 pwrite_parallel_speedup: 1.0,
                 pwrite_serialized: true,
                 mmap_page_ns: 500.0,

@@ -224,6 +224,9 @@ impl WorkloadModel<'_> {
             };
             cl.calls += 1;
             cl.write = mode == LockMode::Write;
+            if self.data == DataPath::Direct {
+                cost += ns(self.costs.io.direct_call_ns);
+            }
             let locks = self
                 .strategy
                 .technique()
@@ -241,6 +244,7 @@ impl WorkloadModel<'_> {
                 }
                 Some(Locks::Service { protocol, subs }) => {
                     cl.requests += subs.len() as u64;
+                    cost += ns(self.costs.lock.client_call_ns);
                     cost += cl
                         .locks
                         .start(self.costs, FILE, mode, protocol, subs, &mut self.wires);
