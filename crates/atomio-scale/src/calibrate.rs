@@ -378,19 +378,30 @@ async fn loaded(
     samples: &mut Vec<Sample>,
 ) -> Result<(f64, f64), String> {
     let k = 4u32;
-    let servers = atomio_net::LocalServers::start(&cfg.server_exe, k, &cfg.scratch.join(what))
-        .await
-        .map_err(|e| format!("starting servers: {e}"))?;
+    // Four clusters of one server each: every client's server is its server 0.
+    let mut servers = Vec::new();
+    for i in 0..k {
+        servers.push(
+            atomio_net::LocalServers::start(
+                &cfg.server_exe,
+                1,
+                &cfg.scratch.join(format!("{what}-{i}")),
+            )
+            .await
+            .map_err(|e| format!("starting a server: {e}"))?,
+        );
+    }
+    let addresses: Vec<String> = servers.iter().map(|s| s.addresses[0].clone()).collect();
     let result = async {
         let pids: Vec<u32> = servers
-            .pids()
-            .into_iter()
+            .iter()
+            .map(|s| s.pids()[0])
             .collect::<Option<_>>()
             .ok_or("a server exited")?;
         let before: Vec<f64> = pids.iter().map(|&p| cpu_of(p)).collect::<Result<_, _>>()?;
         let t0 = Instant::now();
         let mut children = Vec::new();
-        for (i, addr) in servers.addresses.iter().enumerate() {
+        for (i, addr) in addresses.iter().enumerate() {
             let file = cfg.scratch.join(format!("{what}-{i}.dat"));
             children.push(
                 tokio::process::Command::new(&cfg.server_exe)
@@ -440,7 +451,9 @@ async fn loaded(
         Ok((c, s))
     }
     .await;
-    servers.stop().await;
+    for s in servers {
+        s.stop().await;
+    }
     result
 }
 

@@ -507,12 +507,11 @@ impl DlmModel<'_> {
                 {
                     None => {} // released meanwhile
                     Some(l) if l.in_use => l.revoke_pending = true,
-                    Some(l) if l.giving_back => {
-                        // Hurried: someone waits for its release.
-                        if l.deferred {
-                            cost += self.flush_now(c, object, id, out);
-                        }
+                    // Hurried: someone waits for its release.
+                    Some(l) if l.giving_back && l.deferred => {
+                        cost += self.flush_now(c, object, id, out)
                     }
+                    Some(l) if l.giving_back => {}
                     Some(_) => cost += self.give_back(c, object, id, false, out),
                 }
                 cost
@@ -846,11 +845,14 @@ pub fn run(
     })
 }
 
+/// A write: (client, call).
+type WriteId = (usize, usize);
+
 /// Writes whose lock hulls overlap at two or more objects must be in the same SN order at
 /// each.
 fn check_order(clients: &[Client]) -> Result<u64, String> {
     // Per object: (hull, write, id) of multi-object writes.
-    let mut by_object: HashMap<u32, Vec<(ByteRange, (usize, usize), u64)>> = HashMap::new();
+    let mut by_object: HashMap<u32, Vec<(ByteRange, WriteId, u64)>> = HashMap::new();
     for (c, cl) in clients.iter().enumerate() {
         for (k, sns) in cl.sns.iter().enumerate() {
             if sns.len() < 2 {
@@ -862,7 +864,7 @@ fn check_order(clients: &[Client]) -> Result<u64, String> {
         }
     }
     // For each pair overlapping at an object: the order there.
-    let mut order: HashMap<((usize, usize), (usize, usize)), (bool, u32)> = HashMap::new();
+    let mut order: HashMap<(WriteId, WriteId), (bool, u32)> = HashMap::new();
     let mut checks = 0;
     for (&o, v) in &by_object {
         for (i, a) in v.iter().enumerate() {
