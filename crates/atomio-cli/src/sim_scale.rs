@@ -17,6 +17,10 @@ pub struct CalibrateArgs {
     /// Scratch directory (a server's data, files written and removed).
     #[arg(long)]
     scratch: Option<PathBuf>,
+    /// Seconds to wait for the machine to be quiet (other work busy below 0.15 cores)
+    /// before measuring; 0: measure at once (the load is still recorded).
+    #[arg(long, default_value_t = 300)]
+    patience: u64,
 }
 
 #[derive(Args)]
@@ -45,6 +49,9 @@ pub struct ValidateArgs {
     /// Only the model's predictions (no real benchmark).
     #[arg(long)]
     predict_only: bool,
+    /// Seconds to wait for the machine to be quiet before each real benchmark.
+    #[arg(long, default_value_t = 300)]
+    patience: u64,
 }
 
 #[derive(Args)]
@@ -121,6 +128,7 @@ pub fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
         server_exe: std::env::current_exe().context("locating the atomio executable")?,
         scratch: dir.clone(),
         quick: a.quick,
+        patience: std::time::Duration::from_secs(a.patience),
     };
     let started = std::time::Instant::now();
     let costs = atomio_scale::calibrate::calibrate(&cfg).map_err(|e| anyhow!(e));
@@ -304,10 +312,11 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Waits (up to five minutes) for other work on the machine to stop; returns how busy it
-/// was when the wait ended.
-fn quiet() -> Option<f64> {
-    let b = atomio_scale::quiet::wait_for_quiet(std::time::Duration::from_secs(300), 0.15, |b| {
+/// Waits (up to `patience` seconds) for other work on the machine to stop; returns how
+/// busy it was when the wait ended.
+fn quiet(patience: u64) -> Option<f64> {
+    let wait = std::time::Duration::from_secs(patience);
+    let b = atomio_scale::quiet::wait_for_quiet(wait, 0.15, |b| {
         eprintln!("measuring: waiting for the machine to be quiet ({b:.2} cores busy)")
     });
     if let Some(b) = b.filter(|&b| b > 0.15) {
@@ -346,7 +355,7 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
-        let busy = quiet();
+        let busy = quiet(a.patience);
         let real = rt.block_on(atomio_bench::locks::run(&cfg))?;
         for r in rows.iter_mut().filter(|r| r.group == "locks") {
             if let Some(m) = real
@@ -385,7 +394,7 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
                 progress: true,
                 delay: Default::default(),
             };
-            let busy = quiet();
+            let busy = quiet(a.patience);
             let real = crate::bench_workload::run_config(&cfg)?;
             for r in rows
                 .iter_mut()

@@ -40,6 +40,8 @@ pub struct CalibrateConfig {
     pub scratch: PathBuf,
     /// Fewer repetitions and smaller sizes (seconds instead of tens of seconds).
     pub quick: bool,
+    /// How long to wait for the machine to be quiet before measuring.
+    pub patience: std::time::Duration,
 }
 
 /// Measures everything; prints a line per step to stderr.
@@ -48,7 +50,7 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
     let mut samples = Vec::new();
     let step = |what: &str| eprintln!("calibrating: {what}");
     // Someone else's build or benchmark would make every figure wrong: wait for quiet.
-    let busy = crate::quiet::wait_for_quiet(std::time::Duration::from_secs(300), 0.15, |b| {
+    let busy = crate::quiet::wait_for_quiet(cfg.patience, 0.15, |b| {
         eprintln!("calibrating: waiting for the machine to be quiet ({b:.2} cores busy)")
     });
     if let Some(b) = busy {
