@@ -14,6 +14,8 @@ pub struct Panel {
     pub y_label: String,
     pub series: Vec<Series>,
     pub log_y: bool,
+    /// X on a log scale (e.g. clients 1 … 4,096); x must then be > 0.
+    pub log_x: bool,
 }
 
 fn err(e: impl std::fmt::Display) -> std::io::Error {
@@ -60,7 +62,21 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> std::io::Result<()> {
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70);
-        if panel.log_y {
+        if panel.log_x {
+            let (x0, x1) = (x0.max(1e-9), x1.max(x0.max(1e-9) * 2.0));
+            let lo = (y0.max(1e-9) / 2.0).max(1e-9);
+            let mut ctx = chart
+                .build_cartesian_2d((x0..x1).log_scale(), (lo..y1 * 2.0).log_scale())
+                .map_err(err)?;
+            ctx.configure_mesh()
+                .x_desc(&panel.x_label)
+                .y_desc(&panel.y_label)
+                .x_label_formatter(&|v| format!("{v:.0}"))
+                .y_label_formatter(&|v| format!("{v:.0e}"))
+                .draw()
+                .map_err(err)?;
+            draw_series(&mut ctx, panel)?;
+        } else if panel.log_y {
             let lo = (y0.max(1e-9) / 2.0).max(1e-9);
             let mut ctx = chart
                 .build_cartesian_2d(x0..x1, (lo..y1 * 2.0).log_scale())
@@ -87,15 +103,12 @@ pub fn line_panels(path: &Path, panels: &[Panel]) -> std::io::Result<()> {
     root.present().map_err(err)
 }
 
-fn draw_series<'a, Y>(
-    ctx: &mut ChartContext<
-        'a,
-        SVGBackend<'a>,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
-    >,
+fn draw_series<'a, X, Y>(
+    ctx: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
     panel: &Panel,
 ) -> std::io::Result<()>
 where
+    X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
 {
     for (i, s) in panel.series.iter().enumerate() {

@@ -285,6 +285,7 @@ fn chart(path: &std::path::Path, rows: &[LockBenchRow]) -> anyhow::Result<()> {
             y_label: "locks/s".into(),
             series: series("scaling", |r| f64::from(r.clients)),
             log_y: true,
+            log_x: false,
         },
         Panel {
             title: format!("acquire rate vs overlap ({t}, {spacing} B spacing)"),
@@ -292,6 +293,7 @@ fn chart(path: &std::path::Path, rows: &[LockBenchRow]) -> anyhow::Result<()> {
             y_label: "locks/s".into(),
             series: series("contention", |r| f64::from(r.overlap_pct)),
             log_y: true,
+            log_x: false,
         },
     ];
     line_panels(path, &panels).with_context(|| format!("writing {}", path.display()))

@@ -242,6 +242,7 @@ fn chart(path: &Path, run: &RmaRun) -> anyhow::Result<()> {
             .filter(|s| !s.points.is_empty())
             .collect(),
         log_y: true,
+        log_x: false,
     };
     line_panels(path, &[panel("conflicting"), panel("nonconflicting")])
         .with_context(|| format!("writing {}", path.display()))

@@ -335,6 +335,7 @@ fn report(
                 x_label: "write size (KiB)".into(),
                 y_label: unit.into(),
                 log_y: false,
+                log_x: false,
                 series: variants
                     .iter()
                     .map(|v| Series {

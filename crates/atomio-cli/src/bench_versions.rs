@@ -155,6 +155,7 @@ pub fn regions_sweep(a: SweepArgs) -> anyhow::Result<()> {
         x_label: "regions (log2)".into(),
         y_label: "MiB/s (median of runs)".into(),
         log_y: false,
+        log_x: false,
         series: names
             .iter()
             .map(|n| Series {
@@ -708,6 +709,7 @@ pub fn version_gc(a: GcArgs) -> anyhow::Result<()> {
         x_label: "overwrites done".into(),
         y_label: "disk usage / file size (peak per bucket)".into(),
         log_y: false,
+        log_x: false,
         series,
     }];
     save_chart(&chart, || line_panels(&chart, &panels))

@@ -14,6 +14,7 @@ mod output;
 mod probe;
 mod server;
 mod sim;
+mod sim_scale;
 mod stats;
 
 use clap::{Parser, Subcommand};

@@ -2,10 +2,21 @@
 
 use anyhow::bail;
 use atomio_lock::sim::{run as run_sim, SimConfig};
-use clap::Args;
+use clap::{Args, Subcommand};
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SimArgs {
+    #[command(subcommand)]
+    cmd: Option<SimCmd>,
+    /// The calibrated scale model (issue 13): throughput vs clients per strategy, up to
+    /// 4,096 clients × 64 servers on the papers' workloads and clusters, safety checked at
+    /// every size; prints a table, writes JSON and an SVG chart, and sets the projections
+    /// beside the papers' figures. Needs a cost file (`atomio sim calibrate`).
+    #[arg(long)]
+    scale: bool,
+    #[command(flatten)]
+    scale_args: crate::sim_scale::ScaleArgs,
     /// First seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -91,7 +102,35 @@ fn parse_tiers(s: &str) -> Result<atomio_lock::sim::Tiers, String> {
     }
 }
 
+#[derive(Subcommand)]
+enum SimCmd {
+    /// Measure the scale model's costs on this machine (messages, lock work, copies,
+    /// writes) through the product's own code; writes the cost file.
+    Calibrate(crate::sim_scale::CalibrateArgs),
+    /// Predict real benchmarks at 4 and 8 clients with the scale model and run them beside
+    /// it: predicted vs measured, error per row.
+    Validate(crate::sim_scale::ValidateArgs),
+    /// Pings one server one at a time and prints its CPU and wall time (a process of
+    /// `calibrate`).
+    #[command(hide = true)]
+    PingClient(crate::sim_scale::PingClientArgs),
+    /// Makes atomic 8-byte calls on a direct file one at a time and prints its CPU and
+    /// wall time (a process of `calibrate`).
+    #[command(hide = true)]
+    CallClient(crate::sim_scale::PingClientArgs),
+}
+
 pub fn run(a: SimArgs) -> anyhow::Result<()> {
+    match a.cmd {
+        Some(SimCmd::Calibrate(c)) => return crate::sim_scale::calibrate(c),
+        Some(SimCmd::Validate(v)) => return crate::sim_scale::validate(v),
+        Some(SimCmd::PingClient(p)) => return crate::sim_scale::ping_client(p, false),
+        Some(SimCmd::CallClient(p)) => return crate::sim_scale::ping_client(p, true),
+        None => {}
+    }
+    if a.scale {
+        return crate::sim_scale::scale(&a.scale_args);
+    }
     if a.stack {
         return run_stack(&a);
     }

@@ -166,6 +166,14 @@ impl LockOp {
         self.faults = faults;
     }
 
+    /// Negative controls only (simulators outside this crate must prove their safety
+    /// checks catch it): the operation reports `Held` right after its first optimistic
+    /// round, complete or not.
+    #[doc(hidden)]
+    pub fn believe_held_after_optimistic_for_negative_control(&mut self) {
+        self.faults.held_after_optimistic = true;
+    }
+
     pub fn new(file: FileId, mode: LockMode, protocol: Protocol, plan: Vec<SubRequest>) -> Self {
         let order = plan
             .iter()

@@ -476,6 +476,15 @@ impl LockServer {
         self
     }
 
+    /// Negative controls only (the simulators outside this crate must prove their safety
+    /// checks catch it): a server that grants without checking for conflicts. Never set in
+    /// a real server.
+    #[doc(hidden)]
+    pub fn ignoring_conflicts_for_negative_control(mut self) -> Self {
+        self.ignore_conflicts = true;
+        self
+    }
+
     /// Index entries one client may hold (default `MAX_LOCKS_PER_CLIENT`; tests lower it).
     pub fn with_client_entry_limit(mut self, entries: usize) -> Self {
         self.entries.client_limit = entries;

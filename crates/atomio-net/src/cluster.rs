@@ -180,6 +180,12 @@ impl LocalServers {
         Ok(())
     }
 
+    /// The servers' process ids, in order (e.g. to read their CPU time); `None` for one
+    /// that already exited.
+    pub fn pids(&self) -> Vec<Option<u32>> {
+        self.children.iter().map(|c| c.id()).collect()
+    }
+
     /// Kills server `i` (to test clients facing a vanished server).
     pub async fn kill(&mut self, i: usize) {
         if let Some(c) = self.children.get_mut(i) {

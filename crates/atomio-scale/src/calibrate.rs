@@ -1,0 +1,981 @@
+//! `atomio sim calibrate`: the cost file, measured on this machine through the product's
+//! own code, each figure by a short microbenchmark:
+//!
+//! * **messages** — `Ping`s from a `ClusterClient` (current-thread runtime, as a benchmark
+//!   worker's) to one `atomio server` process over loopback TCP, one at a time and 256 at a
+//!   time; the CPU each side spent (this process's CPU clock, the server's through
+//!   `clock_getcpuclockid`) per message. Pipelined pings give the per-message cost; one at
+//!   a time gives the round trip's wall time beyond both sides' CPU (the wire). The pick-up
+//!   of a batch (a wake-up, a poll, a read) comes from four client processes (`atomio sim
+//!   ping-client`) pinging four servers one at a time, all at once — processes outnumber
+//!   cores, as in every benchmark here. (A pair alone on an idle machine pays two to three
+//!   times more CPU per round trip in this VM — idle virtual CPUs are slow to wake — and
+//!   that figure is recorded, not used.)
+//! * **lock work** — the sans-IO `LockOp`s and `LockServer`s in this process (plans,
+//!   grants, releases, for POSIX, list and datatype requests), timed call by call and
+//!   fitted to per-request and per-range costs; frame encode/decode per explicit range;
+//! * **bytes** — `memcpy`; `pwrite` into a fresh file at four sizes (fitted per call and
+//!   per byte), and two threads at once into one file (do writes to one file serialize?);
+//!   copies through a shared mapping by the product's own direct-file path (`write_local`
+//!   with many small pieces, dense and sparse: per page and per byte).
+//!
+//! Each measurement is repeated and its median kept; every raw figure goes into the file's
+//! `samples`.
+//!
+//! **Invariants:** nothing measured here is a benchmark the model is validated against
+//! (no lock benchmark, no workload run); a failed measurement is an error, never a guess.
+
+use crate::costs::{Costs, IoCosts, LockCosts, Machine, NetCosts, Sample, SCHEMA};
+use atomio_layout::{Access, Layout, Pattern, ServerId};
+use atomio_lock::{plan, LockOp, LockServer, Method, Protocol, Send};
+use atomio_proto::{ClientId, FileId, LockMode, Request};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Clone, Debug)]
+pub struct CalibrateConfig {
+    /// The `atomio` executable (to start a server process).
+    pub server_exe: PathBuf,
+    /// Scratch directory (server data, files written).
+    pub scratch: PathBuf,
+    /// Fewer repetitions and smaller sizes (seconds instead of tens of seconds).
+    pub quick: bool,
+    /// How long to wait for the machine to be quiet before measuring.
+    pub patience: std::time::Duration,
+}
+
+/// Measures everything; prints a line per step to stderr.
+pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
+    std::fs::create_dir_all(&cfg.scratch).map_err(|e| format!("{}: {e}", cfg.scratch.display()))?;
+    let mut samples = Vec::new();
+    let step = |what: &str| eprintln!("calibrating: {what}");
+    // Someone else's build or benchmark would make every figure wrong: wait for quiet.
+    let busy = crate::quiet::wait_for_quiet(cfg.patience, 0.15, |b| {
+        eprintln!("calibrating: waiting for the machine to be quiet ({b:.2} cores busy)")
+    });
+    if let Some(b) = busy {
+        sample(
+            &mut samples,
+            "cores busy before calibrating (others' load)",
+            b,
+            "cores",
+        );
+        if b > 0.15 {
+            eprintln!(
+                "calibrating: WARNING: {b:.2} cores busy with other work; figures may be high"
+            );
+        }
+    }
+    step("lock table and client protocol (in process)");
+    let lock = measure_lock_work(cfg.quick, &mut samples)?;
+    step("message round trips to an atomio server process (loopback TCP)");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let net = rt.block_on(measure_messages(cfg, &mut samples))?;
+    step("memcpy, pwrite into fresh files, copies through a mapping");
+    let io = measure_io(&cfg.scratch, cfg.quick, &mut samples)?;
+    let mut costs = Costs {
+        schema: SCHEMA,
+        machine: Machine {
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(1),
+            cpu: cpu_name(),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+        },
+        net,
+        lock,
+        io,
+        samples,
+    };
+    step("atomic calls from four processes at once (the call path beyond its messages)");
+    let calls = if cfg.quick { 1_000 } else { 5_000 };
+    let (c, s) = rt.block_on(loaded(cfg, "call-client", calls, &mut costs.samples))?;
+    let (l, n) = (&costs.lock, &costs.net);
+    // What the model already charges for one such call: a lock round trip (request and
+    // reply, each a batch), a detached release (a batch at the server), the 8-byte write.
+    let client_model = l.client_op_ns
+        + 2.0 * (l.client_send_ns + n.client_msg_ns)
+        + n.client_batch_ns
+        + n.client_msg_ns
+        + l.client_reply_ns
+        + costs.pwrite_ns(8)
+        + costs.io.direct_call_ns;
+    let server_model = 2.0 * (n.server_batch_ns + n.server_msg_ns)
+        + n.server_msg_ns
+        + l.server_request_ns
+        + l.server_release_ns
+        + l.server_pattern_range_ns;
+    costs.lock.client_call_ns = (c - client_model).max(0.0);
+    costs.lock.server_call_ns = (s - server_model).max(0.0);
+    costs.validate("calibration").map_err(|e| e.to_string())?;
+    Ok(costs)
+}
+
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+fn sample(samples: &mut Vec<Sample>, name: &str, value: f64, unit: &str) {
+    samples.push(Sample {
+        name: name.into(),
+        value,
+        unit: unit.into(),
+    });
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// CPU time of this process, ns.
+fn own_cpu_ns() -> Result<f64, String> {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .map_err(|e| format!("process CPU clock: {e}"))?;
+    Ok(t.tv_sec() as f64 * 1e9 + t.tv_nsec() as f64)
+}
+
+/// CPU time of process `pid`, ns.
+fn cpu_of(pid: u32) -> Result<f64, String> {
+    let clock = nix::time::clock_getcpuclockid(nix::unistd::Pid::from_raw(pid as i32))
+        .map_err(|e| format!("CPU clock of process {pid}: {e}"))?;
+    let t = nix::time::clock_gettime(clock).map_err(|e| format!("CPU clock of {pid}: {e}"))?;
+    Ok(t.tv_sec() as f64 * 1e9 + t.tv_nsec() as f64)
+}
+
+/// Per ping: (wall ns, client CPU ns, server CPU ns).
+async fn pings(
+    client: &mut atomio_net::ClusterClient,
+    server_pid: u32,
+    batches: usize,
+    per_batch: usize,
+) -> Result<(f64, f64, f64), String> {
+    let (c0, s0, t0) = (own_cpu_ns()?, cpu_of(server_pid)?, Instant::now());
+    let mut nonce = 0;
+    for _ in 0..batches {
+        let calls = (0..per_batch)
+            .map(|_| {
+                nonce += 1;
+                (ServerId(0), Request::Ping { nonce })
+            })
+            .collect();
+        client.rpc_all(calls).await.map_err(|e| e.to_string())?;
+    }
+    let n = (batches * per_batch) as f64;
+    let wall = t0.elapsed().as_secs_f64() * 1e9;
+    Ok((
+        wall / n,
+        (own_cpu_ns()? - c0) / n,
+        (cpu_of(server_pid)? - s0) / n,
+    ))
+}
+
+async fn measure_messages(
+    cfg: &CalibrateConfig,
+    samples: &mut Vec<Sample>,
+) -> Result<NetCosts, String> {
+    let servers = atomio_net::LocalServers::start(&cfg.server_exe, 1, &cfg.scratch.join("srv"))
+        .await
+        .map_err(|e| format!("starting a server: {e}"))?;
+    let result = async {
+        let pid = servers.pids()[0].ok_or("the server exited")?;
+        let mut client = atomio_net::ClusterClient::connect_tcp(&servers.addresses)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (seq_n, pipe_batches) = if cfg.quick {
+            (2_000, 20)
+        } else {
+            (10_000, 100)
+        };
+        // Warm up both sides (allocations, the scheduler's view of the threads).
+        pings(&mut client, pid, 500, 1).await?;
+        pings(&mut client, pid, 5, 256).await?;
+        let (mut seq, mut pipe) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            seq.push(pings(&mut client, pid, seq_n, 1).await?);
+            pipe.push(pings(&mut client, pid, pipe_batches, 256).await?);
+        }
+        let pick = |v: &[(f64, f64, f64)], f: fn(&(f64, f64, f64)) -> f64| {
+            median(v.iter().map(f).collect())
+        };
+        let (seq_wall, seq_c, seq_s) = (
+            pick(&seq, |x| x.0),
+            pick(&seq, |x| x.1),
+            pick(&seq, |x| x.2),
+        );
+        let (pipe_wall, pipe_c, pipe_s) = (
+            pick(&pipe, |x| x.0),
+            pick(&pipe, |x| x.1),
+            pick(&pipe, |x| x.2),
+        );
+        // Several connections at once: K clients, one ping each, together (fan-in at the
+        // server); one client, one ping to each of K servers together (fan-out).
+        let k = 4;
+        let mut fan_clients = Vec::new();
+        for _ in 0..k {
+            fan_clients.push(
+                atomio_net::ClusterClient::connect_tcp(&servers.addresses)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        let rounds = if cfg.quick { 500 } else { 2_000 };
+        let mut fan = Vec::new();
+        for _ in 0..3 {
+            let (c0, s0, t0) = (own_cpu_ns()?, cpu_of(pid)?, Instant::now());
+            for r in 0..rounds {
+                let calls = fan_clients
+                    .iter_mut()
+                    .map(|c| c.rpc_all(vec![(ServerId(0), Request::Ping { nonce: r })]));
+                for res in futures::future::join_all(calls).await {
+                    res.map_err(|e| e.to_string())?;
+                }
+            }
+            let n = (rounds * k) as f64;
+            fan.push((
+                t0.elapsed().as_secs_f64() * 1e9 / n,
+                (own_cpu_ns()? - c0) / n,
+                (cpu_of(pid)? - s0) / n,
+            ));
+        }
+        drop(fan_clients);
+        let pickf = |f: fn(&(f64, f64, f64)) -> f64| median(fan.iter().map(f).collect());
+        sample(
+            samples,
+            "4 clients, one ping each at once: wall per ping",
+            pickf(|x| x.0),
+            "ns",
+        );
+        sample(
+            samples,
+            "4 clients, one ping each at once: client CPU per ping",
+            pickf(|x| x.1),
+            "ns",
+        );
+        sample(
+            samples,
+            "4 clients, one ping each at once: server CPU per ping",
+            pickf(|x| x.2),
+            "ns",
+        );
+        sample(
+            samples,
+            "ping one at a time: wall per round trip",
+            seq_wall,
+            "ns",
+        );
+        sample(
+            samples,
+            "ping one at a time: client CPU per round trip",
+            seq_c,
+            "ns",
+        );
+        sample(
+            samples,
+            "ping one at a time: server CPU per round trip",
+            seq_s,
+            "ns",
+        );
+        sample(
+            samples,
+            "ping 256 at a time: wall per ping",
+            pipe_wall,
+            "ns",
+        );
+        sample(
+            samples,
+            "ping 256 at a time: client CPU per ping",
+            pipe_c,
+            "ns",
+        );
+        sample(
+            samples,
+            "ping 256 at a time: server CPU per ping",
+            pipe_s,
+            "ns",
+        );
+        let (loaded_c, loaded_s) = loaded_pings(cfg, samples).await?;
+        // A round trip is a batch of one at each end plus two messages.
+        Ok(NetCosts {
+            client_msg_ns: pipe_c / 2.0,
+            client_batch_ns: (loaded_c - pipe_c).max(0.0),
+            server_msg_ns: pipe_s / 2.0,
+            server_batch_ns: (loaded_s - pipe_s).max(0.0),
+            wire_ns: ((seq_wall - seq_c - seq_s) / 2.0).max(0.0),
+            ping_rtt_ns: seq_wall,
+        })
+    }
+    .await;
+    servers.stop().await;
+    result
+}
+
+/// What `atomio sim ping-client` does: `pings` pings to `addr`, one at a time; returns
+/// (this process's CPU ns, wall ns) over them.
+pub async fn ping_client(addr: &str, pings: u64) -> Result<(f64, f64), String> {
+    let mut client = atomio_net::ClusterClient::connect_tcp(&[addr.to_string()])
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .rpc_all(vec![(ServerId(0), Request::Ping { nonce: 0 })])
+        .await
+        .map_err(|e| e.to_string())?;
+    let (c0, t0) = (own_cpu_ns()?, Instant::now());
+    for nonce in 0..pings {
+        client
+            .rpc_all(vec![(ServerId(0), Request::Ping { nonce })])
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok((own_cpu_ns()? - c0, t0.elapsed().as_secs_f64() * 1e9))
+}
+
+/// What `atomio sim call-client` does: `calls` atomic 8-byte writes (strategy
+/// `ching:datatype:one-try`, each at its own offset) on a fresh direct file at `path`,
+/// locks at the server `addr`; returns (this process's CPU ns, wall ns) over them.
+pub async fn call_client(addr: &str, path: &Path, calls: u64) -> Result<(f64, f64), String> {
+    let mut client = atomio_net::ClusterClient::connect_tcp(&[addr.to_string()])
+        .await
+        .map_err(|e| e.to_string())?;
+    let direct = atomio_client::DirectData::open(path, true).map_err(|e| e.to_string())?;
+    let mut file = atomio_client::File::direct(direct);
+    let strategy: atomio_client::Strategy = "ching:datatype:one-try".parse()?;
+    file.set_atomic(Some(strategy)).map_err(|e| e.to_string())?;
+    let data = [7u8; 8];
+    let at = |k: u64| {
+        Access::new(k * 4096, Pattern::bytes(8).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())
+    };
+    file.write(&mut client, &at(0)?, &data)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (c0, t0) = (own_cpu_ns()?, Instant::now());
+    for k in 1..=calls {
+        file.write(&mut client, &at(k)?, &data)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok((own_cpu_ns()? - c0, t0.elapsed().as_secs_f64() * 1e9))
+}
+
+/// Four processes at once, each making `calls` one-at-a-time calls of `what` (`ping-client`
+/// or `call-client`) against its own server process: (client CPU, server CPU) per call.
+async fn loaded(
+    cfg: &CalibrateConfig,
+    what: &str,
+    calls: u64,
+    samples: &mut Vec<Sample>,
+) -> Result<(f64, f64), String> {
+    let k = 4u32;
+    // Four clusters of one server each: every client's server is its server 0.
+    let mut servers = Vec::new();
+    for i in 0..k {
+        servers.push(
+            atomio_net::LocalServers::start(
+                &cfg.server_exe,
+                1,
+                &cfg.scratch.join(format!("{what}-{i}")),
+            )
+            .await
+            .map_err(|e| format!("starting a server: {e}"))?,
+        );
+    }
+    let addresses: Vec<String> = servers.iter().map(|s| s.addresses[0].clone()).collect();
+    let result = async {
+        let pids: Vec<u32> = servers
+            .iter()
+            .map(|s| s.pids()[0])
+            .collect::<Option<_>>()
+            .ok_or("a server exited")?;
+        let before: Vec<f64> = pids.iter().map(|&p| cpu_of(p)).collect::<Result<_, _>>()?;
+        let t0 = Instant::now();
+        let mut children = Vec::new();
+        for (i, addr) in addresses.iter().enumerate() {
+            let file = cfg.scratch.join(format!("{what}-{i}.dat"));
+            children.push(
+                tokio::process::Command::new(&cfg.server_exe)
+                    .args(["sim", what, "--addr", addr, "--count"])
+                    .arg(calls.to_string())
+                    .arg("--file")
+                    .arg(&file)
+                    .stdout(std::process::Stdio::piped())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(|e| format!("starting a {what}: {e}"))?,
+            );
+        }
+        let mut client_cpu = 0.0;
+        for c in children {
+            let out = c.wait_with_output().await.map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let v: serde_json::Value = serde_json::from_str(text.trim())
+                .map_err(|e| format!("a {what} said '{text}': {e}"))?;
+            client_cpu += v["cpu_ns"].as_f64().ok_or("no cpu_ns")?;
+        }
+        let wall = t0.elapsed().as_secs_f64() * 1e9;
+        let mut server_cpu = 0.0;
+        for (p, b) in pids.iter().zip(before) {
+            server_cpu += cpu_of(*p)? - b;
+        }
+        let n = (calls * u64::from(k)) as f64;
+        let (c, s) = (client_cpu / n, server_cpu / n);
+        sample(
+            samples,
+            &format!("4 {what} processes at once: client CPU per call"),
+            c,
+            "ns",
+        );
+        sample(
+            samples,
+            &format!("4 {what} processes at once: server CPU per call"),
+            s,
+            "ns",
+        );
+        sample(
+            samples,
+            &format!("4 {what} processes at once: wall per call (all)"),
+            wall / n,
+            "ns",
+        );
+        Ok((c, s))
+    }
+    .await;
+    for s in servers {
+        s.stop().await;
+    }
+    result
+}
+
+/// Four ping-client processes, each pinging its own server process one at a time, all at
+/// once: (client CPU, server CPU) per round trip.
+async fn loaded_pings(
+    cfg: &CalibrateConfig,
+    samples: &mut Vec<Sample>,
+) -> Result<(f64, f64), String> {
+    let pings: u64 = if cfg.quick { 3_000 } else { 15_000 };
+    loaded(cfg, "ping-client", pings, samples).await
+}
+
+/// Times of the sans-IO lock work of one method, summed.
+#[derive(Default, Debug)]
+struct LockTimes {
+    ops: f64,
+    start_ns: f64,
+    start_sends: f64,
+    explicit: f64,
+    replies: f64,
+    reply_ns: f64,
+    reply_sends: f64,
+    acquires: f64,
+    acquire_ns: f64,
+    granted: f64,
+    releases: f64,
+    release_ns: f64,
+}
+
+/// Clients lock disjoint strided regions (one-try) on `servers` in-process servers, then
+/// release; every call timed.
+fn lock_run(method: Method, clients: u64, locks: u64, servers: u32) -> Result<LockTimes, String> {
+    let layout = Layout::round_robin(65_536, servers, servers, 0).map_err(|e| e.to_string())?;
+    let mut table: Vec<LockServer> = (0..servers)
+        .map(|s| LockServer::with_id(ServerId(s)))
+        .collect();
+    let one = Pattern::bytes(1).map_err(|e| e.to_string())?;
+    let pattern = Pattern::hvector(locks, 1, 64, &one).map_err(|e| e.to_string())?;
+    let mut t = LockTimes::default();
+    let mut out = Vec::new();
+    for c in 0..clients {
+        let access = Access::new(c * locks * 64, pattern.clone()).map_err(|e| e.to_string())?;
+        let mut sends: Vec<Send> = Vec::new();
+        let t0 = Instant::now();
+        let subs = plan(&access, &layout, method);
+        t.explicit += subs
+            .iter()
+            .map(|s| match &s.desc {
+                atomio_proto::ValidDesc::Ranges(r) => r.len() as f64,
+                _ => 0.0,
+            })
+            .sum::<f64>();
+        let mut op = LockOp::new(FileId(1), LockMode::Write, Protocol::OneTry, subs);
+        op.start(&mut sends);
+        t.start_ns += t0.elapsed().as_nanos() as f64;
+        t.ops += 1.0;
+        t.start_sends += sends.len() as f64;
+        let mut releasing = false;
+        let mut queue: std::collections::VecDeque<Send> = sends.drain(..).collect();
+        while let Some(s) = queue.pop_front() {
+            out.clear();
+            let is_release = matches!(s.request, Request::LockRelease { .. });
+            let before = table[s.server.0 as usize].stats().ranges_granted;
+            let t1 = Instant::now();
+            table[s.server.0 as usize].handle(ClientId(c), u64::from(s.sub), s.request, &mut out);
+            let dt = t1.elapsed().as_nanos() as f64;
+            if is_release {
+                t.releases += 1.0;
+                t.release_ns += dt;
+            } else {
+                t.acquires += 1.0;
+                t.acquire_ns += dt;
+                t.granted += (table[s.server.0 as usize].stats().ranges_granted - before) as f64;
+            }
+            for o in out.drain(..) {
+                let t2 = Instant::now();
+                op.on_reply(o.tag as u32, o.reply, &mut sends);
+                t.reply_ns += t2.elapsed().as_nanos() as f64;
+                t.replies += 1.0;
+                t.reply_sends += sends.len() as f64;
+                queue.extend(sends.drain(..));
+            }
+            // Long grants and releases run in slices: the server's driver continues them.
+            while queue.is_empty() {
+                let Some(srv) = table.iter_mut().find(|t| t.has_work()) else {
+                    break;
+                };
+                let before = srv.stats().ranges_granted;
+                let t1 = Instant::now();
+                srv.work(&mut out);
+                t.acquire_ns += t1.elapsed().as_nanos() as f64;
+                t.granted += (srv.stats().ranges_granted - before) as f64;
+                for o in out.drain(..) {
+                    let t2 = Instant::now();
+                    op.on_reply(o.tag as u32, o.reply, &mut sends);
+                    t.reply_ns += t2.elapsed().as_nanos() as f64;
+                    t.replies += 1.0;
+                    t.reply_sends += sends.len() as f64;
+                    queue.extend(sends.drain(..));
+                }
+            }
+            if queue.is_empty() && !releasing {
+                if op.status() != atomio_lock::Status::Held {
+                    return Err(format!("{method}: not held after every reply"));
+                }
+                releasing = true;
+                op.release(&mut sends);
+                queue.extend(sends.drain(..));
+            }
+        }
+        if op.status() != atomio_lock::Status::Released {
+            return Err(format!("{method}: not released"));
+        }
+    }
+    Ok(t)
+}
+
+/// Least squares for y = a·x1 + b·x2 over rows (x1, x2, y); both clamped at ≥ 0.
+fn fit2(rows: &[(f64, f64, f64)]) -> (f64, f64) {
+    let (mut s11, mut s12, mut s22, mut s1y, mut s2y) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(x1, x2, y) in rows {
+        s11 += x1 * x1;
+        s12 += x1 * x2;
+        s22 += x2 * x2;
+        s1y += x1 * y;
+        s2y += x2 * y;
+    }
+    let det = s11 * s22 - s12 * s12;
+    if det.abs() < 1e-9 {
+        return ((s1y / s11.max(1e-9)).max(0.0), 0.0);
+    }
+    let a = (s1y * s22 - s2y * s12) / det;
+    let b = (s11 * s2y - s12 * s1y) / det;
+    match (a >= 0.0, b >= 0.0) {
+        (true, true) => (a, b),
+        (false, _) => (0.0, (s2y / s22.max(1e-9)).max(0.0)),
+        (true, false) => ((s1y / s11.max(1e-9)).max(0.0), 0.0),
+    }
+}
+
+/// Per-request, per-range, per-message lock costs from POSIX (one range per request),
+/// list (64) and datatype (a pattern) runs: the list/POSIX difference gives an explicit
+/// range's cost, the rest of a POSIX request is per request, and what a datatype request
+/// costs beyond that is per pattern range.
+pub fn measure_lock_work(quick: bool, samples: &mut Vec<Sample>) -> Result<LockCosts, String> {
+    let (clients, locks, reps) = if quick { (8, 8_192, 3) } else { (8, 32_768, 5) };
+    let mut fits: Vec<LockCosts> = Vec::new();
+    for _ in 0..reps {
+        let p = lock_run(Method::Posix, clients, locks, 4)?;
+        let l = lock_run(Method::List { max_ranges: 64 }, clients, locks, 4)?;
+        let d = lock_run(Method::Datatype, clients, locks, 4)?;
+        let per_posix = p.acquire_ns / p.acquires.max(1.0);
+        let per_list = l.acquire_ns / l.acquires.max(1.0);
+        let list_ranges = l.granted / l.acquires.max(1.0);
+        let list_range = ((per_list - per_posix) / (list_ranges - 1.0).max(1.0)).max(0.0);
+        let request = (per_posix - list_range).max(0.0);
+        let pattern_range = ((d.acquire_ns - d.acquires * request) / d.granted.max(1.0)).max(0.0);
+        let release = (p.release_ns + l.release_ns) / (p.releases + l.releases).max(1.0);
+        let reply =
+            (p.reply_ns + l.reply_ns + d.reply_ns) / (p.replies + l.replies + d.replies).max(1.0);
+        let (send, range) = fit2(&[
+            (p.start_sends, p.explicit, p.start_ns),
+            (l.start_sends, l.explicit, l.start_ns),
+        ]);
+        fits.push(LockCosts {
+            client_call_ns: 0.0,
+            server_call_ns: 0.0,
+            client_op_ns: ((d.start_ns - d.start_sends * send) / d.ops.max(1.0)).max(0.0),
+            client_send_ns: send,
+            client_reply_ns: reply,
+            client_range_ns: range,
+            server_request_ns: request,
+            server_list_range_ns: list_range,
+            server_pattern_range_ns: pattern_range,
+            server_release_ns: release,
+            server_decode_range_ns: 0.0,
+        });
+    }
+    let m = |f: fn(&LockCosts) -> f64| median(fits.iter().map(f).collect());
+    let (encode, decode) = wire_range_costs()?;
+    let costs = LockCosts {
+        client_call_ns: 0.0,
+        server_call_ns: 0.0,
+        client_op_ns: m(|c| c.client_op_ns),
+        client_send_ns: m(|c| c.client_send_ns),
+        client_reply_ns: m(|c| c.client_reply_ns),
+        client_range_ns: m(|c| c.client_range_ns) + encode,
+        server_request_ns: m(|c| c.server_request_ns),
+        server_list_range_ns: m(|c| c.server_list_range_ns),
+        server_pattern_range_ns: m(|c| c.server_pattern_range_ns),
+        server_release_ns: m(|c| c.server_release_ns),
+        server_decode_range_ns: decode,
+    };
+    sample(samples, "frame encode per explicit range", encode, "ns");
+    sample(samples, "frame decode per explicit range", decode, "ns");
+    for (name, v) in [
+        ("lock op setup (datatype plan + LockOp)", costs.client_op_ns),
+        ("LockOp per request built", costs.client_send_ns),
+        ("LockOp per reply", costs.client_reply_ns),
+        ("plan per explicit range", m(|c| c.client_range_ns)),
+        ("LockServer per acquire request", costs.server_request_ns),
+        (
+            "LockServer per explicit range granted",
+            costs.server_list_range_ns,
+        ),
+        (
+            "LockServer per pattern range granted",
+            costs.server_pattern_range_ns,
+        ),
+        ("LockServer per release", costs.server_release_ns),
+    ] {
+        sample(samples, name, v, "ns");
+    }
+    Ok(costs)
+}
+
+/// Frame encoding and decoding of a lock request, per explicit range: (encode, decode).
+fn wire_range_costs() -> Result<(f64, f64), String> {
+    let req = |n: u64| Request::LockNew {
+        file: FileId(1),
+        mode: LockMode::Write,
+        desc: atomio_proto::LockDesc::Ranges(
+            (0..n)
+                .map(|i| atomio_layout::ByteRange {
+                    start: i * 4096,
+                    end: i * 4096 + 1,
+                })
+                .collect(),
+        ),
+        wait: atomio_proto::Wait::NonBlocking,
+    };
+    let time = |n: u64| -> Result<(f64, f64), String> {
+        let r = req(n);
+        let mut buf = Vec::new();
+        let reps = 20_000;
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            buf.clear();
+            atomio_proto::frame::encode(&r, &mut buf).map_err(|e| e.to_string())?;
+        }
+        let enc = t0.elapsed().as_nanos() as f64 / f64::from(reps);
+        let t1 = Instant::now();
+        for _ in 0..reps {
+            let _: Request = atomio_proto::frame::decode(&buf[4..]).map_err(|e| e.to_string())?;
+        }
+        let dec = t1.elapsed().as_nanos() as f64 / f64::from(reps);
+        Ok((enc, dec))
+    };
+    let mut enc = Vec::new();
+    let mut dec = Vec::new();
+    for _ in 0..3 {
+        let (e1, d1) = time(1)?;
+        let (e64, d64) = time(64)?;
+        enc.push(((e64 - e1) / 63.0).max(0.0));
+        dec.push(((d64 - d1) / 63.0).max(0.0));
+    }
+    Ok((median(enc), median(dec)))
+}
+
+fn io_err(what: &str, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+/// ns per byte of `memcpy` of `bytes`-long buffers.
+fn memcpy_ns(bytes: usize) -> f64 {
+    let src = vec![7u8; bytes];
+    let mut dst = vec![0u8; bytes];
+    dst.copy_from_slice(&src);
+    let reps = 4;
+    let t0 = Instant::now();
+    for i in 0..reps {
+        dst.copy_from_slice(&src);
+        std::hint::black_box(&mut dst[i]);
+    }
+    t0.elapsed().as_nanos() as f64 / (reps * bytes) as f64
+}
+
+/// Seconds to `pwrite` `total` bytes in `size`-byte calls into a fresh file at `path`,
+/// from `threads` threads each writing its own part (contiguous, or `interleaved`: thread
+/// `t`'s call `k` at `(k · threads + t) · size`, as IOR's strided writers).
+fn pwrite_secs(
+    path: &Path,
+    total: u64,
+    size: u64,
+    threads: u64,
+    interleaved: bool,
+) -> Result<f64, String> {
+    use std::os::unix::fs::FileExt;
+    let _ = std::fs::remove_file(path);
+    let file = std::fs::File::create(path).map_err(|e| io_err("create", e))?;
+    let buf = vec![0x5au8; size as usize];
+    let per = total / threads / size * size;
+    let t0 = Instant::now();
+    std::thread::scope(|s| -> Result<(), String> {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let (file, buf) = (&file, &buf);
+                s.spawn(move || -> Result<(), String> {
+                    for k in 0..per / size {
+                        let off = if interleaved {
+                            (k * threads + t) * size
+                        } else {
+                            t * per + k * size
+                        };
+                        file.write_all_at(buf, off)
+                            .map_err(|e| io_err("pwrite", e))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join()
+                .map_err(|_| "a writer thread panicked".to_string())??;
+        }
+        Ok(())
+    })?;
+    let secs = t0.elapsed().as_secs_f64();
+    drop(file);
+    let _ = std::fs::remove_file(path);
+    Ok(secs)
+}
+
+/// Seconds per call of the product's direct-file write of `access` (strategy `none`, a
+/// fresh file): the shared-mapping path when the call has many small pieces.
+fn direct_write_secs(path: &Path, access: &Access) -> Result<f64, String> {
+    let _ = std::fs::remove_file(path);
+    let data = vec![0x33u8; access.size() as usize];
+    let direct = atomio_client::DirectData::open(path, true).map_err(|e| e.to_string())?;
+    let mut file = atomio_client::File::direct(direct);
+    file.set_atomic(Some(atomio_client::Strategy::none()))
+        .map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    file.write_local(access, &data).map_err(|e| e.to_string())?;
+    let secs = t0.elapsed().as_secs_f64();
+    drop(file);
+    let _ = std::fs::remove_file(path);
+    Ok(secs)
+}
+
+fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<IoCosts, String> {
+    let total: u64 = if quick { 32 << 20 } else { 128 << 20 };
+    let reps = if quick { 3 } else { 5 };
+    let memcpy = median((0..reps).map(|_| memcpy_ns(64 << 20)).collect());
+    sample(samples, "memcpy of 64 MiB, per byte", memcpy, "ns");
+    let path = scratch.join("calibrate-pwrite.dat");
+    // Per call at sizes from a page to 4 MiB (no line fits them all: small writes pay
+    // per call, large ones per byte, with a knee in between).
+    let mut curve = Vec::new();
+    for size in [4_096u64, 16_384, 47_008, 131_072, 1 << 20, 4 << 20] {
+        let secs = median(
+            (0..reps)
+                .map(|_| pwrite_secs(&path, total, size, 1, false))
+                .collect::<Result<Vec<_>, _>>()?,
+        );
+        let per_call = secs * 1e9 / (total / size) as f64;
+        sample(
+            samples,
+            &format!("pwrite of {size} B into a fresh file, per call"),
+            per_call,
+            "ns",
+        );
+        curve.push([size as f64, per_call]);
+    }
+    let one = median(
+        (0..reps)
+            .map(|_| pwrite_secs(&path, total, 1 << 20, 1, false))
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    let two = median(
+        (0..reps)
+            .map(|_| pwrite_secs(&path, total, 1 << 20, 2, false))
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    let speedup = one / two.max(1e-9);
+    sample(
+        samples,
+        "pwrite of 1 MiB calls, two threads into one file: speedup over one",
+        speedup,
+        "x",
+    );
+    // Small writes from two threads taking turns: what a wait for the inode lock costs
+    // beyond the write itself (the waiter sleeps and is woken).
+    let small = 16_384u64;
+    let alone = curve
+        .iter()
+        .find(|p| p[0] == small as f64)
+        .map_or(0.0, |p| p[1]);
+    let turns = median(
+        (0..reps)
+            .map(|_| pwrite_secs(&path, total / 4, small, 2, true))
+            .collect::<Result<Vec<_>, _>>()?,
+    ) * 1e9
+        / (total / 4 / small) as f64;
+    sample(
+        samples,
+        "pwrite of 16 KiB, two threads interleaved in one file: per call",
+        turns,
+        "ns",
+    );
+    let handoff = (turns - alone).max(0.0);
+    // The product's direct-file call path around a write (strategy `none`): per call
+    // beyond its `pwrite`.
+    let direct_call = {
+        let _ = std::fs::remove_file(&path);
+        let direct = atomio_client::DirectData::open(&path, true).map_err(|e| e.to_string())?;
+        let mut file = atomio_client::File::direct(direct);
+        file.set_atomic(Some(atomio_client::Strategy::none()))
+            .map_err(|e| e.to_string())?;
+        let n = 20_000u64;
+        let data = [1u8; 8];
+        let t0 = Instant::now();
+        for k in 0..n {
+            let a = Access::new(k * 4096, Pattern::bytes(8).map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+            file.write_local(&a, &data).map_err(|e| e.to_string())?;
+        }
+        let per = t0.elapsed().as_nanos() as f64 / n as f64;
+        drop(file);
+        let _ = std::fs::remove_file(&path);
+        sample(
+            samples,
+            "direct write_local of 8 bytes (strategy none), per call",
+            per,
+            "ns",
+        );
+        let raw = median(
+            (0..reps)
+                .map(|_| pwrite_secs(&path, 20_000 * 4096, 4096, 1, false))
+                .collect::<Result<Vec<_>, _>>()?,
+        ) * 1e9
+            / 20_000.0;
+        (per - raw).max(0.0)
+    };
+    // Copies through a mapping: the same bytes in pieces dense (half the hull) and sparse
+    // (an eighth), so the pages touched differ and the bytes do not.
+    let one = Pattern::bytes(1).map_err(|e| e.to_string())?;
+    let piece = 384u64;
+    let count = total / 4 / piece;
+    let mapped = |stride: u64| -> Result<(f64, f64), String> {
+        let p = Pattern::hvector(count, piece, stride, &one).map_err(|e| e.to_string())?;
+        let a = Access::new(0, p).map_err(|e| e.to_string())?;
+        let hull_pages = a.hull().map_or(0, |h| h.len().div_ceil(4096)) as f64;
+        let secs = median(
+            (0..reps)
+                .map(|_| direct_write_secs(&path, &a))
+                .collect::<Result<Vec<_>, _>>()?,
+        );
+        Ok((hull_pages, secs * 1e9))
+    };
+    let (pages_dense, ns_dense) = mapped(2 * piece)?;
+    let (pages_sparse, ns_sparse) = mapped(8 * piece)?;
+    let bytes = (count * piece) as f64;
+    let (page, per_byte) = fit2(&[
+        (pages_dense, bytes, ns_dense),
+        (pages_sparse, bytes, ns_sparse),
+    ]);
+    sample(
+        samples,
+        "mapped copy, dense pieces: ns per call",
+        ns_dense,
+        "ns",
+    );
+    sample(
+        samples,
+        "mapped copy, sparse pieces: ns per call",
+        ns_sparse,
+        "ns",
+    );
+    Ok(IoCosts {
+        memcpy_byte_ns: memcpy,
+        pwrite_curve: curve,
+        pwrite_handoff_ns: handoff,
+        direct_call_ns: direct_call,
+        pwrite_parallel_speedup: speedup,
+        pwrite_serialized: speedup < 1.3,
+        mmap_page_ns: page,
+        mmap_byte_ns: per_byte,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn least_squares_recovers_a_line_and_never_goes_negative() {
+        let rows: Vec<_> = [1.0, 10.0, 100.0]
+            .iter()
+            .map(|&x| (1.0, x, 500.0 + 3.0 * x))
+            .collect();
+        let (a, b) = fit2(&rows);
+        assert!(
+            (a - 500.0).abs() < 1e-6 && (b - 3.0).abs() < 1e-6,
+            "{a} {b}"
+        );
+        let (a, b) = fit2(&[(1.0, 1.0, 10.0), (1.0, 2.0, 5.0)]);
+        assert!(a >= 0.0 && b >= 0.0);
+    }
+
+    #[test]
+    fn lock_work_is_measured_for_every_method() {
+        let mut s = Vec::new();
+        for m in [
+            Method::Posix,
+            Method::List { max_ranges: 64 },
+            Method::Datatype,
+        ] {
+            // 2 × 4096 locks: slices of the servers' work included.
+            let t = lock_run(m, 2, 4096, 2).unwrap();
+            assert_eq!(t.granted, 8192.0, "{m}");
+            assert!(t.acquire_ns > 0.0 && t.releases > 0.0, "{m}");
+        }
+        let c = measure_lock_work(true, &mut s).unwrap();
+        assert!(
+            c.server_pattern_range_ns > 0.0 && c.server_pattern_range_ns < 10_000.0,
+            "{c:?}"
+        );
+        assert!(c.server_request_ns > 0.0, "{c:?}");
+        assert!(s.iter().any(|x| x.name.contains("pattern range granted")));
+    }
+}

@@ -1,0 +1,358 @@
+//! The cost file: what one message, one lock range, one copied or written byte costs on the
+//! machine `atomio sim calibrate` ran on.
+//!
+//! Every figure is measured by a short microbenchmark through the product's own code (see
+//! `calibrate`); none is fitted to a benchmark the model is later checked against. The
+//! model charges them as CPU time of the actor that does the work.
+//!
+//! **Invariants:** a loaded file has this build's `schema`, at least one core, and every
+//! figure finite and ≥ 0 (`validate`); bad input is an error, never a panic.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Bumped whenever a field's meaning changes.
+pub const SCHEMA: u32 = 4;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Costs {
+    pub schema: u32,
+    pub machine: Machine,
+    pub net: NetCosts,
+    pub lock: LockCosts,
+    pub io: IoCosts,
+    /// The raw measurements the figures come from (name, value, unit), for the record.
+    #[serde(default)]
+    pub samples: Vec<Sample>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Cores every process of a loopback run shares.
+    pub cores: u32,
+    pub cpu: String,
+    pub kernel: String,
+}
+
+/// Messages through atomio's TCP transport (tokio, frames, the server's actors).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetCosts {
+    /// Client CPU per message, each way (a send or a receive), when messages come in a
+    /// stream (pipelined pings: many per read).
+    pub client_msg_ns: f64,
+    /// Client CPU to pick up a batch of messages from one connection (a wake-up, a poll,
+    /// a read): pings one at a time from several processes at once pay it per message.
+    pub client_batch_ns: f64,
+    pub server_msg_ns: f64,
+    pub server_batch_ns: f64,
+    /// One-way delay that is nobody's CPU (loopback: scheduling; on a cluster the
+    /// platform's latency replaces it).
+    pub wire_ns: f64,
+    /// The sequential ping round trip these come from (for the record).
+    pub ping_rtt_ns: f64,
+}
+
+/// Lock work, measured on the sans-IO state machines in this process.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockCosts {
+    /// Client CPU per atomic call beyond what the terms below charge for its locks,
+    /// messages and bytes (the call path: `CallOp`, the lease check, the detached
+    /// release's flush) — four processes making one-at-a-time 8-byte atomic calls at once.
+    pub client_call_ns: f64,
+    /// Server CPU per lock operation beyond its messages and table work, from the same.
+    pub server_call_ns: f64,
+    /// Client CPU to set up one lock operation (plan, `LockOp`).
+    pub client_op_ns: f64,
+    /// Client protocol CPU per lock message it sends (building the request).
+    pub client_send_ns: f64,
+    /// Client protocol CPU per reply it handles (`LockOp::on_reply`).
+    pub client_reply_ns: f64,
+    /// Client CPU per explicit range (POSIX/list plans: cutting, encoding).
+    pub client_range_ns: f64,
+    /// Server table CPU per lock request or `LockMore` handled.
+    pub server_request_ns: f64,
+    /// Server table CPU per range granted of an explicit list (POSIX, list).
+    pub server_list_range_ns: f64,
+    /// Server table CPU per range granted of a structured description (datatype: the
+    /// server finds its share of the pattern).
+    pub server_pattern_range_ns: f64,
+    /// Server table CPU per release handled.
+    pub server_release_ns: f64,
+    /// Server CPU per explicit range decoded from the wire.
+    pub server_decode_range_ns: f64,
+}
+
+/// Bytes moved by a client or a server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IoCosts {
+    /// `memcpy` of a large buffer, per byte.
+    pub memcpy_byte_ns: f64,
+    /// `pwrite` into a fresh file (page cache, pages allocated): ns per call at each
+    /// measured size, `[bytes, ns]` by increasing size (interpolated between them).
+    pub pwrite_curve: Vec<[f64; 2]>,
+    /// Extra CPU when the next `pwrite` into a file comes from another writer than the
+    /// last (the inode lock passes to a sleeping process, which is woken).
+    pub pwrite_handoff_ns: f64,
+    /// The product's direct-file call path per call, beyond its `pwrite`s.
+    pub direct_call_ns: f64,
+    /// Two threads writing one file got `pwrite_parallel_speedup` × one thread's rate;
+    /// below 1.3 the model serializes writes to one file (ext4's `i_rwsem`).
+    pub pwrite_parallel_speedup: f64,
+    pub pwrite_serialized: bool,
+    /// Copies through a shared mapping (many small pieces, `mapped.rs`): per page first
+    /// touched and per byte.
+    pub mmap_page_ns: f64,
+    pub mmap_byte_ns: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub name: String,
+    pub value: f64,
+    pub unit: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CostsError {
+    #[error("{path}: {err}")]
+    Io { path: String, err: std::io::Error },
+    #[error("{path}: not a cost file: {err}")]
+    Parse {
+        path: String,
+        err: serde_json::Error,
+    },
+    #[error("{path}: schema {found}, this build reads {SCHEMA}: run `atomio sim calibrate` again")]
+    Schema { path: String, found: u32 },
+    #[error("{path}: {field} = {value} (must be finite and >= 0)")]
+    Bad {
+        path: String,
+        field: &'static str,
+        value: f64,
+    },
+    #[error("{path}: machine.cores = 0")]
+    NoCores { path: String },
+    #[error("{path}: io.pwrite_curve must list sizes in increasing order, at least one")]
+    Curve { path: String },
+}
+
+impl Costs {
+    /// Reads and checks a cost file.
+    pub fn load(path: &Path) -> Result<Self, CostsError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|err| CostsError::Io {
+            path: p.clone(),
+            err,
+        })?;
+        Self::parse(&text, &p)
+    }
+
+    /// Parses and checks the JSON of a cost file (`origin` names it in errors).
+    pub fn parse(text: &str, origin: &str) -> Result<Self, CostsError> {
+        let c: Costs = serde_json::from_str(text).map_err(|err| CostsError::Parse {
+            path: origin.to_string(),
+            err,
+        })?;
+        c.validate(origin)?;
+        Ok(c)
+    }
+
+    pub fn save(&self, path: &Path) -> Result<(), CostsError> {
+        let p = path.display().to_string();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|err| CostsError::Io {
+                path: p.clone(),
+                err,
+            })?;
+        }
+        let text = serde_json::to_string_pretty(self).expect("costs serialize");
+        std::fs::write(path, text + "\n").map_err(|err| CostsError::Io { path: p, err })
+    }
+
+    /// Every figure finite and ≥ 0, at least one core, this schema.
+    pub fn validate(&self, origin: &str) -> Result<(), CostsError> {
+        if self.schema != SCHEMA {
+            return Err(CostsError::Schema {
+                path: origin.to_string(),
+                found: self.schema,
+            });
+        }
+        if self.machine.cores == 0 {
+            return Err(CostsError::NoCores {
+                path: origin.to_string(),
+            });
+        }
+        for (field, value) in self.figures() {
+            if !value.is_finite() || value < 0.0 {
+                return Err(CostsError::Bad {
+                    path: origin.to_string(),
+                    field,
+                    value,
+                });
+            }
+        }
+        let curve = &self.io.pwrite_curve;
+        let bad_point = curve
+            .iter()
+            .find(|[b, ns]| !(b.is_finite() && ns.is_finite() && *b > 0.0 && *ns >= 0.0));
+        if let Some(&[_, value]) = bad_point {
+            return Err(CostsError::Bad {
+                path: origin.to_string(),
+                field: "io.pwrite_curve",
+                value,
+            });
+        }
+        if curve.is_empty() || curve.windows(2).any(|w| w[0][0] >= w[1][0]) {
+            return Err(CostsError::Curve {
+                path: origin.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// CPU of one `pwrite` of `bytes` into a fresh file: the measured curve, linear
+    /// between its points, at the first point's cost below it, and at the last segment's
+    /// slope beyond it.
+    pub fn pwrite_ns(&self, bytes: u64) -> f64 {
+        let c = &self.io.pwrite_curve;
+        let x = bytes as f64;
+        let Some(&[x0, y0]) = c.first() else {
+            return 0.0;
+        };
+        if x <= x0 {
+            return y0;
+        }
+        for w in c.windows(2) {
+            let ([xa, ya], [xb, yb]) = (w[0], w[1]);
+            if x <= xb {
+                return ya + (yb - ya) * (x - xa) / (xb - xa);
+            }
+        }
+        match c.as_slice() {
+            [.., [xa, ya], [xb, yb]] => yb + (yb - ya).max(0.0) / (xb - xa) * (x - xb),
+            _ => y0 * x / x0,
+        }
+    }
+
+    /// Every cost figure with its name.
+    pub fn figures(&self) -> Vec<(&'static str, f64)> {
+        let (n, l, i) = (&self.net, &self.lock, &self.io);
+        vec![
+            ("net.client_msg_ns", n.client_msg_ns),
+            ("net.client_batch_ns", n.client_batch_ns),
+            ("net.server_msg_ns", n.server_msg_ns),
+            ("net.server_batch_ns", n.server_batch_ns),
+            ("net.wire_ns", n.wire_ns),
+            ("net.ping_rtt_ns", n.ping_rtt_ns),
+            ("lock.client_call_ns", l.client_call_ns),
+            ("lock.server_call_ns", l.server_call_ns),
+            ("lock.client_op_ns", l.client_op_ns),
+            ("lock.client_send_ns", l.client_send_ns),
+            ("lock.client_reply_ns", l.client_reply_ns),
+            ("lock.client_range_ns", l.client_range_ns),
+            ("lock.server_request_ns", l.server_request_ns),
+            ("lock.server_list_range_ns", l.server_list_range_ns),
+            ("lock.server_pattern_range_ns", l.server_pattern_range_ns),
+            ("lock.server_release_ns", l.server_release_ns),
+            ("lock.server_decode_range_ns", l.server_decode_range_ns),
+            ("io.memcpy_byte_ns", i.memcpy_byte_ns),
+            ("io.pwrite_handoff_ns", i.pwrite_handoff_ns),
+            ("io.direct_call_ns", i.direct_call_ns),
+            ("io.pwrite_parallel_speedup", i.pwrite_parallel_speedup),
+            ("io.mmap_page_ns", i.mmap_page_ns),
+            ("io.mmap_byte_ns", i.mmap_byte_ns),
+        ]
+    }
+
+    /// Plausible round figures of a 2-core machine, for tests of the model's mechanics
+    /// only (never for predictions: those read a calibrated file).
+    pub fn for_tests() -> Self {
+        Costs {
+            schema: SCHEMA,
+            machine: Machine {
+                cores: 2,
+                cpu: "test".into(),
+                kernel: "test".into(),
+            },
+            net: NetCosts {
+                client_msg_ns: 300.0,
+                client_batch_ns: 10_000.0,
+                server_msg_ns: 400.0,
+                server_batch_ns: 10_000.0,
+                wire_ns: 1_000.0,
+                ping_rtt_ns: 22_000.0,
+            },
+            lock: LockCosts {
+                client_call_ns: 5_000.0,
+                server_call_ns: 2_000.0,
+                client_op_ns: 2_000.0,
+                client_send_ns: 120.0,
+                client_reply_ns: 50.0,
+                client_range_ns: 30.0,
+                server_request_ns: 750.0,
+                server_list_range_ns: 2.0,
+                server_pattern_range_ns: 14.0,
+                server_release_ns: 400.0,
+                server_decode_range_ns: 5.0,
+            },
+            io: IoCosts {
+                memcpy_byte_ns: 0.1,
+                pwrite_curve: vec![[4096.0, 4_000.0], [1048576.0, 200_000.0]],
+                pwrite_handoff_ns: 5_000.0,
+                direct_call_ns: 1_000.0,
+                pwrite_parallel_speedup: 1.0,
+                pwrite_serialized: true,
+                mmap_page_ns: 500.0,
+                mmap_byte_ns: 0.15,
+            },
+            samples: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_file_loads_back_equal() {
+        let dir = std::env::temp_dir().join(format!("atomio-costs-{}", std::process::id()));
+        let path = dir.join("c.json");
+        let c = Costs::for_tests();
+        c.save(&path).unwrap();
+        assert_eq!(Costs::load(&path).unwrap(), c);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_field_named() {
+        let mut c = Costs::for_tests();
+        c.lock.server_pattern_range_ns = -1.0;
+        let text = serde_json::to_string(&c).unwrap();
+        let e = Costs::parse(&text, "x").unwrap_err().to_string();
+        assert!(e.contains("lock.server_pattern_range_ns"), "{e}");
+        let mut c = Costs::for_tests();
+        c.schema = SCHEMA + 1;
+        let e = Costs::parse(&serde_json::to_string(&c).unwrap(), "x").unwrap_err();
+        assert!(matches!(e, CostsError::Schema { .. }), "{e}");
+        assert!(Costs::parse("{\"schema\": 1}", "x").is_err());
+        assert!(Costs::parse("not json", "x").is_err());
+        let mut c = Costs::for_tests();
+        c.machine.cores = 0;
+        assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
+        let mut c = Costs::for_tests();
+        c.io.pwrite_curve.reverse();
+        assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
+        c.io.pwrite_curve.clear();
+        assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
+    }
+
+    #[test]
+    fn the_pwrite_curve_interpolates_and_extends() {
+        let c = Costs::for_tests();
+        assert_eq!(c.pwrite_ns(100), 4_000.0);
+        assert_eq!(c.pwrite_ns(4096), 4_000.0);
+        let mid = c.pwrite_ns((4096 + 1048576) / 2);
+        assert!((mid - 102_000.0).abs() < 1.0, "{mid}");
+        assert!(c.pwrite_ns(2 << 20) > 390_000.0);
+    }
+}

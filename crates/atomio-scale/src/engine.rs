@@ -1,0 +1,596 @@
+//! The discrete-event engine: virtual time, hosts with cores, single-threaded actors,
+//! links with latency and bandwidth.
+//!
+//! An *actor* (a client process, a lock server, the kernel's lock on one file) handles
+//! one message at a time, in arrival order. Handling costs CPU: the engine asks the model
+//! to handle the message when a core of the actor's host is free (the model runs the real
+//! state machine then and says how many ns of CPU that took), holds the core for that
+//! long, and sends what the handling produced when the job ends. Cores are shared by every
+//! actor of a host, first come first served, without preemption: on one 2-core machine
+//! eight processes queue for two cores, which is what makes loopback benchmarks slow.
+//!
+//! Messages are handled in *batches by sender*: when an actor gets a core it takes every
+//! message queued from the sender whose message has waited longest (up to `MAX_BATCH`),
+//! as one read of one connection returns every frame that arrived on it, and runs them as
+//! one job. `first` tells the model which message starts a batch: that one pays the
+//! pick-up (a wake-up, a poll, a read); the others only their own handling. So messages
+//! from one peer that queue up while an actor works cost little each, messages from many
+//! peers cost a pick-up each — measured so on this machine (see `calibrate`) — and
+//! batching emerges from the load instead of being assumed.
+//!
+//! Messages between hosts cross a link: the sender's NIC (bytes / bandwidth, one message
+//! after another), the latency, then the receiver's NIC. Messages within a host (`Via::Local`)
+//! arrive when sent.
+//!
+//! **Invariants:** time never goes back; events at the same time run in the order they
+//! were scheduled (a sequence number breaks ties), so a run is a pure function of the model
+//! and its inputs — deterministic; a host never runs more jobs than it has cores; an actor
+//! never runs two jobs at once.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Virtual time and durations, in nanoseconds.
+pub type Ns = u64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ActorId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostId(pub u32);
+
+/// A machine: cores shared by its actors, a NIC of some bandwidth.
+#[derive(Clone, Copy, Debug)]
+pub struct HostSpec {
+    pub cores: u32,
+    /// Bytes per second each way; `None`: messages take no time on the NIC.
+    pub nic_bytes_per_s: Option<f64>,
+    /// CPU a core loses when it runs an actor other than the one it ran last (a context
+    /// switch between processes); jobs prefer the core their actor last ran on.
+    pub switch_ns: Ns,
+}
+
+/// How a message travels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// Between processes or machines: latency, and the NICs for its bytes.
+    Net,
+    /// Inside a host (the kernel, a timer, the process itself): no delay.
+    Local,
+}
+
+/// A message an actor's job sends when it ends.
+#[derive(Debug)]
+pub struct Out<M> {
+    pub to: ActorId,
+    pub msg: M,
+    pub via: Via,
+    /// Payload bytes (for the NICs).
+    pub bytes: u64,
+    /// Sent this long after the job ends (a timer).
+    pub after: Ns,
+}
+
+impl<M> Out<M> {
+    pub fn net(to: ActorId, msg: M) -> Self {
+        Self {
+            to,
+            msg,
+            via: Via::Net,
+            bytes: 0,
+            after: 0,
+        }
+    }
+
+    pub fn local(to: ActorId, msg: M) -> Self {
+        Self {
+            to,
+            msg,
+            via: Via::Local,
+            bytes: 0,
+            after: 0,
+        }
+    }
+
+    pub fn with_bytes(mut self, bytes: u64) -> Self {
+        self.bytes = bytes;
+        self
+    }
+}
+
+/// Most messages from one sender handled as one batch.
+pub const MAX_BATCH: usize = 512;
+
+/// What the engine drives.
+pub trait Model {
+    type Msg;
+    /// Handles `msg` from `from` at `actor` at `now`; pushes what it sends to `out` and
+    /// returns the CPU time it took. `first`: the message starts a batch (see the module
+    /// docs). The messages of one batch are handled in a row, each at the time the one
+    /// before it ended; what they send leaves when the batch's job ends. An error stops
+    /// the run (a safety violation, a protocol failure).
+    fn handle(
+        &mut self,
+        now: Ns,
+        actor: ActorId,
+        from: ActorId,
+        msg: Self::Msg,
+        first: bool,
+        out: &mut Vec<Out<Self::Msg>>,
+    ) -> Result<Ns, String>;
+}
+
+/// Counters of one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub events: u64,
+    pub jobs: u64,
+    pub messages: u64,
+    pub now: Ns,
+    /// CPU time of every job, summed (≤ now × cores).
+    pub busy: Ns,
+}
+
+enum Event<M> {
+    Deliver {
+        from: ActorId,
+        to: ActorId,
+        msg: M,
+    },
+    Done {
+        actor: ActorId,
+        core: usize,
+        outs: Vec<Out<M>>,
+    },
+}
+
+struct Scheduled<M> {
+    at: Ns,
+    seq: u64,
+    event: Event<M>,
+}
+
+impl<M> PartialEq for Scheduled<M> {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl<M> Eq for Scheduled<M> {}
+impl<M> PartialOrd for Scheduled<M> {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<M> Ord for Scheduled<M> {
+    /// Reversed: the heap pops the earliest (then the first scheduled).
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Idle,
+    /// Queued for a core.
+    Ready,
+    Running,
+}
+
+struct Actor<M> {
+    host: HostId,
+    /// Messages waiting, per sender.
+    inbox: std::collections::HashMap<ActorId, VecDeque<M>>,
+    /// Senders with messages waiting, oldest first (each once).
+    senders: VecDeque<ActorId>,
+    run: Run,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Core {
+    busy: bool,
+    last: Option<ActorId>,
+}
+
+struct Host {
+    spec: HostSpec,
+    free: u32,
+    cores: Vec<Core>,
+    ready: VecDeque<ActorId>,
+    nic_out_free: Ns,
+    nic_in_free: Ns,
+}
+
+/// The engine: hosts, actors, the event queue.
+pub struct Engine<M> {
+    now: Ns,
+    seq: u64,
+    heap: BinaryHeap<Scheduled<M>>,
+    hosts: Vec<Host>,
+    actors: Vec<Actor<M>>,
+    latency: Ns,
+    stats: EngineStats,
+    /// A run stops with an error past this many events (a livelock, or a model bug).
+    pub max_events: u64,
+}
+
+impl<M> Engine<M> {
+    /// An engine whose network has one-way `latency` between any two hosts.
+    pub fn new(latency: Ns) -> Self {
+        Self {
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            hosts: Vec::new(),
+            actors: Vec::new(),
+            latency,
+            stats: EngineStats::default(),
+            max_events: u64::MAX,
+        }
+    }
+
+    pub fn add_host(&mut self, spec: HostSpec) -> HostId {
+        self.hosts.push(Host {
+            spec: HostSpec {
+                cores: spec.cores.max(1),
+                ..spec
+            },
+            free: spec.cores.max(1),
+            cores: vec![Core::default(); spec.cores.max(1) as usize],
+            ready: VecDeque::new(),
+            nic_out_free: 0,
+            nic_in_free: 0,
+        });
+        HostId(self.hosts.len() as u32 - 1)
+    }
+
+    /// A new actor on `host` (which must exist).
+    pub fn add_actor(&mut self, host: HostId) -> ActorId {
+        assert!((host.0 as usize) < self.hosts.len(), "no host {host:?}");
+        self.actors.push(Actor {
+            host,
+            inbox: std::collections::HashMap::new(),
+            senders: VecDeque::new(),
+            run: Run::Idle,
+        });
+        ActorId(self.actors.len() as u32 - 1)
+    }
+
+    pub fn now(&self) -> Ns {
+        self.now
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        EngineStats {
+            now: self.now,
+            ..self.stats
+        }
+    }
+
+    /// Delivers `msg` to `to` at time `at` (≥ now), as if `to` sent it to itself: how a
+    /// run is started.
+    pub fn inject(&mut self, at: Ns, to: ActorId, msg: M) {
+        let at = at.max(self.now);
+        self.schedule(at, Event::Deliver { from: to, to, msg });
+    }
+
+    fn schedule(&mut self, at: Ns, event: Event<M>) {
+        self.seq += 1;
+        self.heap.push(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        });
+    }
+
+    /// Runs until nothing is scheduled. `tick` is called every 2^20 events (progress).
+    pub fn run<T: Model<Msg = M>>(
+        &mut self,
+        model: &mut T,
+        mut tick: impl FnMut(EngineStats),
+    ) -> Result<EngineStats, String> {
+        let mut outs = Vec::new();
+        while let Some(Scheduled { at, event, .. }) = self.heap.pop() {
+            debug_assert!(at >= self.now, "time went back");
+            self.now = at;
+            self.stats.events += 1;
+            if self.stats.events > self.max_events {
+                return Err(format!(
+                    "more than {} events (livelock?) at t = {} ns",
+                    self.max_events, self.now
+                ));
+            }
+            if self.stats.events.trailing_zeros() >= 20 {
+                tick(self.stats());
+            }
+            match event {
+                Event::Deliver { from, to, msg } => {
+                    let a = &mut self.actors[to.0 as usize];
+                    let q = a.inbox.entry(from).or_default();
+                    if q.is_empty() {
+                        a.senders.push_back(from);
+                    }
+                    q.push_back(msg);
+                    if a.run == Run::Idle {
+                        a.run = Run::Ready;
+                        let h = a.host;
+                        self.hosts[h.0 as usize].ready.push_back(to);
+                        self.dispatch(h, model, &mut outs)?;
+                    }
+                }
+                Event::Done {
+                    actor,
+                    core,
+                    outs: sent,
+                } => {
+                    let h = self.actors[actor.0 as usize].host;
+                    let host = &mut self.hosts[h.0 as usize];
+                    host.free += 1;
+                    host.cores[core].busy = false;
+                    for o in sent {
+                        self.send(actor, h, o);
+                    }
+                    let a = &mut self.actors[actor.0 as usize];
+                    if a.senders.is_empty() {
+                        a.run = Run::Idle;
+                    } else {
+                        a.run = Run::Ready;
+                        self.hosts[h.0 as usize].ready.push_back(actor);
+                    }
+                    self.dispatch(h, model, &mut outs)?;
+                }
+            }
+        }
+        Ok(self.stats())
+    }
+
+    /// Starts jobs on `h` while it has free cores and ready actors.
+    fn dispatch<T: Model<Msg = M>>(
+        &mut self,
+        h: HostId,
+        model: &mut T,
+        outs: &mut Vec<Out<M>>,
+    ) -> Result<(), String> {
+        loop {
+            let host = &mut self.hosts[h.0 as usize];
+            if host.free == 0 {
+                return Ok(());
+            }
+            let Some(id) = host.ready.pop_front() else {
+                return Ok(());
+            };
+            host.free -= 1;
+            // The core it ran on last if free (no switch), else any free one.
+            let core = host
+                .cores
+                .iter()
+                .position(|c| !c.busy && c.last == Some(id))
+                .or_else(|| host.cores.iter().position(|c| !c.busy))
+                .expect("a free core exists");
+            let switch = match host.cores[core].last {
+                Some(other) if other != id => host.spec.switch_ns,
+                _ => 0,
+            };
+            host.cores[core] = Core {
+                busy: true,
+                last: Some(id),
+            };
+            let a = &mut self.actors[id.0 as usize];
+            a.run = Run::Running;
+            let from = a.senders.pop_front().expect("a ready actor has a message");
+            let q = a.inbox.get_mut(&from).expect("a queue per waiting sender");
+            let n = q.len().min(MAX_BATCH);
+            let batch: Vec<M> = q.drain(..n).collect();
+            if q.is_empty() {
+                a.inbox.remove(&from);
+            } else {
+                // The rest is another read, after the others waiting.
+                a.senders.push_back(from);
+            }
+            outs.clear();
+            let mut done = self.now + switch;
+            for (i, msg) in batch.into_iter().enumerate() {
+                let cost = model.handle(done, id, from, msg, i == 0, outs)?;
+                done = done.saturating_add(cost);
+            }
+            self.stats.jobs += 1;
+            self.stats.busy += done - self.now;
+            let sent = std::mem::take(outs);
+            self.schedule(
+                done,
+                Event::Done {
+                    actor: id,
+                    core,
+                    outs: sent,
+                },
+            );
+        }
+    }
+
+    /// Puts `o` on its way from `sender` on host `from` (now = the sender's job end).
+    fn send(&mut self, sender: ActorId, from: HostId, o: Out<M>) {
+        self.stats.messages += 1;
+        let start = self.now.saturating_add(o.after);
+        let to_host = self.actors[o.to.0 as usize].host;
+        let at = match o.via {
+            Via::Local => start,
+            Via::Net => {
+                let tx = |spec: HostSpec| match spec.nic_bytes_per_s {
+                    Some(bw) if bw > 0.0 && o.bytes > 0 => (o.bytes as f64 / bw * 1e9) as Ns,
+                    _ => 0,
+                };
+                let src = &mut self.hosts[from.0 as usize];
+                let out_start = start.max(src.nic_out_free);
+                let sent = out_start + tx(src.spec);
+                src.nic_out_free = sent;
+                let dst = &mut self.hosts[to_host.0 as usize];
+                let rx = tx(dst.spec);
+                let arrive = (sent + self.latency).max(dst.nic_in_free + rx);
+                dst.nic_in_free = arrive;
+                arrive
+            }
+        };
+        self.schedule(
+            at,
+            Event::Deliver {
+                from: sender,
+                to: o.to,
+                msg: o.msg,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Actors that bounce a counter to a peer, each handling costing `cost`.
+    struct PingPong {
+        cost: Ns,
+        peer: Vec<ActorId>,
+        left: u32,
+        log: Vec<(Ns, u32)>,
+    }
+
+    impl Model for PingPong {
+        type Msg = u32;
+        fn handle(
+            &mut self,
+            now: Ns,
+            actor: ActorId,
+            _from: ActorId,
+            msg: u32,
+            _first: bool,
+            out: &mut Vec<Out<u32>>,
+        ) -> Result<Ns, String> {
+            self.log.push((now, actor.0));
+            if self.left > 0 {
+                self.left -= 1;
+                out.push(Out::net(self.peer[actor.0 as usize], msg + 1));
+            }
+            Ok(self.cost)
+        }
+    }
+
+    #[test]
+    fn a_round_trip_costs_two_jobs_and_two_latencies() {
+        let mut e = Engine::new(1_000);
+        let spec = HostSpec {
+            cores: 1,
+            nic_bytes_per_s: None,
+            switch_ns: 0,
+        };
+        let (h0, h1) = (e.add_host(spec), e.add_host(spec));
+        let (a, b) = (e.add_actor(h0), e.add_actor(h1));
+        let mut m = PingPong {
+            cost: 500,
+            peer: vec![b, a],
+            left: 2,
+            log: Vec::new(),
+        };
+        e.inject(0, a, 0);
+        let s = e.run(&mut m, |_| {}).unwrap();
+        // a at 0, b at 500+1000, a at 1500+500+1000 = 3000; that job ends at 3500.
+        assert_eq!(m.log, vec![(0, 0), (1_500, 1), (3_000, 0)]);
+        assert_eq!(s.now, 3_500);
+    }
+
+    /// Every message costs `cost` (a batch's first twice that); nothing is sent.
+    struct Sink(Ns, Vec<(Ns, bool)>);
+    impl Model for Sink {
+        type Msg = ();
+        fn handle(
+            &mut self,
+            now: Ns,
+            _a: ActorId,
+            _f: ActorId,
+            _m: (),
+            first: bool,
+            _o: &mut Vec<Out<()>>,
+        ) -> Result<Ns, String> {
+            self.1.push((now, first));
+            Ok(if first { 2 * self.0 } else { self.0 })
+        }
+    }
+
+    #[test]
+    fn cores_are_shared_and_actors_run_one_job_at_a_time() {
+        let mut e = Engine::new(0);
+        let h = e.add_host(HostSpec {
+            cores: 2,
+            nic_bytes_per_s: None,
+            switch_ns: 0,
+        });
+        let actors: Vec<ActorId> = (0..3).map(|_| e.add_actor(h)).collect();
+        // Three actors with one message each, two cores: the third waits for a core.
+        for &a in &actors {
+            e.inject(0, a, ());
+        }
+        // A second message for actor 2 from the same sender, while it waits for a core,
+        // joins its batch.
+        e.inject(0, actors[2], ());
+        let mut m = Sink(100, Vec::new());
+        let s = e.run(&mut m, |_| {}).unwrap();
+        // Actors 0 and 1 at once; actor 2's batch of two (200 + 100) when a core frees.
+        assert_eq!(m.1, vec![(0, true), (0, true), (200, true), (400, false)]);
+        assert_eq!(s.now, 500);
+    }
+
+    #[test]
+    fn a_core_switching_actors_pays_the_switch() {
+        let mut e = Engine::new(0);
+        let h = e.add_host(HostSpec {
+            cores: 1,
+            nic_bytes_per_s: None,
+            switch_ns: 50,
+        });
+        let (a, b) = (e.add_actor(h), e.add_actor(h));
+        e.inject(0, a, ());
+        e.inject(0, b, ());
+        e.inject(1_000, b, ());
+        let mut m = Sink(100, Vec::new());
+        e.run(&mut m, |_| {}).unwrap();
+        // a: 0..200 (a fresh core: no switch); b after a switch: 250..450; b again, on
+        // the core it ran last: no switch.
+        assert_eq!(m.1, vec![(0, true), (250, true), (1_000, true)]);
+    }
+
+    #[test]
+    fn nics_serialize_bytes() {
+        let mut e = Engine::new(0);
+        let spec = HostSpec {
+            cores: 4,
+            nic_bytes_per_s: Some(1e9), // 1 byte per ns
+            switch_ns: 0,
+        };
+        let (h0, h1) = (e.add_host(spec), e.add_host(spec));
+        let src = e.add_actor(h0);
+        let dst = e.add_actor(h1);
+        struct Fan(ActorId, Vec<Ns>);
+        impl Model for Fan {
+            type Msg = bool;
+            fn handle(
+                &mut self,
+                now: Ns,
+                _a: ActorId,
+                _f: ActorId,
+                first: bool,
+                _batch: bool,
+                out: &mut Vec<Out<bool>>,
+            ) -> Result<Ns, String> {
+                if first {
+                    for _ in 0..3 {
+                        out.push(Out::net(self.0, false).with_bytes(1_000));
+                    }
+                } else {
+                    self.1.push(now);
+                }
+                Ok(0)
+            }
+        }
+        let mut m = Fan(dst, Vec::new());
+        e.inject(0, src, true);
+        e.run(&mut m, |_| {}).unwrap();
+        assert_eq!(m.1, vec![1_000, 2_000, 3_000]);
+    }
+}
