@@ -601,6 +601,10 @@ pub struct GcArgs {
     /// Snapshots the collector keeps.
     #[arg(long, default_value_t = 4)]
     keep_last: u64,
+    /// Leave collection to the collector alone (the writer does not bound the storage by
+    /// collecting before a write when the collector lags).
+    #[arg(long)]
+    collector_only: bool,
     /// The collector's pause after a pass that found nothing to collect, ms (none after a
     /// pass that collected something).
     #[arg(long, default_value_t = 5)]
@@ -643,6 +647,7 @@ pub fn version_gc(a: GcArgs) -> anyhow::Result<()> {
         file_bytes: a.mib << 20,
         fraction: a.fraction,
         keep_last: a.keep_last.max(1),
+        writer_retention: !a.collector_only,
         gc_idle_ms: a.gc_idle_ms,
         strategies: crate::bench_workload::parse_strategies(&a.strategies)?,
         data: a.data,
@@ -656,7 +661,7 @@ pub fn version_gc(a: GcArgs) -> anyhow::Result<()> {
         "version-gc: one writer overwrites a {} file {} times, each overwrite writing {} ({}); \
          versioning on {} placement with {} servers (embedded, file-backed, loopback TCP), a \
          second client collecting concurrently (keep the newest {}; next pass at once after one \
-         that collected, after {} ms after one that found nothing)",
+         that collected, after {} ms after one that found nothing){}",
         size(cfg.file_bytes),
         cfg.overwrites,
         size(cfg.window()),
@@ -671,7 +676,12 @@ pub fn version_gc(a: GcArgs) -> anyhow::Result<()> {
         cfg.data,
         cfg.servers,
         cfg.keep_last,
-        cfg.gc_idle_ms
+        cfg.gc_idle_ms,
+        if cfg.writer_retention {
+            "; the writer collects itself before a write when the collector lags"
+        } else {
+            ""
+        }
     );
     let load = loadavg();
     let rows = runtime()?.block_on(atomio_bench::versions::gc::run(&cfg));
@@ -798,6 +808,17 @@ fn print_gc(rows: &[GcRow], cfg: &GcConfig) {
                 size(c.bytes_punched),
                 c.seconds_collecting
             );
+        }
+        match r.writer_collections {
+            Some(n) => println!(
+                "versioning writer: bounds the storage itself (retention {}: collects before a \
+                 write what the collector has not yet) — it collected {n} times",
+                cfg.keep_last
+            ),
+            None => println!(
+                "versioning writer: --collector-only (the collector alone frees; the disk grows \
+                 while it lags)"
+            ),
         }
         // The file's own storage: what the servers held before its first write (their own
         // logs and tables, there with no file at all) is not the file's.

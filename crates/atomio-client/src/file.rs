@@ -105,6 +105,8 @@ pub struct File {
     versioned: Option<crate::versioned::VersionedFile>,
     /// The trees' shape for versions this client makes (`set_version_geometry`).
     version_geometry: Option<atomio_version::Geometry>,
+    /// `VersionedFile::set_retention`, applied when the versions are opened.
+    version_retention: Option<u64>,
     /// The file's interval set and this client's rank in it (`set_intervals`).
     intervals: Option<(Arc<IntervalSet>, u32)>,
     /// Atomic mode was asked for with `auto`: re-decide whenever the interval set changes.
@@ -181,6 +183,7 @@ impl File {
             dlm_log: false,
             versioned: None,
             version_geometry: None,
+            version_retention: None,
             intervals: None,
             auto: false,
             choice: None,
@@ -275,6 +278,16 @@ impl File {
         self.version_geometry = Some(g);
     }
 
+    /// Versioned writes keep at most `keep_last` published snapshots stored: a write
+    /// collects the older ones itself first when no collector has (see
+    /// `VersionedFile::set_retention`). `None` (the default): unbounded.
+    pub fn set_version_retention(&mut self, keep_last: Option<u64>) {
+        self.version_retention = keep_last;
+        if let Some(v) = self.versioned.as_mut() {
+            v.set_retention(keep_last);
+        }
+    }
+
     /// The file's versioned store, opened at first use.
     async fn versions(
         &mut self,
@@ -286,7 +299,7 @@ impl File {
                 Placement::Direct(d) => (d.lock_id(), d.lock_key().to_string()),
             };
             use crate::versioned::VersionedFile;
-            let v = match self.version_geometry {
+            let mut v = match self.version_geometry {
                 Some(g) => VersionedFile::open(c, id, &name, Some(g)).await?,
                 // Not chosen here: the file's own, or the default for a new one.
                 None => match VersionedFile::open(c, id, &name, None).await {
@@ -297,6 +310,7 @@ impl File {
                     r => r?,
                 },
             };
+            v.set_retention(self.version_retention);
             self.versioned = Some(v);
         }
         Ok(self.versioned.as_mut().expect("opened above"))

@@ -57,6 +57,9 @@ pub struct VersionStats {
     pub nodes_fetched: u64,
     pub nodes_cached: u64,
     pub chunk_bytes: u64,
+    /// Collections this writer ran itself before a write because more snapshots than its
+    /// retention were still stored (see `set_retention`).
+    pub writer_collections: u64,
 }
 
 /// What a collection freed.
@@ -86,6 +89,9 @@ pub struct VersionedFile {
     /// Negative control: build trees ignoring the in-flight writers (see
     /// `TreeBuilder::ignoring_hints`).
     ignore_hints: bool,
+    /// Keep at most this many published snapshots stored when a write starts (`None`: no
+    /// bound; collection is left to whoever calls `collect`).
+    retention: Option<u64>,
 }
 
 fn unexpected(what: &str, r: &Reply) -> WireError {
@@ -145,6 +151,7 @@ impl VersionedFile {
             cache: HashMap::new(),
             stats: VersionStats::default(),
             ignore_hints: false,
+            retention: None,
         })
     }
 
@@ -155,6 +162,16 @@ impl VersionedFile {
 
     pub fn geometry(&self) -> Geometry {
         self.geometry
+    }
+
+    /// Bounds the storage a writer can grow: before each write stores its chunks, the
+    /// writer collects every published snapshot but the newest `keep_last` itself when a
+    /// collector has not (back-pressure, as an LSM tree stalls writes behind compaction).
+    /// With whole overwrites, the stored bytes then never exceed `keep_last + 1` times the
+    /// file (plus the writes in flight of other writers), however far a background
+    /// collector lags.
+    pub fn set_retention(&mut self, keep_last: Option<u64>) {
+        self.retention = keep_last.map(|k| k.max(1));
     }
 
     pub fn stats(&self) -> VersionStats {
@@ -431,6 +448,11 @@ impl VersionedFile {
         self.geometry
             .check(hull.end)
             .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+        if let Some(keep) = self.retention {
+            if !self.collect(c, keep, None).await?.collected.is_empty() {
+                self.stats.writer_collections += 1;
+            }
+        }
         let pieces = self.store_chunks(c, &ranges, data).await?;
         self.stats.writes += 1;
         let mut tries = 0;
@@ -829,6 +851,19 @@ impl VersionedFile {
         Ok(())
     }
 
+    /// Whether snapshot `v` is no longer published (a collection freed it).
+    async fn collected_meanwhile(
+        &mut self,
+        c: &mut ClusterClient,
+        v: Version,
+    ) -> Result<bool, WireError> {
+        Ok(self
+            .list(c)
+            .await?
+            .iter()
+            .any(|r| r.version == v && r.state != atomio_version::VersionState::Published))
+    }
+
     /// Garbage collection: frees the nodes and chunk bytes that no snapshot kept reaches,
     /// keeping the newest `keep_last` snapshots and those assigned after `newer_than_ms`
     /// (Unix ms). Safe while others write and read (see `atomio_version::gc`).
@@ -856,16 +891,24 @@ impl VersionedFile {
             collected: plan.collect.clone(),
             ..GcReport::default()
         };
+        if plan.collect.is_empty() && plan.aborted.is_empty() {
+            return Ok(report);
+        }
         for &w in &plan.collect {
             let mut walker = GcWalker::new(self.geometry, w, plan.keep);
             let mut supply = Vec::new();
             let garbage = loop {
-                match walker
-                    .advance(std::mem::take(&mut supply))
-                    .map_err(|e| WireError::new(ErrorCode::Internal, e))?
-                {
-                    GcStep::Fetch(keys) => supply = self.nodes_maybe(c, keys).await?,
-                    GcStep::Done(g) => break g,
+                match walker.advance(std::mem::take(&mut supply)) {
+                    Ok(GcStep::Fetch(keys)) => supply = self.nodes_maybe(c, keys).await?,
+                    Ok(GcStep::Done(g)) => break g,
+                    // A concurrent collection with a newer plan collected our `keep` too:
+                    // its plan covers every version of ours (and it frees what we would),
+                    // so this pass stops here.
+                    Err(_) if self.collected_meanwhile(c, plan.keep).await? => {
+                        report.collected.retain(|v| *v < w);
+                        return Ok(report);
+                    }
+                    Err(e) => return Err(WireError::new(ErrorCode::Internal, e)),
                 }
             };
             let mut drops: BTreeMap<u32, Vec<NodeKey>> = BTreeMap::new();

@@ -437,3 +437,82 @@ async fn writes_of_very_many_pieces_declare_coalesced_regions() {
         assert_eq!(*b, want, "byte {i}");
     }
 }
+
+/// Retention without any collector: each writer collects before it writes (three writers
+/// collecting at once: a plan covers the versions of plans still running), so however many
+/// writes run, the published snapshots stored stay bounded; the newest snapshot stays exactly the writes', and
+/// the same writers with no retention leave every snapshot (the negative control: the
+/// bound comes from the retention, not from the workload).
+#[tokio::test(flavor = "multi_thread")]
+async fn writers_with_retention_bound_the_stored_snapshots_without_a_collector() {
+    use atomio_version::VersionState;
+    let cluster = EmbeddedCluster::start(2);
+    let addrs = cluster.serve_tcp().await.unwrap();
+    let keep = 2u64;
+    let (writers, rounds) = (3u32, 6u64);
+    for retention in [Some(keep), None] {
+        let path = format!("/retention-{}", retention.is_some());
+        let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+        File::create(&mut c, &path, 4096, 2).await.unwrap();
+        let stored_max = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for w in 0..writers {
+            let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+            let mut f = File::open(&mut c, &path).await.unwrap();
+            f.set_atomic(Some(Strategy::versioning())).unwrap();
+            f.set_version_geometry(small_chunks());
+            f.set_version_retention(retention);
+            let stored_max = stored_max.clone();
+            tasks.push(tokio::spawn(async move {
+                let a = access(w, 1024, 64);
+                let mut writes = Vec::new();
+                for op in 0..rounds {
+                    let mut buf = vec![0u8; a.size() as usize];
+                    atomio_verify::fill(w, op, a.ranges(), &mut buf).unwrap();
+                    f.write(&mut c, &a, &buf).await.unwrap();
+                    writes.push(Write::new(w, op, a.clone()));
+                    let stored = f
+                        .list_versions(&mut c)
+                        .await
+                        .unwrap()
+                        .iter()
+                        .filter(|r| r.state == VersionState::Published)
+                        .count() as u64;
+                    stored_max.fetch_max(stored, std::sync::atomic::Ordering::Relaxed);
+                }
+                let n = f.version_stats().unwrap().writer_collections;
+                (writes, n)
+            }));
+        }
+        let mut writes = Vec::new();
+        let mut collections = 0;
+        for t in tasks {
+            let (w, n) = t.await.unwrap();
+            writes.extend(w);
+            collections += n;
+        }
+        let max = stored_max.load(std::sync::atomic::Ordering::Relaxed);
+        match retention {
+            // A collection keeps the newest `k` and whatever an in-flight writer builds on
+            // (at most `writers` back); each writer publishes at most once between two of
+            // its own collections.
+            Some(k) => {
+                let bound = k.max(u64::from(writers)) + u64::from(writers);
+                assert!(max <= bound, "{max} stored, bound {bound}");
+                assert!(collections > 0);
+            }
+            None => {
+                assert_eq!(max, rounds * u64::from(writers));
+                assert_eq!(collections, 0);
+            }
+        }
+        let mut f = File::open(&mut c, &path).await.unwrap();
+        f.set_atomic(Some(Strategy::versioning())).unwrap();
+        let size = f.size(Some(&mut c)).await.unwrap();
+        let all = Access::contiguous(atomio_layout::ByteRange::new(0, size).unwrap()).unwrap();
+        let mut got = vec![0u8; size as usize];
+        f.read(&mut c, &all, &mut got).await.unwrap();
+        let report = atomio_verify::verify(&got[..], &writes, &[] as &[Read]).unwrap();
+        assert_eq!(report.verdict, Verdict::Atomic, "{report}");
+    }
+}

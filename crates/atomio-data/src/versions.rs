@@ -280,10 +280,11 @@ impl Versions {
             Request::VersionComplete { file, version } => {
                 let f = self.file(file)?;
                 match f.versions.state(version) {
-                    Some(atomio_version::VersionState::Published)
-                    | Some(atomio_version::VersionState::Collected) => {
-                        return Ok(Some(Reply::Published { version }))
-                    }
+                    Some(
+                        atomio_version::VersionState::Published
+                        | atomio_version::VersionState::Collecting
+                        | atomio_version::VersionState::Collected,
+                    ) => return Ok(Some(Reply::Published { version })),
                     Some(atomio_version::VersionState::Complete) => {
                         // A repeated completion: wait (again) for publication.
                         f.waiting.entry(version).or_default().push((client, tag));

@@ -25,6 +25,10 @@ pub enum VersionState {
     Complete,
     Published,
     Aborted,
+    /// Published, then handed to a collection plan: its unshared nodes and chunks are being
+    /// freed (readers are refused from the plan on; a later plan hands it out again, so a
+    /// collector that dies mid-pass leaks nothing).
+    Collecting,
     /// Published, then dropped by garbage collection (its unshared nodes and chunks freed).
     Collected,
     /// Aborted, and its nodes freed.
@@ -35,6 +39,11 @@ impl VersionState {
     /// Aborted (its writer must write again under a new version).
     pub fn aborted(self) -> bool {
         matches!(self, VersionState::Aborted | VersionState::Discarded)
+    }
+
+    /// Published once, and dropped (or being dropped) by a collection.
+    pub fn collected(self) -> bool {
+        matches!(self, VersionState::Collecting | VersionState::Collected)
     }
 }
 
@@ -167,7 +176,7 @@ impl FileVersions {
         match self.history.get(&v) {
             Some(r) if r.state == VersionState::Published => Ok(r.size),
             Some(r) if r.state.aborted() => Err(ManagerError::Aborted(v)),
-            Some(r) if r.state == VersionState::Collected => Err(ManagerError::Collected(v)),
+            Some(r) if r.state.collected() => Err(ManagerError::Collected(v)),
             Some(_) => Err(ManagerError::NotPublished(v)),
             None => Err(ManagerError::Unknown(v)),
         }
@@ -296,8 +305,11 @@ impl FileVersions {
     /// Plans a collection keeping the newest `keep_last` published versions (at least one)
     /// and, when `newer_than_ms` is given, every version assigned after it, and every
     /// version an in-flight writer builds on. Aborted versions below the kept ones are
-    /// collected too (their nodes are unreachable).
-    pub fn gc_plan(&self, keep_last: u64, newer_than_ms: Option<u64>) -> GcPlan {
+    /// collected too (their nodes are unreachable). The versions planned become
+    /// `Collecting` (see `VersionState`), and versions still `Collecting` below the kept
+    /// ones are planned again: several collectors may run at once, each plan covering the
+    /// earlier ones' versions.
+    pub fn gc_plan(&mut self, keep_last: u64, newer_than_ms: Option<u64>) -> GcPlan {
         let published: Vec<&VersionRecord> = self
             .history
             .values()
@@ -335,18 +347,24 @@ impl FileVersions {
             .find(|&v| v >= target)
             .unwrap_or(0);
         let keep_below = if keep == 0 { target } else { keep };
-        let below = |state| {
+        let below = |f: fn(VersionState) -> bool| -> Vec<Version> {
             self.history
                 .range(..keep_below)
-                .filter(|(_, r)| r.state == state)
+                .filter(|(_, r)| f(r.state))
                 .map(|(v, _)| *v)
                 .collect()
         };
-        GcPlan {
+        let plan = GcPlan {
             keep,
-            collect: below(VersionState::Published),
-            aborted: below(VersionState::Aborted),
+            collect: below(|s| matches!(s, VersionState::Published | VersionState::Collecting)),
+            aborted: below(|s| s == VersionState::Aborted),
+        };
+        for v in &plan.collect {
+            if let Some(r) = self.history.get_mut(v) {
+                r.state = VersionState::Collecting;
+            }
         }
+        plan
     }
 
     /// A collection finished: its published versions become `Collected`, its aborted ones
@@ -354,7 +372,7 @@ impl FileVersions {
     pub fn gc_done(&mut self, plan: &GcPlan) {
         for v in &plan.collect {
             if let Some(r) = self.history.get_mut(v) {
-                if r.state == VersionState::Published {
+                if matches!(r.state, VersionState::Published | VersionState::Collecting) {
                     r.state = VersionState::Collected;
                 }
             }
@@ -417,12 +435,17 @@ mod tests {
             let a = m.assign(1, regions(0, 10), i * 10).unwrap();
             m.complete(a.version).unwrap();
         }
+        let plan = m.gc_plan(4, Some(5));
+        assert_eq!((plan.keep, plan.collect.clone()), (2, vec![1]));
+        // Planned: refused to readers at once, and planned again by the next collector
+        // (the first may have died mid-pass).
+        assert_eq!(m.size(1), Err(ManagerError::Collected(1)));
+        assert_eq!(m.state(1), Some(VersionState::Collecting));
         let plan = m.gc_plan(4, None);
         assert_eq!(plan.keep, 3);
         assert_eq!(plan.collect, vec![1, 2]);
-        let plan = m.gc_plan(4, Some(5));
-        assert_eq!((plan.keep, plan.collect.clone()), (2, vec![1]));
-        m.gc_done(&m.gc_plan(4, None));
+        m.gc_done(&plan);
+        assert_eq!(m.state(2), Some(VersionState::Collected));
         assert_eq!(m.size(1), Err(ManagerError::Collected(1)));
         assert_eq!(m.gc_plan(4, None).collect, Vec::<Version>::new());
         assert!(m.assign(1, RangeList::new(), 0).is_err());

@@ -38,6 +38,10 @@ pub struct GcConfig {
     /// Of the file each overwrite writes (1: all of it).
     pub fraction: f64,
     pub keep_last: u64,
+    /// The writer bounds the storage itself (`File::set_version_retention(keep_last)`):
+    /// before a write, it collects what the collector has not yet. `false`: the collector
+    /// alone frees, and the disk grows while it lags.
+    pub writer_retention: bool,
     /// The collector's pause after a pass that found nothing to collect (none after one
     /// that did).
     pub gc_idle_ms: u64,
@@ -137,6 +141,9 @@ pub struct GcRow {
     pub write_p99_ms: f64,
     pub seconds: f64,
     pub collector: Option<CollectorStats>,
+    /// Collections the writer ran itself because the collector lagged (versioning with
+    /// `writer_retention`).
+    pub writer_collections: Option<u64>,
     pub verified: bool,
     pub mismatch: Option<String>,
     /// Snapshots (or files) compared byte for byte.
@@ -285,7 +292,10 @@ async fn one_row(
             Writer::Local(Box::new(f))
         }
         RowSpec::Strategy(_) => {
-            let (c, f) = open_versioned(cfg, addrs, &path, &local, true).await?;
+            let (c, mut f) = open_versioned(cfg, addrs, &path, &local, true).await?;
+            if cfg.writer_retention {
+                f.set_version_retention(Some(cfg.keep_last));
+            }
             Writer::Versioned(Box::new(c), Box::new(f))
         }
     };
@@ -442,6 +452,10 @@ async fn one_row(
             (mismatch, checked)
         }
     };
+    let writer_collections = match &writer {
+        Writer::Versioned(_, f) => f.version_stats().map(|s| s.writer_collections),
+        _ => None,
+    };
     drop(writer);
     let mut l = lat.clone();
     l.sort_by(f64::total_cmp);
@@ -466,6 +480,7 @@ async fn one_row(
         write_p99_ms: percentile(&l, 99.0) * 1e3,
         seconds,
         collector: collected,
+        writer_collections,
         verified: mismatch.is_none(),
         mismatch,
         snapshots_checked: checked,
