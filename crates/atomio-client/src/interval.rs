@@ -29,6 +29,7 @@
 use crate::technique::{LockGeometry, Locks, PlacementKind, Technique};
 use atomio_interval::{IntervalSet, PieceClass, Split};
 use atomio_layout::{Access, ByteRange, RangeList, ServerId};
+use atomio_lock::plan::server_tier;
 use atomio_lock::{plan, Method, Protocol, SubRequest, DEFAULT_LIST_RANGES};
 use atomio_proto::{ErrorCode, LockMode, ValidDesc, WireError};
 use std::collections::BTreeMap;
@@ -81,7 +82,7 @@ impl Technique for IntervalLocks {
             // No declared views: every byte is undeclared and locked.
             return Ok(Some(Locks::Service {
                 protocol: Protocol::OneTry,
-                subs: tiered_by_server(plan(access, &g.layout, LIST), g),
+                subs: plan(access, &g.layout, LIST),
             }));
         };
         let split = ig.set.split(ig.rank, access.ranges());
@@ -138,25 +139,16 @@ fn locked_subs(
             subs.push(SubRequest {
                 server,
                 first: chunk[0].start,
-                tier: 0,
+                // Its server's tier, as in every plan: a group's shared intervals
+                // interleave in offset with its neighbours' groups (a row's left and right
+                // ghost columns), so in offset order a blocked call would wait once per row,
+                // alternating managers; by server it waits at most once per manager.
+                tier: server_tier(server),
                 desc: ValidDesc::Ranges(RangeList::from_disjoint_sorted(chunk)?),
             });
         }
     }
-    Ok(tiered_by_server(subs, g))
-}
-
-/// Every sub-request in its server's tier (`atomio_lock::protocol`): a group's shared
-/// intervals interleave in offset with its neighbours' groups (a row's left and right
-/// ghost columns), so in offset order a blocked call would wait once per row, alternating
-/// managers; by server it waits at most once per manager. A byte's tier is its server's
-/// place in the layout, the same for every rank.
-fn tiered_by_server(mut subs: Vec<SubRequest>, g: &LockGeometry) -> Vec<SubRequest> {
-    let servers = g.layout.servers();
-    for s in &mut subs {
-        s.tier = servers.iter().position(|&x| x == s.server).unwrap_or(0) as u32;
-    }
-    subs
+    Ok(subs)
 }
 
 /// A call's bytes cut in two: the part moved with no lock and the part moved under locks,

@@ -158,7 +158,7 @@ impl Technique for CentralLock {
             subs: vec![SubRequest {
                 server: g.central,
                 first: r.start,
-                tier: 0,
+                tier: atomio_lock::plan::server_tier(g.central),
                 desc: ValidDesc::Ranges(RangeList::from_disjoint_sorted(&[r])?),
             }],
         }))

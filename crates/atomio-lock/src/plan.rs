@@ -82,9 +82,23 @@ pub struct SubRequest {
     /// The first byte it covers (the order in which two-phase rounds visit it).
     pub first: u64,
     /// The sub-request's tier: two-phase rounds visit sub-requests by (tier, first byte).
-    /// Ching's plans (`plan`) use 0 for every sub-request, the paper's offset order. A byte
-    /// must get the same tier from every client (see `protocol`).
+    /// `plan` gives each server its own tier (`server_tier`); 0 everywhere is the paper's
+    /// offset order. A byte must get the same tier from every client (see `protocol`).
     pub tier: u32,
+}
+
+/// The tier of every sub-request at `server`: blocked clients wait server by server.
+///
+/// Ching's two-phase rounds visit bytes in offset order, so a client whose bytes are
+/// striped over S servers waits once per stripe unit it crosses (one bounded blocking
+/// acquire each: 136 rounds for 8 MiB over 8 servers of 64 KiB stripes), and a failed
+/// one-try pays them all. By server, it waits at most once per server and keeps every
+/// grant from the servers before (16 messages for the same locks). Measured with 8
+/// clients sharing 25–100 % of 128 Ki locks (`bench locks`, TCP): one-try 3–4x and
+/// two-phase 2–4x faster under contention, the same at 0 %. Deadlock freedom is the
+/// protocol's, given that every client gives a server's bytes the same tier.
+pub fn server_tier(server: ServerId) -> u32 {
+    server.0
 }
 
 /// Splits `access` into the lock requests `method` makes under `layout`.
@@ -92,7 +106,7 @@ pub fn plan(access: &Access, layout: &Layout, method: Method) -> Vec<SubRequest>
     let ranges_sub = |server: ServerId, ranges: &[ByteRange]| SubRequest {
         server,
         first: ranges[0].start,
-        tier: 0,
+        tier: server_tier(server),
         desc: ValidDesc::Ranges(
             RangeList::from_disjoint_sorted(ranges).expect("pieces of a monotone access"),
         ),
@@ -132,7 +146,7 @@ pub fn plan(access: &Access, layout: &Layout, method: Method) -> Vec<SubRequest>
                 Some(SubRequest {
                     server,
                     first,
-                    tier: 0,
+                    tier: server_tier(server),
                     desc: ValidDesc::pattern(access.clone(), layout.clone(), server),
                 })
             })
@@ -187,6 +201,7 @@ mod tests {
                 })
                 .sum();
             assert_eq!(total, access.size(), "{m}: a byte is in two sub-requests");
+            assert!(subs.iter().all(|s| s.tier == server_tier(s.server)), "{m}");
         }
         assert_eq!(plan(&access, &layout, Method::Datatype).len(), 3);
         assert!(plan(&access, &layout, Method::List { max_ranges: 7 })

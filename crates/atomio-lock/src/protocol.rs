@@ -16,12 +16,12 @@
 //! rounds; `AltTry` alternates, starting optimistic.
 //!
 //! **Tiers.** Bytes are ordered by (tier, offset), where a sub-request's `tier` is given by
-//! its plan. Ching's plans put everything in tier 0: the paper's offset order. A technique
-//! whose sub-requests interleave finely in offset across servers (interval I/O's managers
-//! by rank group) gives each server its own tier: a blocked client then waits server by
-//! server, one round trip each, instead of one per interleaving, and keeps what it got from
-//! earlier servers. Every client must give a byte the same tier (a byte is always locked at
-//! the same server, and tiers are a function of the server).
+//! its plan. Tier 0 everywhere is the paper's offset order. atomio's plans give each server
+//! its own tier (`plan::server_tier`): sub-requests interleave finely in offset across
+//! servers (stripe units; interval I/O's managers by rank group), and by server a blocked
+//! client waits server by server, one round trip each, instead of one per interleaving,
+//! and keeps what it got from earlier servers. Every client must give a byte the same tier
+//! (a byte is always locked at the same server, and tiers are a function of the server).
 //!
 //! **Why no deadlock:** a client only ever *waits* (blocking acquire) for byte `x` while it
 //! holds nothing at or above `x` in (tier, offset) order — the optimistic round's

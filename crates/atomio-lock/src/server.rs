@@ -61,7 +61,7 @@ use atomio_proto::{
     ClientId, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, Reply, Request,
     ServerReport, ValidDesc, Wait, WireError,
 };
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// A reply addressed to a client.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,8 +109,11 @@ enum Pending {
 /// What a request holds in the indexes.
 #[derive(Debug)]
 enum Held {
-    /// Starts of this request's write hulls, ascending.
-    Write(Vec<u64>),
+    /// Starts of this request's write hulls. A set, not a vector: another request's grant
+    /// can split one of these hulls anywhere (`split_foreign_hull`), and interleaved
+    /// writers split thousands (a sorted vector's inserts cost O(n) each: 24 % of the lock
+    /// server's time with 8 interleaved clients of 128 Ki locks).
+    Write(BTreeSet<u64>),
     /// This request's read ranges, ascending (the paper's per-request lock chain).
     Read(Chain),
 }
@@ -127,7 +130,9 @@ impl Held {
     /// below `floor` even when it ends before it: a budget estimate, never short).
     fn above(&self, floor: u64) -> usize {
         match self {
-            Held::Write(v) => v.len() - v.partition_point(|&s| s < floor).saturating_sub(1),
+            Held::Write(v) => {
+                v.range(floor..).count() + usize::from(v.range(..floor).next_back().is_some())
+            }
             Held::Read(v) => v.len() - v.partition_point(|r| r.end <= floor),
         }
     }
@@ -135,7 +140,7 @@ impl Held {
     /// Where to cut so that exactly the top `k` entries (1 ≤ k < entries) go.
     fn cut_below_top(&self, k: usize) -> u64 {
         match self {
-            Held::Write(v) => v[v.len() - k],
+            Held::Write(v) => *v.iter().nth_back(k - 1).expect("1 ≤ k < entries"),
             Held::Read(v) => v.get(v.len() - k).expect("1 ≤ k < entries").start,
         }
     }
@@ -913,7 +918,7 @@ impl LockServer {
                 next: Some(first),
                 last: 0,
                 held: match mode {
-                    LockMode::Write => Held::Write(Vec::new()),
+                    LockMode::Write => Held::Write(BTreeSet::new()),
                     LockMode::Read => Held::Read(Chain::new()),
                 },
                 pending: None,
@@ -1375,9 +1380,6 @@ impl LockServer {
                     if r.mode != LockMode::Write {
                         return Err(format!("{id}: read request holds write hulls"));
                     }
-                    if starts.windows(2).any(|w| w[0] >= w[1]) {
-                        return Err(format!("{id}: hull list not ascending {starts:?}"));
-                    }
                     let mut hulls = Vec::new();
                     for &s in starts {
                         let h = table
@@ -1491,7 +1493,7 @@ impl LockServer {
                 }
                 prev_end = h.end;
                 match self.requests.get(&h.lock).map(|r| &r.held) {
-                    Some(Held::Write(starts)) if starts.binary_search(&s).is_ok() => {}
+                    Some(Held::Write(starts)) if starts.contains(&s) => {}
                     _ => return Err(format!("{f}: hull at {s} is not listed by {}", h.lock)),
                 }
             }
@@ -1667,8 +1669,8 @@ fn cut_held(req: &mut LockRequest, table: &mut FileTable, x: u64) -> Vec<ByteRan
     let mut freed = Vec::new();
     match &mut req.held {
         Held::Write(starts) => {
-            let cut = starts.partition_point(|&s| s < x);
-            if let Some(&s) = cut.checked_sub(1).and_then(|i| starts.get(i)) {
+            let above = starts.split_off(&x);
+            if let Some(&s) = starts.last() {
                 let h = table.writes.get(s).expect("listed hulls exist");
                 if h.end > x {
                     table.writes.set_end(s, x);
@@ -1678,14 +1680,13 @@ fn cut_held(req: &mut LockRequest, table: &mut FileTable, x: u64) -> Vec<ByteRan
                     });
                 }
             }
-            for &s in &starts[cut..] {
+            for s in above {
                 let h = table.writes.remove(s).expect("listed hulls exist");
                 freed.push(ByteRange {
                     start: s,
                     end: h.end,
                 });
             }
-            starts.truncate(cut);
         }
         Held::Read(chain) => {
             let cut = chain.partition_point(|r| r.end <= x);
@@ -1778,7 +1779,7 @@ fn add_write_hull(
         }
     }
     table.writes.insert(r.start, Hull { end: r.end, lock });
-    starts.push(r.start);
+    starts.insert(r.start);
     *entries += 1;
 }
 
@@ -1806,8 +1807,7 @@ fn split_foreign_hull(
         );
         let owner = others.get_mut(&c.hull.lock).expect("hulls have owners");
         if let Held::Write(starts) = &mut owner.held {
-            let i = starts.partition_point(|&s| s < rs);
-            starts.insert(i, rs);
+            starts.insert(rs);
         }
         // The split hull is the owner's entry (it goes when the owner releases), counted
         // in its share though this request caused it.

@@ -554,10 +554,8 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                         by_server
                     };
                     let mut subs = plan(&access, &layout, method);
-                    if by_server {
-                        for s in &mut subs {
-                            s.tier = s.server.0;
-                        }
+                    for s in &mut subs {
+                        s.tier = if by_server { s.server.0 } else { 0 };
                     }
                     let mut op = LockOp::new(FILE, mode, protocol, subs);
                     op.inject(faults);
