@@ -16,6 +16,7 @@
 
 use crate::costs::Costs;
 use crate::engine::Ns;
+use crate::held::Holders;
 use atomio_layout::ServerId;
 use atomio_lock::{LockOp, LockServer, Outgoing, Protocol, Send, Status, SubRequest};
 use atomio_proto::{ClientId, FileId, LockDesc, LockId, LockMode, Reply, Request};
@@ -155,6 +156,49 @@ impl SimServer {
         } else {
             false
         }
+    }
+}
+
+/// What a lock server of a model is handed: a client's lock message, or a work tick it
+/// queued itself (`wants_work`).
+#[derive(Debug)]
+pub enum ServerInput {
+    Lock {
+        client: u32,
+        tag: u64,
+        request: Request,
+    },
+    Work,
+}
+
+impl SimServer {
+    /// One step of server `s`: a full release first clears its holder from the safety
+    /// check, then the table runs. Returns the step's cost and whether a work tick must be
+    /// queued; the replies (to the caller and to waiters a release wakes) are in `replies`.
+    pub fn step(
+        &mut self,
+        s: u32,
+        costs: &Costs,
+        holders: &mut Holders,
+        input: ServerInput,
+        first: bool,
+        replies: &mut Vec<Outgoing>,
+    ) -> (Ns, bool) {
+        replies.clear();
+        let cost = match input {
+            ServerInput::Lock {
+                client,
+                tag,
+                request,
+            } => {
+                if let Some(id) = released_holder(client, tag, &request) {
+                    holders.release(id, ServerId(s));
+                }
+                self.handle(costs, client, tag, request, first, replies)
+            }
+            ServerInput::Work => self.work(costs, replies),
+        };
+        (cost, self.wants_work())
     }
 }
 

@@ -17,7 +17,7 @@
 use crate::costs::Costs;
 use crate::engine::{ActorId, Engine, EngineStats, HostSpec, Model, Ns, Out};
 use crate::held::{Holders, Owner};
-use crate::lock_service::{released_holder, ClientLocks, SimServer, Wire};
+use crate::lock_service::{ClientLocks, ServerInput, SimServer, Wire};
 use crate::platform::Platform;
 use atomio_layout::{Access, Layout, Pattern, ServerId};
 use atomio_lock::{plan, Method, Protocol, Status};
@@ -215,23 +215,28 @@ impl LockBench<'_> {
         first: bool,
         out: &mut Vec<Out<Msg>>,
     ) -> Result<Ns, String> {
-        let srv = &mut self.servers[s as usize];
-        self.replies.clear();
-        let cost = match msg {
+        let input = match msg {
             Msg::Lock {
                 client,
                 tag,
                 request,
-            } => {
-                if let Some(id) = released_holder(client, tag, &request) {
-                    self.holders.release(id, ServerId(s));
-                }
-                srv.handle(self.costs, client, tag, request, first, &mut self.replies)
-            }
-            Msg::Work => srv.work(self.costs, &mut self.replies),
+            } => ServerInput::Lock {
+                client,
+                tag,
+                request,
+            },
+            Msg::Work => ServerInput::Work,
             _ => return Err("a server got a client's message".into()),
         };
-        if srv.wants_work() {
+        let (cost, work) = self.servers[s as usize].step(
+            s,
+            self.costs,
+            &mut self.holders,
+            input,
+            first,
+            &mut self.replies,
+        );
+        if work {
             out.push(Out::local(self.server_actors[s as usize], Msg::Work));
         }
         for o in self.replies.drain(..) {

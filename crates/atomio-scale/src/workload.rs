@@ -27,7 +27,7 @@
 use crate::costs::Costs;
 use crate::engine::{ActorId, Engine, EngineStats, HostSpec, Model, Ns, Out};
 use crate::held::{Holders, Owner};
-use crate::lock_service::{released_holder, ClientLocks, SimServer, Wire};
+use crate::lock_service::{ClientLocks, ServerInput, SimServer, Wire};
 use crate::lockbench::{place, Fault};
 use crate::platform::Platform;
 use atomio_client::{LockGeometry, Locks, Strategy};
@@ -513,23 +513,28 @@ impl Model for WorkloadModel<'_> {
         if s as usize >= self.servers.len() {
             return self.data_step(msg, first, out);
         }
-        let srv = &mut self.servers[s as usize];
-        self.replies.clear();
-        let cost = match msg {
+        let input = match msg {
             Msg::Lock {
                 client,
                 tag,
                 request,
-            } => {
-                if let Some(id) = released_holder(client, tag, &request) {
-                    self.holders.release(id, ServerId(s));
-                }
-                srv.handle(self.costs, client, tag, request, first, &mut self.replies)
-            }
-            Msg::Work => srv.work(self.costs, &mut self.replies),
+            } => ServerInput::Lock {
+                client,
+                tag,
+                request,
+            },
+            Msg::Work => ServerInput::Work,
             _ => return Err("a server got a client's message".into()),
         };
-        if srv.wants_work() {
+        let (cost, work) = self.servers[s as usize].step(
+            s,
+            self.costs,
+            &mut self.holders,
+            input,
+            first,
+            &mut self.replies,
+        );
+        if work {
             out.push(Out::local(actor, Msg::Work));
         }
         for o in self.replies.drain(..) {
