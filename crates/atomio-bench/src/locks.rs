@@ -8,7 +8,11 @@
 //! * **contention**: a fixed number of clients and servers; client `i`'s pattern starts
 //!   `i · (1 − overlap) · region` bytes in, so neighbours share `overlap` of their locks.
 //!   Clients that share locks cannot all hold them at once, so each client releases as soon
-//!   as it holds everything (no barrier in between).
+//!   as it holds everything (no barrier in between);
+//! * **interleave**: like contention, but client `i` starts `i · spacing / clients` bytes in:
+//!   no lock is shared, every client's locks fall between its neighbours' (the pattern of
+//!   interleaved writers such as S3D's), so the servers cannot keep one hull per client.
+//!   Its rows carry overlap 0.
 //!
 //! A phase's rate is total locks / the time during which at least one client was in that
 //! phase (the length of the union of the clients' intervals). In the scaling variant this is
@@ -57,6 +61,8 @@ pub struct LockBenchConfig {
     pub protocols: Vec<Protocol>,
     /// Overlap percentages for the contention variant (empty: skip it).
     pub overlaps: Vec<u32>,
+    /// Also run the interleave variant (with the contention clients).
+    pub interleave: bool,
     pub contention_clients: u32,
     pub runs: usize,
     pub stripe_size: u64,
@@ -79,6 +85,7 @@ impl Default for LockBenchConfig {
             methods: Method::ALL.to_vec(),
             protocols: Protocol::ALL.to_vec(),
             overlaps: vec![0, 25, 50, 75, 100],
+            interleave: true,
             contention_clients: 8,
             runs: 3,
             stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
@@ -93,7 +100,7 @@ impl Default for LockBenchConfig {
 /// One configuration's result.
 #[derive(Clone, Debug, Serialize)]
 pub struct LockBenchRow {
-    /// "scaling" or "contention".
+    /// "scaling", "contention" or "interleave".
     pub variant: &'static str,
     pub transport: Transport,
     pub method: String,
@@ -230,7 +237,7 @@ struct Case {
 pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> {
     let scratch = std::env::temp_dir().join(format!("atomio-bench-locks-{}", std::process::id()));
     let mut server_counts: Vec<u32> = cfg.scaling_clients.clone();
-    if !cfg.overlaps.is_empty() {
+    if !cfg.overlaps.is_empty() || cfg.interleave {
         server_counts.push(cfg.contention_clients);
     }
     server_counts.sort_unstable();
@@ -261,6 +268,9 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
                 if n == cfg.contention_clients {
                     for &ov in &cfg.overlaps {
                         add("contention", spacing, ov);
+                    }
+                    if cfg.interleave && spacing >= u64::from(n) {
+                        add("interleave", spacing, 0);
                     }
                 }
             }
@@ -341,6 +351,8 @@ async fn run_once(
     let region = locks * case.spacing;
     let shift = if case.variant == "scaling" {
         region
+    } else if case.variant == "interleave" {
+        case.spacing / u64::from(case.clients)
     } else {
         // A whole number of lock spacings, so that neighbours share exactly `overlap` of
         // their locks (`region / 100 · (100 − overlap)` was 60 bytes off the spacing at

@@ -47,6 +47,9 @@ pub struct LockArgs {
     /// Skip the contention variant.
     #[arg(long)]
     no_contention: bool,
+    /// Skip the interleave variant (clients' locks between each other's, none shared).
+    #[arg(long)]
+    no_interleave: bool,
     /// Clients (and servers) in the contention variant.
     #[arg(long, default_value_t = 8)]
     contention_clients: u32,
@@ -94,6 +97,7 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
         } else {
             a.overlap.into_iter().filter(|&o| o <= 100).collect()
         },
+        interleave: !a.no_interleave,
         contention_clients: a.contention_clients,
         runs: a.runs.max(1),
         server_exe: Some(std::env::current_exe().context("locating the atomio executable")?),
@@ -110,6 +114,7 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
         cfg.scaling_clients = vec![1, 2, 4];
         cfg.spacings = vec![64];
         cfg.overlaps = vec![0, 100];
+        cfg.interleave = false;
         cfg.contention_clients = 4;
         cfg.locks = cfg.locks.min(32_768);
     }
@@ -149,7 +154,11 @@ fn table(rows: &[LockBenchRow]) -> String {
                 format!("{}", r.clients),
                 format!("{}", r.servers),
                 format!("{}", r.spacing_bytes),
-                format!("{}%", r.overlap_pct),
+                if r.variant == "interleave" {
+                    "none shared".into()
+                } else {
+                    format!("{}%", r.overlap_pct)
+                },
                 thousands(r.acquire_locks_per_s),
                 thousands(r.release_locks_per_s),
                 thousands(r.messages_per_client),
@@ -243,7 +252,91 @@ fn key_ratios(rows: &[LockBenchRow]) -> String {
                         );
                     }
                 }
+                out += &overlap_figures(rows, t, cc, spacing);
             }
+        }
+    }
+    out
+}
+
+/// Issue 8's contention target per method: at every overlap, the fastest protocol against
+/// the fastest at 0 % (and each protocol against its own 0 %); and what interleaving (no
+/// lock shared) costs against 0 % overlap.
+fn overlap_figures(rows: &[LockBenchRow], t: Transport, cc: u32, spacing: u64) -> String {
+    let mut out = String::new();
+    let mut methods: Vec<&str> = rows.iter().map(|r| r.method.as_str()).collect();
+    methods.sort_unstable();
+    methods.dedup();
+    for m in methods {
+        let of = |variant: &str, ov: u32| -> Vec<&LockBenchRow> {
+            rows.iter()
+                .filter(|r| {
+                    r.transport == t
+                        && r.variant == variant
+                        && r.method == m
+                        && r.clients == cc
+                        && r.spacing_bytes == spacing
+                        && r.overlap_pct == ov
+                })
+                .collect()
+        };
+        let best = |rs: &[&LockBenchRow]| {
+            rs.iter()
+                .map(|r| r.acquire_locks_per_s)
+                .fold(0.0f64, f64::max)
+        };
+        let zero = of("contention", 0);
+        let base = best(&zero);
+        if base <= 0.0 {
+            continue;
+        }
+        let mut ovs: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.variant == "contention" && r.method == m && r.overlap_pct > 0)
+            .map(|r| r.overlap_pct)
+            .collect();
+        ovs.sort_unstable();
+        ovs.dedup();
+        if !ovs.is_empty() {
+            let pct: Vec<(u32, f64)> = ovs
+                .iter()
+                .map(|&ov| (ov, best(&of("contention", ov)) / base * 100.0))
+                .collect();
+            let worst = pct.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+            let own: Vec<String> = zero
+                .iter()
+                .map(|z| {
+                    let w = ovs
+                        .iter()
+                        .filter_map(|&ov| {
+                            of("contention", ov)
+                                .into_iter()
+                                .find(|r| r.protocol == z.protocol)
+                        })
+                        .map(|r| r.acquire_locks_per_s / z.acquire_locks_per_s * 100.0)
+                        .fold(f64::INFINITY, f64::min);
+                    format!("{} {w:.0}%", z.protocol)
+                })
+                .collect();
+            out += &format!(
+                "  {t} {cc} clients {spacing}B: {m}, the fastest protocol at each overlap vs the \
+                 fastest at 0%: {} [>= 50% at every overlap: {}]; each protocol's worst overlap \
+                 vs its own 0%: {}\n",
+                pct.iter()
+                    .map(|(ov, p)| format!("{ov}% {p:.0}%"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if worst >= 50.0 { "met" } else { "MISSED" },
+                own.join(", ")
+            );
+        }
+        let inter = of("interleave", 0);
+        if !inter.is_empty() {
+            out += &format!(
+                "  {t} {cc} clients {spacing}B: {m}, interleaved (no lock shared, each between \
+                 its neighbours'): the fastest protocol at {:.0}% of the fastest at 0% overlap\n",
+                best(&inter) / base * 100.0
+            );
         }
     }
     out

@@ -47,8 +47,17 @@ fn bench_locks_runs_both_transports_and_writes_json_and_chart() {
     );
     let rows: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    // 2 transports × (2 scaling sizes + 2 overlaps) × 9 method-protocols.
-    assert_eq!(rows.len(), 2 * 4 * 9);
+    // 2 transports × (2 scaling sizes + 2 overlaps + interleaved) × 9 method-protocols.
+    assert_eq!(rows.len(), 2 * 5 * 9);
+    assert_eq!(
+        rows.iter().filter(|r| r["variant"] == "interleave").count(),
+        2 * 9
+    );
+    assert!(
+        stdout.contains("the fastest protocol at each overlap vs the fastest at 0%")
+            && stdout.contains("interleaved (no lock shared"),
+        "{stdout}"
+    );
     for r in &rows {
         for field in [
             "transport",
