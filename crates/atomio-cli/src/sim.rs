@@ -328,7 +328,9 @@ fn run_versioning(a: &SimArgs) -> anyhow::Result<()> {
         progress(i + 1, a.seeds, started);
     }
     println!(
-        "{} seeds from {}: {published} versions published, each read through its tree equal          to the model ({reads} snapshot reads); {aborted} aborted (stalled writers),          {collected} collected with every kept snapshot intact",
+        "{} seeds from {}: {published} versions published, each read through its tree equal \
+         to the model ({reads} snapshot reads); {aborted} aborted (stalled writers), \
+         {collected} collected with every kept snapshot intact",
         a.seeds, a.seed
     );
     Ok(())
