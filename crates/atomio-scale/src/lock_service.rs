@@ -15,7 +15,7 @@
 //! runs (a detached release's answer) is charged and ignored.
 
 use crate::costs::Costs;
-use crate::engine::Ns;
+use crate::engine::{ActorId, Ns, Out};
 use crate::held::Holders;
 use atomio_layout::ServerId;
 use atomio_lock::{LockOp, LockServer, Outgoing, Protocol, Send, Status, SubRequest};
@@ -33,6 +33,9 @@ pub struct SimServer {
     patterns: HashMap<LockId, bool>,
     /// New requests whose lock id is not known yet: (client, tag) → pattern.
     opening: HashMap<(u64, u64), bool>,
+    id: ServerId,
+    /// Scratch for a step's replies (kept to reuse its allocation).
+    replies: Vec<Outgoing>,
 }
 
 fn ns(x: f64) -> Ns {
@@ -63,6 +66,8 @@ impl SimServer {
             faulty,
             patterns: HashMap::new(),
             opening: HashMap::new(),
+            id,
+            replies: Vec::new(),
         }
     }
 
@@ -159,46 +164,56 @@ impl SimServer {
     }
 }
 
-/// What a lock server of a model is handed: a client's lock message, or a work tick it
-/// queued itself (`wants_work`).
-#[derive(Debug)]
-pub enum ServerInput {
-    Lock {
-        client: u32,
-        tag: u64,
-        request: Request,
-    },
-    Work,
+/// A model's message type, as far as its lock servers are concerned.
+pub trait LockMessages: Sized {
+    /// A client's lock message as `(client, tag, request)`, `Ok(None)` for the server's own
+    /// work tick, or the message back when it is not a lock server's.
+    fn lock_input(self) -> Result<Option<(u32, u64, Request)>, Self>;
+    /// The work tick a server queues to itself (`wants_work`).
+    fn work() -> Self;
+    /// A server's reply to a client.
+    fn reply(tag: u64, reply: Reply) -> Self;
 }
 
 impl SimServer {
-    /// One step of server `s`: a full release first clears its holder from the safety
-    /// check, then the table runs. Returns the step's cost and whether a work tick must be
-    /// queued; the replies (to the caller and to waiters a release wakes) are in `replies`.
-    pub fn step(
+    /// One step of this server, actor `me`: a full release first clears its holder from
+    /// the safety check, then the table runs; a work tick is queued when the table wants
+    /// one, and the replies (to the caller and to waiters a release wakes) go to
+    /// `client_actors`. Returns the step's cost.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step<M: LockMessages>(
         &mut self,
-        s: u32,
+        me: ActorId,
         costs: &Costs,
         holders: &mut Holders,
-        input: ServerInput,
+        msg: M,
         first: bool,
-        replies: &mut Vec<Outgoing>,
-    ) -> (Ns, bool) {
+        client_actors: &[ActorId],
+        out: &mut Vec<Out<M>>,
+    ) -> Result<Ns, String> {
+        let mut replies = std::mem::take(&mut self.replies);
         replies.clear();
-        let cost = match input {
-            ServerInput::Lock {
-                client,
-                tag,
-                request,
-            } => {
+        let cost = match msg.lock_input() {
+            Ok(Some((client, tag, request))) => {
                 if let Some(id) = released_holder(client, tag, &request) {
-                    holders.release(id, ServerId(s));
+                    holders.release(id, self.id);
                 }
-                self.handle(costs, client, tag, request, first, replies)
+                self.handle(costs, client, tag, request, first, &mut replies)
             }
-            ServerInput::Work => self.work(costs, replies),
+            Ok(None) => self.work(costs, &mut replies),
+            Err(_) => return Err("a server got a client's message".into()),
         };
-        (cost, self.wants_work())
+        if self.wants_work() {
+            out.push(Out::local(me, M::work()));
+        }
+        for o in replies.drain(..) {
+            out.push(Out::net(
+                client_actors[o.to.0 as usize],
+                M::reply(o.tag, o.reply),
+            ));
+        }
+        self.replies = replies;
+        Ok(cost)
     }
 }
 

@@ -17,7 +17,7 @@
 use crate::costs::Costs;
 use crate::engine::{ActorId, Engine, EngineStats, HostSpec, Model, Ns, Out};
 use crate::held::{Holders, Owner};
-use crate::lock_service::{ClientLocks, ServerInput, SimServer, Wire};
+use crate::lock_service::{ClientLocks, LockMessages, SimServer, Wire};
 use crate::platform::Platform;
 use atomio_layout::{Access, Layout, Pattern, ServerId};
 use atomio_lock::{plan, Method, Protocol, Status};
@@ -87,6 +87,26 @@ enum Msg {
     Work,
 }
 
+impl LockMessages for Msg {
+    fn lock_input(self) -> Result<Option<(u32, u64, Request)>, Self> {
+        match self {
+            Msg::Lock {
+                client,
+                tag,
+                request,
+            } => Ok(Some((client, tag, request))),
+            Msg::Work => Ok(None),
+            other => Err(other),
+        }
+    }
+    fn work() -> Self {
+        Msg::Work
+    }
+    fn reply(tag: u64, reply: Reply) -> Self {
+        Msg::Reply { tag, reply }
+    }
+}
+
 #[derive(Default)]
 struct Client {
     locks: ClientLocks,
@@ -108,7 +128,6 @@ struct LockBench<'a> {
     holders: Holders,
     held_count: u32,
     wires: Vec<Wire>,
-    replies: Vec<atomio_lock::Outgoing>,
 }
 
 const FILE: FileId = FileId(7);
@@ -215,40 +234,15 @@ impl LockBench<'_> {
         first: bool,
         out: &mut Vec<Out<Msg>>,
     ) -> Result<Ns, String> {
-        let input = match msg {
-            Msg::Lock {
-                client,
-                tag,
-                request,
-            } => ServerInput::Lock {
-                client,
-                tag,
-                request,
-            },
-            Msg::Work => ServerInput::Work,
-            _ => return Err("a server got a client's message".into()),
-        };
-        let (cost, work) = self.servers[s as usize].step(
-            s,
+        self.servers[s as usize].step(
+            self.server_actors[s as usize],
             self.costs,
             &mut self.holders,
-            input,
+            msg,
             first,
-            &mut self.replies,
-        );
-        if work {
-            out.push(Out::local(self.server_actors[s as usize], Msg::Work));
-        }
-        for o in self.replies.drain(..) {
-            out.push(Out::net(
-                self.client_actors[o.to.0 as usize],
-                Msg::Reply {
-                    tag: o.tag,
-                    reply: o.reply,
-                },
-            ));
-        }
-        Ok(cost)
+            &self.client_actors,
+            out,
+        )
     }
 }
 
@@ -351,7 +345,6 @@ pub fn run(
         holders: Holders::default(),
         held_count: 0,
         wires: Vec::new(),
-        replies: Vec::new(),
     };
     // Server i's actor id is clients + i: `handle` relies on that numbering.
     debug_assert!(model

@@ -138,6 +138,18 @@ pub fn run(
     Ok(p)
 }
 
+/// Runs one model run named `what` with progress lines (`ticker`); returns its result and
+/// the wall seconds it took.
+fn timed<R>(
+    say: &mut dyn FnMut(&str),
+    what: &str,
+    run: impl FnOnce(&mut dyn FnMut(crate::engine::EngineStats)) -> Result<R, String>,
+) -> Result<(R, f64), String> {
+    let t0 = Instant::now();
+    let r = run(&mut ticker(say, what)).map_err(|e| format!("{what}: {e}"))?;
+    Ok((r, t0.elapsed().as_secs_f64()))
+}
+
 /// Progress for long runs: a line every 2^20 events.
 fn ticker<'a>(
     say: &'a mut dyn FnMut(&str),
@@ -209,15 +221,13 @@ fn ching_locks(
             };
             let label = spec.label();
             let what = format!("ching-locks {label} {clients}x{servers}");
-            let t0 = Instant::now();
-            let r = lockbench::run(&spec, costs, &platform, ticker(say, &what))
-                .map_err(|e| format!("{what}: {e}"))?;
+            let (r, wall) = timed(say, &what, |tick| {
+                lockbench::run(&spec, costs, &platform, tick)
+            })?;
             say(&format!(
                 "  {what}: {:.0} locks/s ({:.1} s)",
-                r.acquire_locks_per_s,
-                t0.elapsed().as_secs_f64()
+                r.acquire_locks_per_s, wall
             ));
-            let wall = t0.elapsed().as_secs_f64();
             let row = |unit, value| Row {
                 study: "ching-locks",
                 platform: platform.name.clone(),
@@ -308,21 +318,20 @@ fn s3d(
         for st in strategies {
             let strategy: Strategy = st.parse()?;
             let what = format!("s3d {st} {clients}x{servers}");
-            let t0 = Instant::now();
-            let r = workload::run(
-                &plan,
-                &strategy,
-                servers,
-                DataPath::Servers {
-                    stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
-                },
-                costs,
-                &platform,
-                Fault::None,
-                ticker(say, &what),
-            )
-            .map_err(|e| format!("{what}: {e}"))?;
-            let wall = t0.elapsed().as_secs_f64();
+            let (r, wall) = timed(say, &what, |tick| {
+                workload::run(
+                    &plan,
+                    &strategy,
+                    servers,
+                    DataPath::Servers {
+                        stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
+                    },
+                    costs,
+                    &platform,
+                    Fault::None,
+                    tick,
+                )
+            })?;
             say(&format!("  {what}: {:.1} MiB/s ({wall:.1} s)", r.mib_per_s));
             if st == "none" {
                 none = Some(r.mib_per_s);
@@ -404,20 +413,19 @@ fn ior_hard(
         let plan = plan("ior-strided", &ior_args(47_008, segments), clients)?;
         for d in [Dlm::SeqDlm, Dlm::DlmLustre] {
             let what = format!("ior-hard {} {clients} clients, 4 stripes", d.name());
-            let t0 = Instant::now();
-            let r = dlm::run(
-                &plan,
-                d,
-                4,
-                4,
-                stripe,
-                costs,
-                &platform,
-                DlmFault::None,
-                ticker(say, &what),
-            )
-            .map_err(|e| format!("{what}: {e}"))?;
-            let wall = t0.elapsed().as_secs_f64();
+            let (r, wall) = timed(say, &what, |tick| {
+                dlm::run(
+                    &plan,
+                    d,
+                    4,
+                    4,
+                    stripe,
+                    costs,
+                    &platform,
+                    DlmFault::None,
+                    tick,
+                )
+            })?;
             say(&format!(
                 "  {what}: PIO {:.1} MiB/s ({wall:.1} s)",
                 r.pio_mib_per_s
@@ -442,21 +450,20 @@ fn ior_hard(
         for st in ["none", "bounding-extent", "ching:datatype:one-try"] {
             let strategy: Strategy = st.parse()?;
             let what = format!("ior-hard {st} {clients} clients, 4 servers");
-            let t0 = Instant::now();
-            let r = workload::run(
-                &plan,
-                &strategy,
-                4,
-                DataPath::Servers {
-                    stripe_size: stripe,
-                },
-                costs,
-                &platform,
-                Fault::None,
-                ticker(say, &what),
-            )
-            .map_err(|e| format!("{what}: {e}"))?;
-            let wall = t0.elapsed().as_secs_f64();
+            let (r, wall) = timed(say, &what, |tick| {
+                workload::run(
+                    &plan,
+                    &strategy,
+                    4,
+                    DataPath::Servers {
+                        stripe_size: stripe,
+                    },
+                    costs,
+                    &platform,
+                    Fault::None,
+                    tick,
+                )
+            })?;
             say(&format!("  {what}: {:.1} MiB/s ({wall:.1} s)", r.mib_per_s));
             p.rows.push(Row {
                 study: "ior-hard",
@@ -583,80 +590,63 @@ fn tile(
                 })
             };
         let what = format!("tile seqdlm {clients} clients, {servers} stripes");
-        let t0 = Instant::now();
-        let r = dlm::run(
-            &plan,
-            Dlm::SeqDlm,
-            servers,
-            servers,
-            stripe,
-            costs,
-            &platform,
-            DlmFault::None,
-            ticker(say, &what),
-        )
-        .map_err(|e| format!("{what}: {e}"))?;
+        let (r, wall) = timed(say, &what, |tick| {
+            dlm::run(
+                &plan,
+                Dlm::SeqDlm,
+                servers,
+                servers,
+                stripe,
+                costs,
+                &platform,
+                DlmFault::None,
+                tick,
+            )
+        })?;
         say(&format!(
             "  {what}: PIO {:.1} MiB/s ({:.1} s)",
-            r.pio_mib_per_s,
-            t0.elapsed().as_secs_f64()
+            r.pio_mib_per_s, wall
         ));
         push(
             "seqdlm",
             r.pio_mib_per_s,
             r.pio_seconds,
-            t0.elapsed().as_secs_f64(),
+            wall,
             r.resource_checks + r.order_checks,
             p,
         );
         for st in ["none", "ching:datatype:one-try"] {
             let strategy: Strategy = st.parse()?;
             let what = format!("tile {st} {clients} clients, {servers} servers");
-            let t0 = Instant::now();
-            let r = workload::run(
-                &plan,
-                &strategy,
-                servers,
-                DataPath::Servers {
-                    stripe_size: stripe,
-                },
-                costs,
-                &platform,
-                Fault::None,
-                ticker(say, &what),
-            )
-            .map_err(|e| format!("{what}: {e}"))?;
+            let (r, wall) = timed(say, &what, |tick| {
+                workload::run(
+                    &plan,
+                    &strategy,
+                    servers,
+                    DataPath::Servers {
+                        stripe_size: stripe,
+                    },
+                    costs,
+                    &platform,
+                    Fault::None,
+                    tick,
+                )
+            })?;
             say(&format!(
                 "  {what}: {:.1} MiB/s ({:.1} s)",
-                r.mib_per_s,
-                t0.elapsed().as_secs_f64()
+                r.mib_per_s, wall
             ));
-            push(
-                st,
-                r.mib_per_s,
-                r.seconds,
-                t0.elapsed().as_secs_f64(),
-                r.safety_checks,
-                p,
-            );
+            push(st, r.mib_per_s, r.seconds, wall, r.safety_checks, p);
         }
         let what = format!("tile versioning {clients} clients, {servers} servers");
-        let t0 = Instant::now();
-        let r = crate::versioning::run(&plan, servers, costs, &platform, false, ticker(say, &what))
-            .map_err(|e| format!("{what}: {e}"))?;
+        let (r, wall) = timed(say, &what, |tick| {
+            crate::versioning::run(&plan, servers, costs, &platform, false, tick)
+        })?;
         say(&format!(
             "  {what}: {:.1} MiB/s ({:.1} s)",
-            r.mib_per_s,
-            t0.elapsed().as_secs_f64()
+            r.mib_per_s, wall
         ));
-        push(
-            "versioning",
-            r.mib_per_s,
-            r.seconds,
-            t0.elapsed().as_secs_f64(),
-            r.published,
-            p,
-        );
+        push("versioning", r.mib_per_s, r.seconds, wall, r.published, p);
         if clients == 96 {
             for (stripes, paper) in [(1u32, 51.0), (4, 0.0), (16, 4.1)] {
                 let what = format!("tile 96 clients, {stripes} stripes");

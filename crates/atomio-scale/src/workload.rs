@@ -27,7 +27,7 @@
 use crate::costs::Costs;
 use crate::engine::{ActorId, Engine, EngineStats, HostSpec, Model, Ns, Out};
 use crate::held::{Holders, Owner};
-use crate::lock_service::{ClientLocks, ServerInput, SimServer, Wire};
+use crate::lock_service::{ClientLocks, LockMessages, SimServer, Wire};
 use crate::lockbench::{place, Fault};
 use crate::platform::Platform;
 use atomio_client::{LockGeometry, Locks, Strategy};
@@ -109,6 +109,26 @@ enum Msg {
     DataDone,
 }
 
+impl LockMessages for Msg {
+    fn lock_input(self) -> Result<Option<(u32, u64, Request)>, Self> {
+        match self {
+            Msg::Lock {
+                client,
+                tag,
+                request,
+            } => Ok(Some((client, tag, request))),
+            Msg::Work => Ok(None),
+            other => Err(other),
+        }
+    }
+    fn work() -> Self {
+        Msg::Work
+    }
+    fn reply(tag: u64, reply: Reply) -> Self {
+        Msg::Reply { tag, reply }
+    }
+}
+
 #[derive(Default)]
 struct Client {
     next: usize,
@@ -145,7 +165,6 @@ struct WorkloadModel<'a> {
     waiting_writers: u32,
     holders: Holders,
     wires: Vec<Wire>,
-    replies: Vec<atomio_lock::Outgoing>,
 }
 
 const FILE: FileId = FileId(11);
@@ -513,40 +532,15 @@ impl Model for WorkloadModel<'_> {
         if s as usize >= self.servers.len() {
             return self.data_step(msg, first, out);
         }
-        let input = match msg {
-            Msg::Lock {
-                client,
-                tag,
-                request,
-            } => ServerInput::Lock {
-                client,
-                tag,
-                request,
-            },
-            Msg::Work => ServerInput::Work,
-            _ => return Err("a server got a client's message".into()),
-        };
-        let (cost, work) = self.servers[s as usize].step(
-            s,
+        self.servers[s as usize].step(
+            actor,
             self.costs,
             &mut self.holders,
-            input,
+            msg,
             first,
-            &mut self.replies,
-        );
-        if work {
-            out.push(Out::local(actor, Msg::Work));
-        }
-        for o in self.replies.drain(..) {
-            out.push(Out::net(
-                self.client_actors[o.to.0 as usize],
-                Msg::Reply {
-                    tag: o.tag,
-                    reply: o.reply,
-                },
-            ));
-        }
-        Ok(cost)
+            &self.client_actors,
+            out,
+        )
     }
 }
 
@@ -635,7 +629,6 @@ pub fn run(
         waiting_writers: 0,
         holders: Holders::default(),
         wires: Vec::new(),
-        replies: Vec::new(),
     };
     let calls: u64 = plan.clients.iter().map(|c| c.calls.len() as u64).sum();
     engine.max_events = 10_000 * calls.max(1) + 10_000_000;
@@ -700,11 +693,9 @@ mod tests {
         assert_eq!(pages_touched(&Access::new(4090, p).unwrap()), 4);
     }
 
-    #[test]
-    fn overlapping_tiles_are_safe_and_a_broken_protocol_is_caught() {
-        let c = Costs::for_tests();
-        let p = Platform::here(&c);
-        let tile = plan(
+    /// Four clients writing 32 × 32 tiles that overlap their neighbours by 4.
+    fn overlapping_tiles() -> WorkloadPlan {
+        plan(
             "tile",
             &[
                 "--tile-x",
@@ -717,7 +708,14 @@ mod tests {
                 "4",
             ],
             4,
-        );
+        )
+    }
+
+    #[test]
+    fn overlapping_tiles_are_safe_and_a_broken_protocol_is_caught() {
+        let c = Costs::for_tests();
+        let p = Platform::here(&c);
+        let tile = overlapping_tiles();
         for s in [
             "ching:datatype:one-try",
             "ching:posix:two-phase",
@@ -765,20 +763,7 @@ mod tests {
     fn servers_placement_stages_atomic_writes_and_is_safe() {
         let c = Costs::for_tests();
         let p = Platform::ching07(&c);
-        let tile = plan(
-            "tile",
-            &[
-                "--tile-x",
-                "32",
-                "--tile-y",
-                "32",
-                "--overlap-x",
-                "4",
-                "--overlap-y",
-                "4",
-            ],
-            4,
-        );
+        let tile = overlapping_tiles();
         let servers = DataPath::Servers {
             stripe_size: 64 << 10,
         };
