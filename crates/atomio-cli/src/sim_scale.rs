@@ -161,6 +161,15 @@ fn describe(c: &Costs) -> String {
         "\nwrites to one file serialize: {} (two threads: {:.2}x one)\n",
         c.io.pwrite_serialized, c.io.pwrite_parallel_speedup
     );
+    out += "pwrite, writers interleaved in one file, time over one writer's in order:";
+    for [k, f] in &c.io.pwrite_interleaved {
+        out += &format!(" {k:.0}: {f:.2}x;");
+    }
+    out += "\nmapped copies, writers sharing every page of one file:";
+    for [k, ns] in &c.io.mmap_shared_byte_ns {
+        out += &format!(" {k:.0}: {:.0} MiB/s;", 1e9 / ns / f64::from(1 << 20));
+    }
+    out += "\n";
     out
 }
 

@@ -219,6 +219,12 @@ pub struct ServerStats {
     pub requests_opened: u64,
     /// Ranges granted (a range split at a conflict counts once per piece).
     pub ranges_granted: u64,
+    /// Of those, ranges granted past the horizon: checked one by one against other
+    /// requests' hulls and descriptions (interleaved writers), not on the fast path.
+    pub ranges_checked: u64,
+    /// Index entries (write hulls, read ranges) removed by releases: what a release costs
+    /// beyond its message (a hull other grants split releases piece by piece).
+    pub entries_released: u64,
     pub releases: u64,
     pub waits: u64,
     /// Clients released because their lease lapsed.
@@ -1020,6 +1026,7 @@ impl LockServer {
             .get_mut(&req.file)
             .expect("open request has a table");
         let mut ranges = 0u64;
+        let mut checked = 0u64;
         let before = req.held.entries();
         let outcome = if req.next.is_none() {
             Grant::Complete
@@ -1031,7 +1038,7 @@ impl LockServer {
                 table,
                 &mut self.requests,
                 &mut self.entries,
-                &mut ranges,
+                (&mut ranges, &mut checked),
                 &mut self.budget,
                 self.ignore_conflicts,
             )
@@ -1039,6 +1046,7 @@ impl LockServer {
         self.entries.moved(req.owner, before, req.held.entries());
         self.requests.insert(lock, req);
         self.stats.ranges_granted += ranges;
+        self.stats.ranges_checked += checked;
         outcome
     }
 
@@ -1230,11 +1238,13 @@ impl LockServer {
                 self.requests.remove(&lock);
                 table.requests -= 1;
                 self.entries.total -= before;
+                self.stats.entries_released += before as u64;
                 self.entries.moved(owner, before, 0);
             }
             Some(x) => {
                 freed = cut_held(req, table, x);
                 self.entries.total = self.entries.total + req.held.entries() - before;
+                self.stats.entries_released += (before - req.held.entries()) as u64;
                 self.entries.moved(owner, before, req.held.entries());
                 if !quiet {
                     out.push(Outgoing {
@@ -1538,7 +1548,7 @@ fn grant_into(
     table: &mut FileTable,
     others: &mut HashMap<LockId, LockRequest>,
     entries: &mut Entries,
-    ranges: &mut u64,
+    (ranges, checked): (&mut u64, &mut u64),
     budget: &mut u64,
     ignore_conflicts: bool,
 ) -> Grant {
@@ -1641,6 +1651,7 @@ fn grant_into(
         };
         if end > want.start {
             *ranges += 1;
+            *checked += u64::from(slow);
             req.last = end;
         }
         req.cursor = end;

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Bumped whenever a field's meaning changes.
-pub const SCHEMA: u32 = 4;
+pub const SCHEMA: u32 = 5;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Costs {
@@ -76,8 +76,15 @@ pub struct LockCosts {
     /// Server table CPU per range granted of a structured description (datatype: the
     /// server finds its share of the pattern).
     pub server_pattern_range_ns: f64,
+    /// Server table CPU per range granted past the horizon: checked one by one against
+    /// the hull and description of another request it interleaves with, splitting that
+    /// hull (interleaved writers: S3D's neighbours), instead of the fast path's run.
+    pub server_checked_range_ns: f64,
     /// Server table CPU per release handled.
     pub server_release_ns: f64,
+    /// Server table CPU per index entry a release removes beyond its first (a hull that
+    /// interleaved grants split is released piece by piece).
+    pub server_entry_release_ns: f64,
     /// Server CPU per explicit range decoded from the wire.
     pub server_decode_range_ns: f64,
 }
@@ -90,9 +97,13 @@ pub struct IoCosts {
     /// `pwrite` into a fresh file (page cache, pages allocated): ns per call at each
     /// measured size, `[bytes, ns]` by increasing size (interpolated between them).
     pub pwrite_curve: Vec<[f64; 2]>,
-    /// Extra CPU when the next `pwrite` into a file comes from another writer than the
-    /// last (the inode lock passes to a sleeping process, which is woken).
-    pub pwrite_handoff_ns: f64,
+    /// `[writers, factor]` by increasing writers: `writers` threads writing interleaved
+    /// pieces of one fresh file, each from its own buffer, took `factor` × the time one
+    /// writer takes for the same calls in file order (the curve). Measured at once; one
+    /// writer alone writing its interleaved share costs as much per call (out-of-order
+    /// allocation, not the wait for the inode lock, is what costs), so the model charges
+    /// it to every write of a file with that many writers. 1 writer: 1.
+    pub pwrite_interleaved: Vec<[f64; 2]>,
     /// The product's direct-file call path per call, beyond its `pwrite`s.
     pub direct_call_ns: f64,
     /// Two threads writing one file got `pwrite_parallel_speedup` × one thread's rate;
@@ -103,6 +114,13 @@ pub struct IoCosts {
     /// touched and per byte.
     pub mmap_page_ns: f64,
     pub mmap_byte_ns: f64,
+    /// `[writers, ns]` by increasing writers (from 2): `writers` threads copying their
+    /// small pieces (384 B, interleaved in pairs so that two share every page, as
+    /// neighbours do) through mappings of one fresh file at once took `ns` per byte of all
+    /// of them. One writer alone costs its pages and bytes (above); together, page faults
+    /// of one file serialize and a shared page is faulted by each of its writers, which no
+    /// per-writer figure predicts.
+    pub mmap_shared_byte_ns: Vec<[f64; 2]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -133,6 +151,8 @@ pub enum CostsError {
     NoCores { path: String },
     #[error("{path}: io.pwrite_curve must list sizes in increasing order, at least one")]
     Curve { path: String },
+    #[error("{path}: {field} must list writer counts in increasing order")]
+    Contention { path: String, field: &'static str },
 }
 
 impl Costs {
@@ -206,7 +226,44 @@ impl Costs {
                 path: origin.to_string(),
             });
         }
+        for (field, c) in [
+            ("io.pwrite_interleaved", &self.io.pwrite_interleaved),
+            ("io.mmap_shared_byte_ns", &self.io.mmap_shared_byte_ns),
+        ] {
+            let bad = c
+                .iter()
+                .find(|[k, f]| !(k.is_finite() && f.is_finite() && *k >= 1.0 && *f > 0.0));
+            if let Some(&[_, value]) = bad {
+                return Err(CostsError::Bad {
+                    path: origin.to_string(),
+                    field,
+                    value,
+                });
+            }
+            if c.windows(2).any(|w| w[0][0] >= w[1][0]) {
+                return Err(CostsError::Contention {
+                    path: origin.to_string(),
+                    field,
+                });
+            }
+        }
         Ok(())
+    }
+
+    /// How much slower each `pwrite` into a file with `writers` interleaved writers is
+    /// than the curve's: 1 for one writer, linear between `pwrite_interleaved`'s points
+    /// (from 1 writer at 1), the last point's factor beyond.
+    pub fn pwrite_interleaved(&self, writers: f64) -> f64 {
+        interpolate(&self.io.pwrite_interleaved, [1.0, 1.0], writers)
+    }
+
+    /// ns per byte of copies through mappings of one file by `writers` writers whose
+    /// neighbours share pages (`mmap_shared_byte_ns`, linear between points, flat outside
+    /// them); `None` without a measurement.
+    pub fn mmap_shared_byte_ns(&self, writers: f64) -> Option<f64> {
+        let c = &self.io.mmap_shared_byte_ns;
+        let first = *c.first()?;
+        Some(interpolate(c, first, writers))
     }
 
     /// CPU of one `pwrite` of `bytes` into a fresh file: the measured curve, linear
@@ -252,10 +309,11 @@ impl Costs {
             ("lock.server_request_ns", l.server_request_ns),
             ("lock.server_list_range_ns", l.server_list_range_ns),
             ("lock.server_pattern_range_ns", l.server_pattern_range_ns),
+            ("lock.server_checked_range_ns", l.server_checked_range_ns),
             ("lock.server_release_ns", l.server_release_ns),
+            ("lock.server_entry_release_ns", l.server_entry_release_ns),
             ("lock.server_decode_range_ns", l.server_decode_range_ns),
             ("io.memcpy_byte_ns", i.memcpy_byte_ns),
-            ("io.pwrite_handoff_ns", i.pwrite_handoff_ns),
             ("io.direct_call_ns", i.direct_call_ns),
             ("io.pwrite_parallel_speedup", i.pwrite_parallel_speedup),
             ("io.mmap_page_ns", i.mmap_page_ns),
@@ -291,22 +349,39 @@ impl Costs {
                 server_request_ns: 750.0,
                 server_list_range_ns: 2.0,
                 server_pattern_range_ns: 14.0,
+                server_checked_range_ns: 300.0,
                 server_release_ns: 400.0,
+                server_entry_release_ns: 100.0,
                 server_decode_range_ns: 5.0,
             },
             io: IoCosts {
                 memcpy_byte_ns: 0.1,
                 pwrite_curve: vec![[4096.0, 4_000.0], [1048576.0, 200_000.0]],
-                pwrite_handoff_ns: 5_000.0,
+                pwrite_interleaved: vec![[2.0, 1.1], [4.0, 1.2]],
                 direct_call_ns: 1_000.0,
                 pwrite_parallel_speedup: 1.0,
                 pwrite_serialized: true,
                 mmap_page_ns: 500.0,
                 mmap_byte_ns: 0.15,
+                mmap_shared_byte_ns: vec![[2.0, 0.5], [4.0, 0.7]],
             },
             samples: Vec::new(),
         }
     }
+}
+
+/// `curve`'s value at `x` (points by increasing x): linear from `start` to the first
+/// point and between points, the last point's value beyond.
+fn interpolate(curve: &[[f64; 2]], start: [f64; 2], x: f64) -> f64 {
+    let mut prev = start;
+    for &[k, f] in curve {
+        if x <= k {
+            let span = (k - prev[0]).max(1e-9);
+            return prev[1] + (f - prev[1]) * (x - prev[0]).clamp(0.0, span) / span;
+        }
+        prev = [k, f];
+    }
+    prev[1]
 }
 
 #[cfg(test)]
@@ -344,6 +419,30 @@ mod tests {
         assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
         c.io.pwrite_curve.clear();
         assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
+    }
+
+    #[test]
+    fn contention_starts_at_one_writer_and_interpolates() {
+        let mut c = Costs::for_tests();
+        c.io.pwrite_interleaved = vec![[2.0, 1.2], [4.0, 1.6]];
+        assert_eq!(c.pwrite_interleaved(1.0), 1.0);
+        assert_eq!(c.pwrite_interleaved(0.0), 1.0);
+        assert!((c.pwrite_interleaved(2.0) - 1.2).abs() < 1e-12);
+        assert!((c.pwrite_interleaved(3.0) - 1.4).abs() < 1e-12);
+        assert_eq!(c.pwrite_interleaved(64.0), 1.6);
+        c.io.pwrite_interleaved.clear();
+        assert_eq!(c.pwrite_interleaved(8.0), 1.0);
+        c.io.mmap_shared_byte_ns = vec![[2.0, 0.6], [8.0, 1.2]];
+        assert_eq!(c.mmap_shared_byte_ns(1.0), Some(0.6));
+        assert!((c.mmap_shared_byte_ns(4.0).unwrap() - 0.8).abs() < 1e-12);
+        assert_eq!(c.mmap_shared_byte_ns(16.0), Some(1.2));
+        c.io.mmap_shared_byte_ns = vec![[4.0, 1.0], [2.0, 1.0]];
+        let e = Costs::parse(&serde_json::to_string(&c).unwrap(), "x").unwrap_err();
+        assert!(e.to_string().contains("io.mmap_shared_byte_ns"), "{e}");
+        c.io.mmap_shared_byte_ns = vec![[2.0, 0.0]];
+        assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
+        c.io.mmap_shared_byte_ns.clear();
+        assert_eq!(c.mmap_shared_byte_ns(4.0), None);
     }
 
     #[test]

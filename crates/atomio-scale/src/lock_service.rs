@@ -18,7 +18,7 @@ use crate::costs::Costs;
 use crate::engine::{ActorId, Ns, Out};
 use crate::held::Holders;
 use atomio_layout::ServerId;
-use atomio_lock::{LockOp, LockServer, Outgoing, Protocol, Send, Status, SubRequest};
+use atomio_lock::{LockOp, LockServer, Outgoing, Protocol, Send, ServerStats, Status, SubRequest};
 use atomio_proto::{ClientId, FileId, LockDesc, LockId, LockMode, Reply, Request};
 use std::collections::HashMap;
 
@@ -40,6 +40,19 @@ pub struct SimServer {
 
 fn ns(x: f64) -> Ns {
     x.max(0.0).round() as Ns
+}
+
+/// What a table step did between two snapshots of its counters: ranges granted on the
+/// fast path, ranges checked one by one (past the horizon: interleaved writers), and
+/// index entries its releases removed.
+fn index_work(before: &ServerStats, after: &ServerStats) -> (f64, f64, f64) {
+    let checked = after.ranges_checked - before.ranges_checked;
+    let granted = after.ranges_granted - before.ranges_granted;
+    (
+        (granted - checked) as f64,
+        checked as f64,
+        (after.entries_released - before.entries_released) as f64,
+    )
 }
 
 /// Explicit ranges a request carries (POSIX and list methods; a pattern counts none).
@@ -114,10 +127,10 @@ impl SimServer {
             }
             _ => (false, false),
         };
-        let before = self.table.stats().ranges_granted;
+        let before = self.table.stats();
         self.table
             .handle(ClientId(u64::from(client)), tag, request, out);
-        let granted = (self.table.stats().ranges_granted - before) as f64;
+        let (granted, checked, released) = index_work(&before, &self.table.stats());
         // A release grants to the waiters it wakes: their kind decides.
         pattern |= self.learn(out) && release;
         let (l, n) = (&costs.lock, &costs.net);
@@ -137,6 +150,8 @@ impl SimServer {
         ns(n.server_msg_ns * (1 + out.len()) as f64
             + table
             + granted * range
+            + checked * l.server_checked_range_ns
+            + released * l.server_entry_release_ns
             + explicit * l.server_decode_range_ns
             + pick_up)
     }
@@ -145,11 +160,14 @@ impl SimServer {
     /// structured requests are that long).
     pub fn work(&mut self, costs: &Costs, out: &mut Vec<Outgoing>) -> Ns {
         self.work_queued = false;
-        let before = self.table.stats().ranges_granted;
+        let before = self.table.stats();
         self.table.work(out);
         self.learn(out);
-        let granted = (self.table.stats().ranges_granted - before) as f64;
-        ns(granted * costs.lock.server_pattern_range_ns
+        let (granted, checked, released) = index_work(&before, &self.table.stats());
+        let l = &costs.lock;
+        ns(granted * l.server_pattern_range_ns
+            + checked * l.server_checked_range_ns
+            + released * l.server_entry_release_ns
             + out.len() as f64 * costs.net.server_msg_ns)
     }
 

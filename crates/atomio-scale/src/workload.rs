@@ -6,9 +6,11 @@
 //!
 //! The bytes move as the product moves them on a direct file: one `pwrite` per contiguous
 //! run, or copies through a shared mapping when the call has many small pieces (the
-//! product's own `worth` rule). On one host (`Platform::shared_file_lock`) `pwrite`s into
-//! the one file queue for its inode lock — an actor of their own, whose jobs use the
-//! host's cores — as ext4 serializes them (the calibration measures whether it does).
+//! product's own `worth` rule). On one host (`Platform::shared_file_lock`) the writes into
+//! the one file queue at the file — an actor of their own, whose jobs use the host's
+//! cores — as ext4 serializes `pwrite`s on the inode lock and page faults of one mapping
+//! (the calibration measures whether it does), each job slowed by as many writers as are
+//! queued with it, as much as the calibration's writers at once slowed each other.
 //!
 //! On atomio's data servers (`DataPath::Servers`, for projections) a call's bytes go to
 //! each server it touches as messages over the NICs; an atomic call's are *staged* and
@@ -91,11 +93,13 @@ enum Msg {
         reply: Reply,
     },
     Work,
-    /// To the file's inode lock: `runs` `pwrite`s for `client`, taking `cost` in all.
-    Pwrite {
+    /// To the file: `client`'s bytes, `cost` for a writer alone, by `pwrite`s (through
+    /// the inode lock) or copies through the shared mapping (`mapped`: page faults).
+    FileWrite {
         client: u32,
         cost: Ns,
-        runs: u64,
+        mapped: bool,
+        bytes: u64,
     },
     /// The `pwrite`s of the current call returned.
     Written,
@@ -160,9 +164,11 @@ struct WorkloadModel<'a> {
     data: DataPath,
     data_actors: Vec<ActorId>,
     disk_bytes_per_s: Option<f64>,
-    /// The client whose `pwrite` held the inode lock last, and how many clients wait for it.
-    last_writer: Option<u32>,
-    waiting_writers: u32,
+    /// Clients that write the file (what the calibration's writers at once are read at),
+    /// and how many of them write each page it has (mean over the pages written: whether
+    /// they share pages at all).
+    writers: f64,
+    page_sharing: f64,
     holders: Holders,
     wires: Vec<Wire>,
 }
@@ -173,8 +179,8 @@ fn ns(x: f64) -> Ns {
     x.max(0.0).round() as Ns
 }
 
-/// CPU to move `access`'s bytes on a direct file, and whether it is `pwrite`s (which
-/// take the inode lock) or copies through a mapping (which do not).
+/// CPU to move `access`'s bytes on a direct file for a writer alone, and whether it is
+/// `pwrite`s or copies through a mapping.
 pub fn io_cost(costs: &Costs, access: &Access, mapped_ok: bool) -> (Ns, bool) {
     let io = &costs.io;
     let bytes = access.size();
@@ -190,6 +196,29 @@ pub fn io_cost(costs: &Costs, access: &Access, mapped_ok: bool) -> (Ns, bool) {
         let cpu: f64 = access.ranges().map(|r| costs.pwrite_ns(r.len())).sum();
         (ns(cpu), true)
     }
+}
+
+/// How many clients write each page the plan writes, on average over those pages.
+fn page_sharing(plan: &WorkloadPlan) -> f64 {
+    // Page → (the last client seen writing it, how many clients did): clients are walked
+    // one after another, so a page's writers are counted once each.
+    let mut pages: std::collections::HashMap<u64, (usize, u32)> = Default::default();
+    for (i, c) in plan.clients.iter().enumerate() {
+        let writes = c.calls.iter().filter(|c| c.kind == CallKind::Write);
+        for r in writes
+            .filter_map(|c| c.access.as_ref())
+            .flat_map(Access::ranges)
+        {
+            for p in r.start / PAGE..=(r.end - 1) / PAGE {
+                let e = pages.entry(p).or_insert((i, 0));
+                if e.1 == 0 || e.0 != i {
+                    *e = (i, e.1 + 1);
+                }
+            }
+        }
+    }
+    let writers: u64 = pages.values().map(|&(_, n)| u64::from(n)).sum();
+    writers as f64 / pages.len().max(1) as f64
 }
 
 /// Distinct pages the access's runs touch.
@@ -224,7 +253,7 @@ impl WorkloadModel<'_> {
         }
     }
 
-    /// Starts calls until one has to wait (for locks or the inode); returns the CPU spent.
+    /// Starts calls until one has to wait (for locks or the file); returns the CPU spent.
     fn run_calls(&mut self, now: Ns, c: u32, out: &mut Vec<Out<Msg>>) -> Result<Ns, String> {
         let mut cost = 0;
         loop {
@@ -281,7 +310,7 @@ impl WorkloadModel<'_> {
     }
 
     /// The current call's bytes: `(cpu, true)` if the client moved them itself (the call
-    /// is over), `(cpu, false)` if they wait for the inode lock (`Written` comes back) or
+    /// is over), `(cpu, false)` if they wait for the file (`Written` comes back) or
     /// the data servers (`DataDone`s).
     fn io(&mut self, c: u32, out: &mut Vec<Out<Msg>>) -> (Ns, bool) {
         if let DataPath::Servers { .. } = self.data {
@@ -292,15 +321,14 @@ impl WorkloadModel<'_> {
         let mapped_ok = self.strategy.technique().io() == atomio_client::IoMethod::Pieces;
         let (cpu, pwrites) = io_cost(self.costs, access, mapped_ok);
         match self.file_actor {
-            Some(f) if pwrites && self.shared_file_lock => {
-                let runs = access.ranges().count() as u64;
-                self.waiting_writers += 1;
+            Some(f) if self.shared_file_lock => {
                 out.push(Out::local(
                     f,
-                    Msg::Pwrite {
+                    Msg::FileWrite {
                         client: c,
                         cost: cpu,
-                        runs,
+                        mapped: !pwrites,
+                        bytes: access.size(),
                     },
                 ));
                 (0, false)
@@ -448,7 +476,7 @@ impl WorkloadModel<'_> {
     ) -> Result<Ns, String> {
         match msg {
             Msg::Next => self.run_calls(now, c, out),
-            // Back from `pwrite`: the process was blocked in the kernel, not polling.
+            // Back from the file: the process was blocked in the kernel, not polling.
             Msg::Written => self.call_done(now, c, out),
             Msg::DataDone => self.data_done(now, c, first, out),
             Msg::Reply { tag, reply } => {
@@ -507,23 +535,29 @@ impl Model for WorkloadModel<'_> {
     ) -> Result<Ns, String> {
         let n = self.clients.len() as u32;
         if Some(actor) == self.file_actor {
-            let Msg::Pwrite { client, cost, runs } = msg else {
-                return Err("the inode lock got a lock message".into());
+            let Msg::FileWrite {
+                client,
+                cost,
+                mapped,
+                bytes,
+            } = msg
+            else {
+                return Err("the file got a lock message".into());
             };
             out.push(Out::local(
                 self.client_actors[client as usize],
                 Msg::Written,
             ));
-            // With other writers waiting, the lock passes back and forth at every call;
-            // alone, it changes hands at most once.
-            let others = self.waiting_writers > 1;
-            self.waiting_writers -= 1;
-            let handoffs = match self.last_writer.replace(client) {
-                _ if others => runs,
-                Some(w) if w != client => 1,
-                _ => 0,
+            // A file many clients write costs what the calibration's writers cost: more per
+            // `pwrite` (out of order), and per byte through mappings when they share pages.
+            let shared = match mapped && self.page_sharing >= 1.5 {
+                true => self.costs.mmap_shared_byte_ns(self.writers),
+                false => None,
             };
-            return Ok(cost + handoffs * ns(self.costs.io.pwrite_handoff_ns));
+            return Ok(match shared {
+                Some(per_byte) => ns(per_byte * bytes as f64),
+                None => ns(cost as f64 * self.costs.pwrite_interleaved(self.writers)),
+            });
         }
         if actor.0 < n {
             return self.client_step(now, actor.0, msg, first, out);
@@ -579,7 +613,7 @@ pub fn run(
     let direct = data == DataPath::Direct;
     let file_actor = (direct && platform.shared_file_lock).then(|| {
         let h = match platform.shared_cores {
-            // The inode lock's jobs run on the shared host's cores (host 0).
+            // The file's jobs run on the shared host's cores (host 0).
             Some(_) => crate::engine::HostId(0),
             None => engine.add_host(HostSpec {
                 cores: 1,
@@ -625,8 +659,13 @@ pub fn run(
         client_actors: client_actors.clone(),
         server_actors,
         file_actor,
-        last_writer: None,
-        waiting_writers: 0,
+        writers: plan
+            .clients
+            .iter()
+            .filter(|c| c.calls.iter().any(|c| c.kind == CallKind::Write))
+            .count() as f64,
+        // Only a shared file's writes read it (projections' plans are large).
+        page_sharing: file_actor.map_or(1.0, |_| page_sharing(plan)),
         holders: Holders::default(),
         wires: Vec::new(),
     };
@@ -691,6 +730,30 @@ mod tests {
         assert_eq!(pages_touched(&Access::new(0, p).unwrap()), 1);
         let p = atomio_layout::Pattern::hvector(3, 10, 5000, &one).unwrap();
         assert_eq!(pages_touched(&Access::new(4090, p).unwrap()), 4);
+    }
+
+    #[test]
+    fn page_sharing_counts_each_pages_writers_once() {
+        let tiles = |element: &str, overlap: &str| {
+            plan(
+                "tile",
+                &[
+                    "--element-bytes",
+                    element,
+                    "--overlap-x",
+                    overlap,
+                    "--overlap-y",
+                    overlap,
+                ],
+                4,
+            )
+        };
+        // 128 KiB rows, page-aligned and disjoint: every page has one writer.
+        assert_eq!(page_sharing(&tiles("1024", "0")), 1.0);
+        // 8-byte elements: a tile row is 1 KiB, so X neighbours' rows share every page
+        // (two writers), and Y neighbours' blocks do not meet.
+        let small = page_sharing(&tiles("8", "0"));
+        assert!((small - 2.0).abs() < 1e-9, "{small}");
     }
 
     /// Four clients writing 32 × 32 tiles that overlap their neighbours by 4.
