@@ -1562,6 +1562,8 @@ fn grant_into(
     let mut horizon = horizon(table, req.cursor, mode, ignore_conflicts);
     // Write bytes granted on the fast path, not yet in the index.
     let mut run: Option<ByteRange> = None;
+    // The next horizon, when a slow-path grant already knows it.
+    let mut known_horizon: Option<u64> = None;
     let outcome = loop {
         let Some(r) = src.next_range() else {
             req.cursor = MAX_OFFSET;
@@ -1637,14 +1639,24 @@ fn grant_into(
                     start: want.start,
                     end,
                 };
-                match mode {
-                    LockMode::Write => {
-                        if let Some(c) = covering {
-                            split_foreign_hull(table, others, piece, c, entries);
+                match (mode, covering) {
+                    (LockMode::Write, Some(c)) => {
+                        // A foreign hull lies between this request's last hull and
+                        // `piece`: a hull of its own, no tail to extend. Past `piece`, the
+                        // split leaves no write hull before the remainder's start, which
+                        // is the next horizon when no reader could be in between.
+                        let rest = split_foreign_hull(table, others, piece, c, entries);
+                        new_write_hull(table, &mut req.held, lock, piece, &mut entries.total);
+                        if let Some(rs) = rest.filter(|_| table.reads.is_empty()) {
+                            known_horizon = Some(rs);
                         }
-                        add_write_hull(table, &mut req.held, lock, piece, &mut entries.total);
                     }
-                    LockMode::Read => add_read(table, &mut req.held, piece, &mut entries.total),
+                    (LockMode::Write, None) => {
+                        add_write_hull(table, &mut req.held, lock, piece, &mut entries.total)
+                    }
+                    (LockMode::Read, _) => {
+                        add_read(table, &mut req.held, piece, &mut entries.total)
+                    }
                 }
             }
             (end, conflict)
@@ -1665,7 +1677,9 @@ fn grant_into(
             break Grant::Reached;
         }
         if slow {
-            horizon = self::horizon(table, end, mode, ignore_conflicts);
+            horizon = known_horizon
+                .take()
+                .unwrap_or_else(|| self::horizon(table, end, mode, ignore_conflicts));
         }
     };
     if let Some(x) = run.take() {
@@ -1789,6 +1803,21 @@ fn add_write_hull(
             return;
         }
     }
+    new_write_hull(table, held, lock, r, entries);
+}
+
+/// Records granted write bytes `r` as a hull of their own (another request's hull lies
+/// between them and the request's last one).
+fn new_write_hull(
+    table: &mut FileTable,
+    held: &mut Held,
+    lock: LockId,
+    r: ByteRange,
+    entries: &mut usize,
+) {
+    let Held::Write(starts) = held else {
+        unreachable!("write grants go to write requests")
+    };
     table.writes.insert(r.start, Hull { end: r.end, lock });
     starts.insert(r.start);
     *entries += 1;
@@ -1797,14 +1826,14 @@ fn add_write_hull(
 /// Before granting write bytes `w` that fall in a gap of another request's hull `c`, splits
 /// that hull around `w` so hulls stay disjoint. `c.owner_next` is the owner's first byte at
 /// or after `w.start`; since none of its bytes lie in `w`, it is also its first at or after
-/// `w.end`.
+/// `w.end`. Returns where the hull's remainder above `w` starts, if it has one.
 fn split_foreign_hull(
     table: &mut FileTable,
     others: &mut HashMap<LockId, LockRequest>,
     w: ByteRange,
     c: Covering,
     entries: &mut Entries,
-) {
+) -> Option<u64> {
     debug_assert!(c.start < w.start && w.start < c.hull.end);
     debug_assert!(c.owner_next.is_none_or(|b| b >= w.end || b >= c.hull.end));
     table.writes.set_end(c.start, w.start);
@@ -1824,5 +1853,7 @@ fn split_foreign_hull(
         // in its share though this request caused it.
         entries.total += 1;
         entries.moved(owner.owner, 0, 1);
+        return Some(rs);
     }
+    None
 }
