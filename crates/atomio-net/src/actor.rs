@@ -26,7 +26,7 @@ use atomio_layout::ServerId;
 use atomio_lock::Outgoing;
 use atomio_proto::limits::MAX_CLIENTS_PER_SERVER;
 use atomio_proto::{ClientId, ErrorCode, Reply, Request, RequestClass, ServerFrame, WireError};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -172,15 +172,30 @@ pub fn spawn_split<L: Service, D: Service>(locks: L, data: D) -> std::io::Result
         .spawn(move || {
             let mut actor = Actor::new(data);
             actor.fenced_to = Some(control_tx);
-            while let Some(event) = drx.blocking_recv() {
-                actor.step(event);
-                // Drain what is queued before blocking again.
-                for _ in 0..256 {
+            let mut pending: VecDeque<Event> = VecDeque::new();
+            let mut served_ahead = 0;
+            loop {
+                if pending.is_empty() {
+                    match drx.blocking_recv() {
+                        Some(e) => pending.push_back(e),
+                        None => return,
+                    }
+                }
+                while pending.len() < MAX_PENDING {
                     match drx.try_recv() {
-                        Ok(e) => actor.step(e),
+                        Ok(e) => pending.push_back(e),
                         Err(_) => break,
                     }
                 }
+                // Quick requests go first, but not forever: after a run of them the oldest
+                // event is served, so a stream of small requests cannot starve a write.
+                let i = match served_ahead < MAX_SERVED_AHEAD {
+                    true => next_to_serve(&pending),
+                    false => 0,
+                };
+                served_ahead = if i > 0 { served_ahead + 1 } else { 0 };
+                let event = pending.remove(i).expect("an index into pending");
+                actor.step(event);
             }
         })?;
     let mut lock_actor = Actor::new(locks);
@@ -192,6 +207,43 @@ pub fn spawn_split<L: Service, D: Service>(locks: L, data: D) -> std::io::Result
         data: Some(dtx),
         next_client: Arc::new(AtomicUsize::new(1)),
     })
+}
+
+/// Events the data actor takes off its inbox to choose from.
+const MAX_PENDING: usize = 256;
+/// Quick requests the data actor serves ahead of an older event in a row, at most.
+const MAX_SERVED_AHEAD: u32 = 64;
+
+/// Which of the data actor's pending events to serve next: the first request that is not
+/// bulk (`Request::is_bulk`: versions, tree nodes, create and open — microseconds) whose
+/// client has nothing earlier pending, else the oldest event. So a reader's snapshot
+/// lookup waits for the bulk request being served at most, not for every writer's chunks
+/// queued before it (a 4 MiB tile's chunks are milliseconds of `pwrite`), while each
+/// client's own events keep their order (the actor's invariant).
+fn next_to_serve(pending: &VecDeque<Event>) -> usize {
+    let mut behind: Vec<ClientId> = Vec::new();
+    for (i, e) in pending.iter().enumerate() {
+        let client = match e {
+            Event::Frame {
+                client, request, ..
+            } => {
+                if !request.is_bulk() && !behind.contains(client) {
+                    return i;
+                }
+                *client
+            }
+            Event::Connected { client, .. }
+            | Event::Disconnected { client }
+            | Event::Fence { client }
+            | Event::Fenced { client } => *client,
+            // Not a client's: keeps its place before everything after it.
+            Event::Synchronize { .. } => return 0,
+        };
+        if !behind.contains(&client) {
+            behind.push(client);
+        }
+    }
+    0
 }
 
 async fn run<S: Service>(
@@ -570,4 +622,49 @@ fn deliver(peer: &Peer, tag: u64, reply: Reply) -> Result<(), Undelivered> {
         }
     };
     sent.then_some(()).ok_or(Undelivered::Gone)
+}
+
+#[cfg(test)]
+mod data_order_tests {
+    use super::*;
+    use atomio_proto::{FileId, Request};
+
+    fn frame(client: u64, request: Request) -> Event {
+        Event::Frame {
+            client: ClientId(client),
+            tag: 0,
+            request,
+        }
+    }
+
+    fn write(client: u64) -> Event {
+        frame(client, Request::Sync { file: FileId(1) })
+    }
+
+    fn list(client: u64) -> Event {
+        frame(client, Request::VersionList { file: FileId(1) })
+    }
+
+    #[test]
+    fn quick_requests_pass_other_clients_bulk_but_never_their_own() {
+        let q = |v: Vec<Event>| next_to_serve(&v.into_iter().collect());
+        // A reader's lookup behind two writers' bulk requests goes first.
+        assert_eq!(q(vec![write(1), write(2), list(3)]), 2);
+        // Behind its own bulk request it waits its turn.
+        assert_eq!(q(vec![write(1), write(3), list(3)]), 0);
+        // Behind its own connection event too.
+        assert_eq!(
+            q(vec![
+                write(1),
+                Event::Disconnected {
+                    client: ClientId(3)
+                },
+                list(3)
+            ]),
+            0
+        );
+        // Nothing quick: the oldest.
+        assert_eq!(q(vec![write(1), write(2)]), 0);
+        assert_eq!(q(vec![list(4), write(1)]), 0);
+    }
 }

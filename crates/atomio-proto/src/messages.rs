@@ -450,6 +450,29 @@ impl Request {
         )
     }
 
+    /// Data-actor requests that move bytes or work on storage (a `pwrite`, an `fsync`, a
+    /// hole punched, objects dropped): they may take milliseconds. The rest of what the
+    /// data actor serves (versions, tree nodes, create and open) is in-memory bookkeeping
+    /// or a metadata call, microseconds, and may be served ahead of other clients' bulk
+    /// requests (`atomio-net`'s data actor).
+    pub fn is_bulk(&self) -> bool {
+        matches!(
+            self,
+            Request::Write { .. }
+                | Request::SeqWrite { .. }
+                | Request::Stage { .. }
+                | Request::Decide { .. }
+                | Request::Finish { .. }
+                | Request::Resolve { .. }
+                | Request::Read { .. }
+                | Request::Sync { .. }
+                | Request::SetObjectSize { .. }
+                | Request::DropObjects { .. }
+                | Request::Punch { .. }
+                | Request::VersionBase { .. }
+        )
+    }
+
     pub fn class(&self) -> RequestClass {
         match self {
             Request::LockNew { .. }
