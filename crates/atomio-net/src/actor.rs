@@ -16,7 +16,15 @@
 //! then are the client's locks released. So a paused client that wakes up finds its writes
 //! refused at every byte it held here.
 //!
+//! The data actor serves its inbox in arrival order except that a request that moves no
+//! bytes (`Request::is_bulk` false: versions, tree nodes, create and open) may go ahead of
+//! *other* clients' events (`next_to_serve`), so that a reader's snapshot lookup does not
+//! wait behind every writer's queued chunks. Nothing relies on order between clients'
+//! requests that are not causally related, and a causally later request is sent only after
+//! the earlier one's reply.
+//!
 //! **Invariants:** every event for a client is processed in arrival order by each actor;
+//! bulk requests and connection events of all clients keep their arrival order;
 //! a lapsed client's locks are released only after the data actor has fenced it;
 //! a client that is disconnected (or cut off for not reading its replies) is told to each
 //! service exactly once; replies to unknown clients are dropped.
