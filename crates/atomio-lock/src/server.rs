@@ -1788,10 +1788,7 @@ fn add_write_hull(
     r: ByteRange,
     entries: &mut usize,
 ) {
-    let Held::Write(starts) = held else {
-        unreachable!("write grants go to write requests")
-    };
-    if let Some(&tail) = starts.last() {
+    if let Some(&tail) = write_starts(held).last() {
         let h = table.writes.get(tail).expect("listed hulls exist");
         debug_assert!(h.end <= r.start);
         if table
@@ -1815,12 +1812,17 @@ fn new_write_hull(
     r: ByteRange,
     entries: &mut usize,
 ) {
-    let Held::Write(starts) = held else {
-        unreachable!("write grants go to write requests")
-    };
     table.writes.insert(r.start, Hull { end: r.end, lock });
-    starts.insert(r.start);
+    write_starts(held).insert(r.start);
     *entries += 1;
+}
+
+/// A write request's hull starts.
+fn write_starts(held: &mut Held) -> &mut BTreeSet<u64> {
+    match held {
+        Held::Write(starts) => starts,
+        Held::Read(_) => unreachable!("write grants go to write requests"),
+    }
 }
 
 /// Before granting write bytes `w` that fall in a gap of another request's hull `c`, splits

@@ -456,21 +456,17 @@ impl Request {
     /// or a metadata call, microseconds, and may be served ahead of other clients' bulk
     /// requests (`atomio-net`'s data actor).
     pub fn is_bulk(&self) -> bool {
-        matches!(
-            self,
-            Request::Write { .. }
-                | Request::SeqWrite { .. }
-                | Request::Stage { .. }
-                | Request::Decide { .. }
-                | Request::Finish { .. }
-                | Request::Resolve { .. }
-                | Request::Read { .. }
-                | Request::Sync { .. }
-                | Request::SetObjectSize { .. }
-                | Request::DropObjects { .. }
-                | Request::Punch { .. }
-                | Request::VersionBase { .. }
-        )
+        self.needs_admission()
+            || matches!(
+                self,
+                Request::Decide { .. }
+                    | Request::Finish { .. }
+                    | Request::Resolve { .. }
+                    | Request::Read { .. }
+                    | Request::Sync { .. }
+                    | Request::Punch { .. }
+                    | Request::VersionBase { .. }
+            )
     }
 
     pub fn class(&self) -> RequestClass {

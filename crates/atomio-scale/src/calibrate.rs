@@ -832,24 +832,38 @@ fn pwrite_secs(path: &Path, per: u64, size: u64, writers: u64, of: u64) -> Resul
     let _ = std::fs::remove_file(path);
     let file = std::fs::File::create(path).map_err(|e| io_err("create", e))?;
     let calls = per / size;
-    let bufs: Vec<Vec<u8>> = (0..writers)
+    let mut bufs: Vec<Vec<u8>> = (0..writers)
         .map(|t| vec![0x5a ^ t as u8; (calls * size) as usize])
         .collect();
-    let start = std::sync::Barrier::new(writers as usize + 1);
-    let secs = std::thread::scope(|s| -> Result<f64, String> {
-        let hs: Vec<_> = bufs
-            .iter()
+    let secs = together(&mut bufs, |t, buf| {
+        for k in 0..calls {
+            let at = (k * size) as usize;
+            file.write_all_at(&buf[at..at + size as usize], (k * of + t as u64) * size)
+                .map_err(|e| io_err("pwrite", e))?;
+        }
+        Ok(())
+    })?;
+    drop(file);
+    let _ = std::fs::remove_file(path);
+    Ok(secs)
+}
+
+/// Seconds for one thread per item to run `work(index, item)`, started together (a
+/// barrier), until the last returns.
+fn together<T: std::marker::Send>(
+    items: &mut [T],
+    work: impl Fn(usize, &mut T) -> Result<(), String> + Sync,
+) -> Result<f64, String> {
+    let start = std::sync::Barrier::new(items.len() + 1);
+    std::thread::scope(|s| -> Result<f64, String> {
+        let hs: Vec<_> = items
+            .iter_mut()
             .enumerate()
-            .map(|(t, buf)| {
-                let (file, start) = (&file, &start);
-                s.spawn(move || -> Result<(), String> {
+            .map(|(i, item)| {
+                let (start, work) = (&start, &work);
+                s.spawn(move || {
                     start.wait();
-                    for k in 0..calls {
-                        let at = (k * size) as usize;
-                        file.write_all_at(&buf[at..at + size as usize], (k * of + t as u64) * size)
-                            .map_err(|e| io_err("pwrite", e))?;
-                    }
-                    Ok(())
+                    work(i, item)
                 })
             })
             .collect();
@@ -860,10 +874,7 @@ fn pwrite_secs(path: &Path, per: u64, size: u64, writers: u64, of: u64) -> Resul
                 .map_err(|_| "a writer thread panicked".to_string())??;
         }
         Ok(t0.elapsed().as_secs_f64())
-    })?;
-    drop(file);
-    let _ = std::fs::remove_file(path);
-    Ok(secs)
+    })
 }
 
 /// Seconds for `writers` threads at once to write their shares of interleavings through
@@ -887,25 +898,8 @@ fn mapped_secs(path: &Path, count: u64, piece: u64, writers: u64, of: u64) -> Re
         let data = vec![0x33 ^ t as u8; access.size() as usize];
         files.push((file, access, data));
     }
-    let start = std::sync::Barrier::new(writers as usize + 1);
-    let secs = std::thread::scope(|s| -> Result<f64, String> {
-        let hs: Vec<_> = files
-            .iter_mut()
-            .map(|(file, access, data)| {
-                let start = &start;
-                s.spawn(move || -> Result<(), String> {
-                    start.wait();
-                    file.write_local(access, data).map_err(|e| e.to_string())
-                })
-            })
-            .collect();
-        start.wait();
-        let t0 = Instant::now();
-        for h in hs {
-            h.join()
-                .map_err(|_| "a writer thread panicked".to_string())??;
-        }
-        Ok(t0.elapsed().as_secs_f64())
+    let secs = together(&mut files, |_, (file, access, data)| {
+        file.write_local(access, data).map_err(|e| e.to_string())
     })?;
     drop(files);
     let _ = std::fs::remove_file(path);
