@@ -823,11 +823,18 @@ fn memcpy_ns(bytes: usize) -> f64 {
 }
 
 /// Seconds for `writers` threads at once to `pwrite` `per` bytes each in `size`-byte calls
-/// into a fresh file at `path`: thread `t`'s call `k` at `(k · of + t) · size`, `of`
-/// interleaved writers in all (as IOR's strided writers; `of` = 1: one contiguous
-/// writer). Each writes from its own buffer of `per` bytes, filled before the clock starts,
+/// into a fresh file at `path`: thread `t`'s call `k` at `(k · of + t) · (size − overlap)`,
+/// `of` interleaved writers in all (as IOR's strided writers; `of` = 1: one contiguous
+/// writer), each piece sharing its last `overlap` bytes with the next one (a tile's ghost
+/// cells). Each writes from its own buffer of `per` bytes, filled before the clock starts,
 /// as a client writes its own data, not a block the cache keeps hot.
-fn pwrite_secs(path: &Path, per: u64, size: u64, writers: u64, of: u64) -> Result<f64, String> {
+fn pwrite_secs(
+    path: &Path,
+    per: u64,
+    size: u64,
+    (writers, of): (u64, u64),
+    overlap: u64,
+) -> Result<f64, String> {
     use std::os::unix::fs::FileExt;
     let _ = std::fs::remove_file(path);
     let file = std::fs::File::create(path).map_err(|e| io_err("create", e))?;
@@ -838,7 +845,8 @@ fn pwrite_secs(path: &Path, per: u64, size: u64, writers: u64, of: u64) -> Resul
     let secs = together(&mut bufs, |t, buf| {
         for k in 0..calls {
             let at = (k * size) as usize;
-            file.write_all_at(&buf[at..at + size as usize], (k * of + t as u64) * size)
+            let off = (k * of + t as u64) * (size - overlap);
+            file.write_all_at(&buf[at..at + size as usize], off)
                 .map_err(|e| io_err("pwrite", e))?;
         }
         Ok(())
@@ -938,7 +946,7 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
     for size in [4_096u64, 16_384, 47_008, 131_072, 1 << 20, 4 << 20] {
         let secs = median(
             (0..reps)
-                .map(|_| pwrite_secs(&path, total, size, 1, 1))
+                .map(|_| pwrite_secs(&path, total, size, (1, 1), 0))
                 .collect::<Result<Vec<_>, _>>()?,
         );
         let per_call = secs * 1e9 / (total / size) as f64;
@@ -952,12 +960,12 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
     }
     let one = median(
         (0..reps)
-            .map(|_| pwrite_secs(&path, total, 1 << 20, 1, 1))
+            .map(|_| pwrite_secs(&path, total, 1 << 20, (1, 1), 0))
             .collect::<Result<Vec<_>, _>>()?,
     );
     let two = median(
         (0..reps)
-            .map(|_| pwrite_secs(&path, total / 2, 1 << 20, 2, 2))
+            .map(|_| pwrite_secs(&path, total / 2, 1 << 20, (2, 2), 0))
             .collect::<Result<Vec<_>, _>>()?,
     );
     let speedup = one / two.max(1e-9);
@@ -978,8 +986,8 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
             // Alone, the model charges the calls the curve's (one writer, in order).
             let (factor, secs) = contention_factor(
                 reps,
-                || pwrite_secs(&path, total / k, size, k, k),
-                || pwrite_secs(&path, total, size, 1, 1),
+                || pwrite_secs(&path, total / k, size, (k, k), 0),
+                || pwrite_secs(&path, total, size, (1, 1), 0),
             )?;
             sample(
                 samples,
@@ -998,6 +1006,29 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
         );
         pwrite_interleaved.push([k as f64, factor]);
     }
+    // Neighbours whose pieces overlap (a tile's ghost cells, written by both): four
+    // writers of 128 KiB pieces, each sharing its last eighth (page-aligned) with the next
+    // writer's, against the same writers without overlap.
+    let pwrite_shared = {
+        let (size, k) = (131_072u64, 4u64);
+        let overlap = size / 8;
+        let (factor, _) = contention_factor(
+            reps,
+            || pwrite_secs(&path, total / k, size, (k, k), overlap),
+            || pwrite_secs(&path, total / k, size, (k, k), 0),
+        )?;
+        // Writers per page written: every page is written once, the overlaps twice.
+        let calls = total / k / size * k;
+        let span = (calls - 1) * (size - overlap) + size;
+        let sharing = (calls * size) as f64 / span as f64;
+        sample(
+            samples,
+            &format!("pwrite, 4 writers whose pieces share 1/8 ({sharing:.3} writers per page): time over none shared"),
+            factor,
+            "x",
+        );
+        [sharing, factor]
+    };
     // The product's direct-file call path around a write (strategy `none`): per call
     // beyond its `pwrite`.
     let direct_call = {
@@ -1025,7 +1056,7 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
         );
         let raw = median(
             (0..reps)
-                .map(|_| pwrite_secs(&path, 20_000 * 4096, 4096, 1, 1))
+                .map(|_| pwrite_secs(&path, 20_000 * 4096, 4096, (1, 1), 0))
                 .collect::<Result<Vec<_>, _>>()?,
         ) * 1e9
             / 20_000.0;
@@ -1087,6 +1118,7 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
         memcpy_byte_ns: memcpy,
         pwrite_curve: curve,
         pwrite_interleaved,
+        pwrite_shared,
         direct_call_ns: direct_call,
         pwrite_parallel_speedup: speedup,
         pwrite_serialized: speedup < 1.3,

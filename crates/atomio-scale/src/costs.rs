@@ -104,6 +104,11 @@ pub struct IoCosts {
     /// allocation, not the wait for the inode lock, is what costs), so the model charges
     /// it to every write of a file with that many writers. 1 writer: 1.
     pub pwrite_interleaved: Vec<[f64; 2]>,
+    /// `[writers per page, factor]`: interleaved writers whose pieces overlap their
+    /// neighbours' (a tile's ghost cells, so that many writers per page on average) took
+    /// `factor` × the time of the same writers without overlap. The model scales the
+    /// factor's excess linearly with the plan's writers per page.
+    pub pwrite_shared: [f64; 2],
     /// The product's direct-file call path per call, beyond its `pwrite`s.
     pub direct_call_ns: f64,
     /// Two threads writing one file got `pwrite_parallel_speedup` × one thread's rate;
@@ -226,6 +231,14 @@ impl Costs {
                 path: origin.to_string(),
             });
         }
+        let [sharing, factor] = self.io.pwrite_shared;
+        if !(sharing.is_finite() && sharing > 1.0 && factor.is_finite() && factor > 0.0) {
+            return Err(CostsError::Bad {
+                path: origin.to_string(),
+                field: "io.pwrite_shared",
+                value: if sharing > 1.0 { factor } else { sharing },
+            });
+        }
         for (field, c) in [
             ("io.pwrite_interleaved", &self.io.pwrite_interleaved),
             ("io.mmap_shared_byte_ns", &self.io.mmap_shared_byte_ns),
@@ -255,6 +268,15 @@ impl Costs {
     /// (from 1 writer at 1), the last point's factor beyond.
     pub fn pwrite_interleaved(&self, writers: f64) -> f64 {
         interpolate(&self.io.pwrite_interleaved, [1.0, 1.0], writers)
+    }
+
+    /// How much slower `pwrite`s into a file are when its writers share `sharing` writers
+    /// per page on average (1: none shared): `pwrite_shared`'s excess over 1, scaled
+    /// linearly by the sharing's excess over 1, never below a tenth.
+    pub fn pwrite_shared(&self, sharing: f64) -> f64 {
+        let [measured, factor] = self.io.pwrite_shared;
+        let share = ((sharing - 1.0) / (measured - 1.0)).max(0.0);
+        (1.0 + (factor - 1.0) * share).max(0.1)
     }
 
     /// ns per byte of copies through mappings of one file by `writers` writers whose
@@ -358,6 +380,7 @@ impl Costs {
                 memcpy_byte_ns: 0.1,
                 pwrite_curve: vec![[4096.0, 4_000.0], [1048576.0, 200_000.0]],
                 pwrite_interleaved: vec![[2.0, 1.1], [4.0, 1.2]],
+                pwrite_shared: [1.125, 1.1],
                 direct_call_ns: 1_000.0,
                 pwrite_parallel_speedup: 1.0,
                 pwrite_serialized: true,
@@ -443,6 +466,13 @@ mod tests {
         assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
         c.io.mmap_shared_byte_ns.clear();
         assert_eq!(c.mmap_shared_byte_ns(4.0), None);
+        c.io.pwrite_shared = [1.25, 1.2];
+        assert_eq!(c.pwrite_shared(1.0), 1.0);
+        assert!((c.pwrite_shared(1.125) - 1.1).abs() < 1e-12);
+        assert!((c.pwrite_shared(1.5) - 1.4).abs() < 1e-12);
+        c.io.pwrite_shared = [1.0, 1.2];
+        let e = Costs::parse(&serde_json::to_string(&c).unwrap(), "x").unwrap_err();
+        assert!(e.to_string().contains("io.pwrite_shared"), "{e}");
     }
 
     #[test]

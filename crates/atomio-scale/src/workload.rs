@@ -549,15 +549,22 @@ impl Model for WorkloadModel<'_> {
                 Msg::Written,
             ));
             // A file many clients write costs what the calibration's writers cost: more per
-            // `pwrite` (out of order), and per byte through mappings when they share pages.
-            let shared = match mapped && self.page_sharing >= 1.5 {
-                true => self.costs.mmap_shared_byte_ns(self.writers),
-                false => None,
+            // `pwrite` (out of order, and where neighbours' pieces share pages), and per byte
+            // through mappings when they share pages. A mapping nobody shares costs what one
+            // writer's does.
+            let io = &self.costs;
+            let cpu = match (mapped, self.page_sharing >= 1.5) {
+                (true, true) => io
+                    .mmap_shared_byte_ns(self.writers)
+                    .map_or(cost as f64, |per_byte| per_byte * bytes as f64),
+                (true, false) => cost as f64,
+                (false, _) => {
+                    cost as f64
+                        * io.pwrite_interleaved(self.writers)
+                        * io.pwrite_shared(self.page_sharing)
+                }
             };
-            return Ok(match shared {
-                Some(per_byte) => ns(per_byte * bytes as f64),
-                None => ns(cost as f64 * self.costs.pwrite_interleaved(self.writers)),
-            });
+            return Ok(ns(cpu));
         }
         if actor.0 < n {
             return self.client_step(now, actor.0, msg, first, out);
