@@ -193,6 +193,33 @@ pub trait LockMessages: Sized {
     fn reply(tag: u64, reply: Reply) -> Self;
 }
 
+/// `LockMessages` for a model's message enum `$msg` whose lock variants are spelled
+/// `Lock { client, tag, request }`, `Work` and `Reply { tag, reply }` (every model's).
+macro_rules! impl_lock_messages {
+    ($msg:ident) => {
+        impl $crate::lock_service::LockMessages for $msg {
+            fn lock_input(self) -> Result<Option<(u32, u64, atomio_proto::Request)>, Self> {
+                match self {
+                    $msg::Lock {
+                        client,
+                        tag,
+                        request,
+                    } => Ok(Some((client, tag, request))),
+                    $msg::Work => Ok(None),
+                    other => Err(other),
+                }
+            }
+            fn work() -> Self {
+                $msg::Work
+            }
+            fn reply(tag: u64, reply: atomio_proto::Reply) -> Self {
+                $msg::Reply { tag, reply }
+            }
+        }
+    };
+}
+pub(crate) use impl_lock_messages;
+
 impl SimServer {
     /// One step of this server, actor `me`: a full release first clears its holder from
     /// the safety check, then the table runs; a work tick is queued when the table wants

@@ -150,6 +150,36 @@ fn timed<R>(
     Ok((r, t0.elapsed().as_secs_f64()))
 }
 
+/// `plan` under `strategy` on `servers` of atomio's data servers striped in `stripe` bytes,
+/// timed with progress; says its rate.
+fn on_servers(
+    say: &mut dyn FnMut(&str),
+    what: &str,
+    plan: &WorkloadPlan,
+    strategy: &str,
+    (servers, stripe): (u32, u64),
+    costs: &Costs,
+    platform: &Platform,
+) -> Result<(workload::WorkloadResult, f64), String> {
+    let strategy: Strategy = strategy.parse()?;
+    let (r, wall) = timed(say, what, |tick| {
+        workload::run(
+            plan,
+            &strategy,
+            servers,
+            DataPath::Servers {
+                stripe_size: stripe,
+            },
+            costs,
+            platform,
+            Fault::None,
+            tick,
+        )
+    })?;
+    say(&format!("  {what}: {:.1} MiB/s ({wall:.1} s)", r.mib_per_s));
+    Ok((r, wall))
+}
+
 /// Progress for long runs: a line every 2^20 events.
 fn ticker<'a>(
     say: &'a mut dyn FnMut(&str),
@@ -316,23 +346,9 @@ fn s3d(
         let plan = plan("s3d", &args, clients)?;
         let mut none = None;
         for st in strategies {
-            let strategy: Strategy = st.parse()?;
             let what = format!("s3d {st} {clients}x{servers}");
-            let (r, wall) = timed(say, &what, |tick| {
-                workload::run(
-                    &plan,
-                    &strategy,
-                    servers,
-                    DataPath::Servers {
-                        stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
-                    },
-                    costs,
-                    &platform,
-                    Fault::None,
-                    tick,
-                )
-            })?;
-            say(&format!("  {what}: {:.1} MiB/s ({wall:.1} s)", r.mib_per_s));
+            let stripe = atomio_layout::DEFAULT_STRIPE_SIZE;
+            let (r, wall) = on_servers(say, &what, &plan, st, (servers, stripe), costs, &platform)?;
             if st == "none" {
                 none = Some(r.mib_per_s);
             }
@@ -448,23 +464,8 @@ fn ior_hard(
             });
         }
         for st in ["none", "bounding-extent", "ching:datatype:one-try"] {
-            let strategy: Strategy = st.parse()?;
             let what = format!("ior-hard {st} {clients} clients, 4 servers");
-            let (r, wall) = timed(say, &what, |tick| {
-                workload::run(
-                    &plan,
-                    &strategy,
-                    4,
-                    DataPath::Servers {
-                        stripe_size: stripe,
-                    },
-                    costs,
-                    &platform,
-                    Fault::None,
-                    tick,
-                )
-            })?;
-            say(&format!("  {what}: {:.1} MiB/s ({wall:.1} s)", r.mib_per_s));
+            let (r, wall) = on_servers(say, &what, &plan, st, (4, stripe), costs, &platform)?;
             p.rows.push(Row {
                 study: "ior-hard",
                 platform: platform.name.clone(),
@@ -616,26 +617,8 @@ fn tile(
             p,
         );
         for st in ["none", "ching:datatype:one-try"] {
-            let strategy: Strategy = st.parse()?;
             let what = format!("tile {st} {clients} clients, {servers} servers");
-            let (r, wall) = timed(say, &what, |tick| {
-                workload::run(
-                    &plan,
-                    &strategy,
-                    servers,
-                    DataPath::Servers {
-                        stripe_size: stripe,
-                    },
-                    costs,
-                    &platform,
-                    Fault::None,
-                    tick,
-                )
-            })?;
-            say(&format!(
-                "  {what}: {:.1} MiB/s ({:.1} s)",
-                r.mib_per_s, wall
-            ));
+            let (r, wall) = on_servers(say, &what, &plan, st, (servers, stripe), costs, &platform)?;
             push(st, r.mib_per_s, r.seconds, wall, r.safety_checks, p);
         }
         let what = format!("tile versioning {clients} clients, {servers} servers");

@@ -29,7 +29,7 @@
 use crate::costs::Costs;
 use crate::engine::{ActorId, Engine, EngineStats, HostSpec, Model, Ns, Out};
 use crate::held::{Holders, Owner};
-use crate::lock_service::{ClientLocks, LockMessages, SimServer, Wire};
+use crate::lock_service::{ClientLocks, SimServer, Wire};
 use crate::lockbench::{place, Fault};
 use crate::platform::Platform;
 use atomio_client::{LockGeometry, Locks, Strategy};
@@ -113,25 +113,7 @@ enum Msg {
     DataDone,
 }
 
-impl LockMessages for Msg {
-    fn lock_input(self) -> Result<Option<(u32, u64, Request)>, Self> {
-        match self {
-            Msg::Lock {
-                client,
-                tag,
-                request,
-            } => Ok(Some((client, tag, request))),
-            Msg::Work => Ok(None),
-            other => Err(other),
-        }
-    }
-    fn work() -> Self {
-        Msg::Work
-    }
-    fn reply(tag: u64, reply: Reply) -> Self {
-        Msg::Reply { tag, reply }
-    }
-}
+crate::lock_service::impl_lock_messages!(Msg);
 
 #[derive(Default)]
 struct Client {
