@@ -132,6 +132,11 @@ pub struct WorkloadRow {
     /// bandwidth over it.
     pub pio_seconds: f64,
     pub pio_mib_per_s: f64,
+    /// Median over runs of the CPU every process of the run spent from the start until
+    /// the last client was done: the clients' and this one's (which holds embedded
+    /// servers; not external ones). Over `seconds` × cores: how busy the run kept the
+    /// machine (`null` when a clock could not be read).
+    pub cpu_seconds: Option<f64>,
     /// Bandwidth as a percentage of strategy `none` in the same invocation (null if `none`
     /// did not run).
     pub pct_of_none: Option<f64>,
@@ -269,6 +274,7 @@ impl Servers {
 struct Acc {
     seconds: Vec<f64>,
     pio: Vec<f64>,
+    cpu: Vec<Option<f64>>,
     locks: Vec<f64>,
     bytes: u64,
     data: &'static str,
@@ -351,6 +357,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                     p => p,
                 };
                 a.seconds.push(results.0);
+                a.cpu.push(results.2);
                 a.pio
                     .push(results.1.iter().map(|r| r.pio_seconds).fold(0.0, f64::max));
                 a.bytes = results.1.iter().map(|r| r.bytes).sum();
@@ -417,6 +424,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
         for (spec, a) in cfg.strategies.iter().zip(acc) {
             let med = median(&a.seconds);
             let pio = median(&a.pio);
+            let cpu: Option<Vec<f64>> = a.cpu.iter().copied().collect();
             rows.push(WorkloadRow {
                 workload: plan.workload.clone(),
                 strategy: spec.name(),
@@ -428,6 +436,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 mib_per_s: a.bytes as f64 / med / (1 << 20) as f64,
                 pio_seconds: pio,
                 pio_mib_per_s: a.bytes as f64 / pio / (1 << 20) as f64,
+                cpu_seconds: cpu.map(|c| median(&c)),
                 pct_of_none: None,
                 pct_of_limit: None,
                 x_romio: None,
@@ -523,7 +532,7 @@ async fn run_once(
     spec: &RowSpec,
     target: &Target,
     dump_dir: &Path,
-) -> Result<(f64, Vec<JobResult>), WireError> {
+) -> Result<(f64, Vec<JobResult>, Option<f64>), WireError> {
     let n = workers.len() as u32;
     for (rank, w) in workers.iter_mut().enumerate() {
         w.send(&ToWorker::Job(Box::new(Job {
@@ -557,6 +566,10 @@ async fn run_once(
             }
         }
     }
+    let pids: Vec<Option<u32>> = std::iter::once(Some(std::process::id()))
+        .chain(workers.iter().map(|w| w.child.id()))
+        .collect();
+    let cpu0 = cpu_of_all(&pids);
     let t0 = Instant::now();
     for w in workers.iter_mut() {
         w.send(&ToWorker::Go).await?;
@@ -592,13 +605,27 @@ async fn run_once(
         }
     }
     let secs = t0.elapsed().as_secs_f64();
+    let cpu = cpu0.zip(cpu_of_all(&pids)).map(|(a, b)| b - a);
     if let Some(e) = first_err {
         return Err(WireError::new(
             ErrorCode::Internal,
             format!("{}: worker failed: {e}", spec.name()),
         ));
     }
-    Ok((secs, results))
+    Ok((secs, results, cpu))
+}
+
+/// The CPU seconds these processes have used, summed; `None` if a process is gone or its
+/// clock cannot be read.
+fn cpu_of_all(pids: &[Option<u32>]) -> Option<f64> {
+    use nix::time::{clock_getcpuclockid, clock_gettime};
+    pids.iter()
+        .map(|pid| {
+            let clock = clock_getcpuclockid(nix::unistd::Pid::from_raw((*pid)? as i32)).ok()?;
+            let t = clock_gettime(clock).ok()?;
+            Some(t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9)
+        })
+        .sum()
 }
 
 /// Reads the run's file back and checks it (and the reads) with the verifier.

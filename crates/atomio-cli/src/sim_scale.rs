@@ -93,6 +93,12 @@ pub struct PingClientArgs {
     /// `call-client`: the direct file to write.
     #[arg(long)]
     file: Option<PathBuf>,
+    /// `call-client`: bytes each call writes (one piece).
+    #[arg(long, default_value_t = 8)]
+    bytes: u64,
+    /// `call-client`: which of the call scenario's clients this is (where it writes).
+    #[arg(long, default_value_t = 0)]
+    rank: u32,
 }
 
 /// `ping-client` (`call: false`) or `call-client`: prints its CPU and wall time.
@@ -102,7 +108,9 @@ pub fn ping_client(a: PingClientArgs, call: bool) -> anyhow::Result<()> {
         .build()?;
     let (cpu, wall) = match (call, &a.file) {
         (false, _) => rt.block_on(atomio_scale::calibrate::ping_client(&a.addr, a.count)),
-        (true, Some(f)) => rt.block_on(atomio_scale::calibrate::call_client(&a.addr, f, a.count)),
+        (true, Some(f)) => rt.block_on(atomio_scale::calibrate::call_client(
+            &a.addr, f, a.rank, a.count, a.bytes,
+        )),
         (true, None) => return Err(anyhow!("call-client needs --file")),
     }
     .map_err(|e| anyhow!(e))?;
@@ -165,9 +173,21 @@ fn describe(c: &Costs) -> String {
     for [k, f] in &c.io.pwrite_interleaved {
         out += &format!(" {k:.0}: {f:.2}x;");
     }
+    out += "\n  their CPU beyond one core, per second (waiters spinning):";
+    for [k, f] in &c.io.pwrite_spin {
+        out += &format!(" {k:.0}: {f:.2};");
+    }
     out += "\nmapped copies, writers sharing every page of one file:";
     for [k, ns] in &c.io.mmap_shared_byte_ns {
         out += &format!(" {k:.0}: {:.0} MiB/s;", 1e9 / ns / f64::from(1 << 20));
+    }
+    out += "\n  their CPU beyond one core, per second:";
+    for [k, f] in &c.io.mmap_spin {
+        out += &format!(" {k:.0}: {f:.2};");
+    }
+    out += "\nan atomic call's path beyond what the model charges its messages, locks, bytes:";
+    for [b, ns] in &c.lock.client_call_curve {
+        out += &format!(" {b:.0} B per call {:.1} µs;", ns / 1e3);
     }
     out += "\n";
     out
@@ -224,8 +244,14 @@ pub struct ValidationRow {
     pub measured: Option<f64>,
     /// (predicted − measured) / measured, in percent.
     pub error_pct: Option<f64>,
-    /// Virtual seconds of the model's run, and its wall-clock seconds.
+    /// Virtual seconds of the model's run, the CPU seconds it charged (every core's jobs:
+    /// over `model_seconds` × cores, how busy the model kept the machine), and its
+    /// wall-clock seconds.
     pub model_seconds: f64,
+    pub model_cpu_seconds: Option<f64>,
+    /// The real run's median seconds and CPU (workload rows: every process of the run).
+    pub measured_seconds: Option<f64>,
+    pub measured_cpu_seconds: Option<f64>,
     pub model_wall_seconds: f64,
     /// Cores busy with other work just before the real benchmark ran.
     pub background_busy_cores: Option<f64>,
@@ -265,6 +291,9 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
                     measured: None,
                     error_pct: None,
                     model_seconds: r.sim_seconds,
+                    model_cpu_seconds: None,
+                    measured_seconds: None,
+                    measured_cpu_seconds: None,
                     model_wall_seconds: t0.elapsed().as_secs_f64(),
                     background_busy_cores: None,
                 });
@@ -304,6 +333,9 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
                     measured: None,
                     error_pct: None,
                     model_seconds: r.seconds,
+                    model_cpu_seconds: Some(r.cpu_seconds),
+                    measured_seconds: None,
+                    measured_cpu_seconds: None,
                     model_wall_seconds: t0.elapsed().as_secs_f64(),
                     background_busy_cores: None,
                 });
@@ -313,7 +345,7 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
     if !a.predict_only {
         measure(&a, &mut rows)?;
     }
-    print!("{}", validation_table(&rows));
+    print!("{}", validation_table(&rows, costs.machine.cores));
     print!("{}", validation_summary(&rows));
     if let Some(p) = &a.json {
         crate::output::write_json(p, &rows)?;
@@ -411,6 +443,8 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
             {
                 if let Some(m) = real.iter().find(|x| x.strategy == r.row) {
                     r.measured = Some(m.mib_per_s);
+                    r.measured_seconds = Some(m.seconds);
+                    r.measured_cpu_seconds = m.cpu_seconds;
                     r.background_busy_cores = busy;
                 }
             }
@@ -425,8 +459,14 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn validation_table(rows: &[ValidationRow]) -> String {
+fn validation_table(rows: &[ValidationRow], cores: u32) -> String {
     use atomio_bench::table::{render, thousands};
+    // How busy a run kept the machine's cores: where a prediction misses, whether the
+    // model charged too little CPU or left too little idle.
+    let busy = |cpu: Option<f64>, secs: Option<f64>| match (cpu, secs) {
+        (Some(c), Some(s)) if s > 0.0 => format!("{:.0}%", c / s / f64::from(cores) * 100.0),
+        _ => "-".into(),
+    };
     let fmt = |x: f64, unit: &str| {
         if unit == "MiB/s" {
             format!("{x:.1}")
@@ -446,6 +486,8 @@ fn validation_table(rows: &[ValidationRow]) -> String {
                 fmt(r.predicted, r.unit),
                 r.measured.map_or("-".into(), |m| fmt(m, r.unit)),
                 r.error_pct.map_or("-".into(), |e| format!("{e:+.0}%")),
+                busy(r.model_cpu_seconds, Some(r.model_seconds)),
+                busy(r.measured_cpu_seconds, r.measured_seconds),
             ]
         })
         .collect();
@@ -459,6 +501,8 @@ fn validation_table(rows: &[ValidationRow]) -> String {
             "predicted",
             "measured",
             "error",
+            "cores busy: model",
+            "real",
         ],
         &body,
     )

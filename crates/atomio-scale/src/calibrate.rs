@@ -93,27 +93,73 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
         samples,
     };
     step("atomic calls from four processes at once (the call path beyond its messages)");
-    let calls = if cfg.quick { 1_000 } else { 5_000 };
-    let (c, s) = rt.block_on(loaded(cfg, "call-client", calls, &mut costs.samples))?;
-    let (l, n) = (&costs.lock, &costs.net);
-    // What the model already charges for one such call: a lock round trip (request and
-    // reply, each a batch), a detached release (a batch at the server), the 8-byte write.
-    let client_model = l.client_op_ns
-        + 2.0 * (l.client_send_ns + n.client_msg_ns)
-        + n.client_batch_ns
-        + n.client_msg_ns
-        + l.client_reply_ns
-        + costs.pwrite_ns(8)
-        + costs.io.direct_call_ns;
-    let server_model = 2.0 * (n.server_batch_ns + n.server_msg_ns)
-        + n.server_msg_ns
-        + l.server_request_ns
-        + l.server_release_ns
-        + l.server_pattern_range_ns;
-    costs.lock.client_call_ns = (c - client_model).max(0.0);
-    costs.lock.server_call_ns = (s - server_model).max(0.0);
+    // At 8 bytes (the path alone, caches warm) and at the workloads' piece sizes, where
+    // the bytes each call moves leave the next call's path to run on cold caches.
+    let mut curve = Vec::new();
+    for (bytes, calls) in CALL_SIZES {
+        let calls = if cfg.quick { calls / 5 } else { calls };
+        let b = bytes.to_string();
+        let (c, s) = rt.block_on(loaded(
+            cfg,
+            "call-client",
+            &["--bytes", &b],
+            calls,
+            &mut costs.samples,
+        ))?;
+        let (term, bare) = call_path_term(&mut costs, bytes, c, s)?;
+        sample(
+            &mut costs.samples,
+            &format!(
+                "the model's CPU per {bytes}-byte call of that scenario without its call path term"
+            ),
+            bare,
+            "ns",
+        );
+        curve.push([bytes as f64, term]);
+    }
+    costs.lock.client_call_curve = curve;
     costs.validate("calibration").map_err(|e| e.to_string())?;
     Ok(costs)
+}
+
+/// The call scenario's sizes (bytes per call) and calls per process (fewer where each
+/// moves more: four processes' files stay a few hundred MiB).
+const CALL_SIZES: [(u64, u64); 3] = [(8, 5_000), (47_008, 1_000), (131_072, 500)];
+
+/// The call path's term for `bytes`-byte calls, from the calibration's call scenario at
+/// that size, which measured `c` client and `s` server CPU ns per call: the term with
+/// which the model charges that scenario what was measured, and the model's CPU per call
+/// without it. Leaves `costs.lock.client_call_curve` at that one point.
+///
+/// The term is charged to the client, per call: what the model leaves uncharged is the
+/// call path (`CallOp`, the lease check, the detached release's flush, caches the bytes
+/// moved have cooled) and whatever of the server's reads the model's batching does not
+/// reproduce, and only calls pay it — a per-request server term would be charged to
+/// every lock of `bench locks` too.
+fn call_path_term(costs: &mut Costs, bytes: u64, c: f64, s: f64) -> Result<(f64, f64), String> {
+    let per_call = |costs: &mut Costs, term: f64| -> Result<f64, String> {
+        costs.lock.client_call_curve = vec![[bytes as f64, term]];
+        let model = crate::workload::call_scenario(costs, 200, bytes)?;
+        Ok(model.cpu_seconds * 1e9 / model.calls.max(1) as f64)
+    };
+    let target = c + s;
+    let bare = per_call(costs, 0.0)?;
+    // The model's charge grows a little faster than the term (a longer call path splits
+    // what a server reads at once): a secant search, from a slope of one.
+    let (mut term, mut at, mut slope) = (0.0, bare, 1.0);
+    for _ in 0..12 {
+        if (target - at).abs() <= 0.002 * target || (term == 0.0 && at >= target) {
+            break;
+        }
+        let next = (term + (target - at) / slope).max(0.0);
+        let m = per_call(costs, next)?;
+        if next != term {
+            slope = ((m - at) / (next - term)).clamp(0.25, 4.0);
+        }
+        (term, at) = (next, m);
+    }
+    costs.lock.client_call_curve = vec![[bytes as f64, term]];
+    Ok((term, bare))
 }
 
 fn cpu_name() -> String {
@@ -343,10 +389,18 @@ pub async fn ping_client(addr: &str, pings: u64) -> Result<(f64, f64), String> {
     Ok((own_cpu_ns()? - c0, t0.elapsed().as_secs_f64() * 1e9))
 }
 
-/// What `atomio sim call-client` does: `calls` atomic 8-byte writes (strategy
-/// `ching:datatype:one-try`, each at its own offset) on a fresh direct file at `path`,
-/// locks at the server `addr`; returns (this process's CPU ns, wall ns) over them.
-pub async fn call_client(addr: &str, path: &Path, calls: u64) -> Result<(f64, f64), String> {
+/// What `atomio sim call-client` does: client `rank` of the call scenario makes `calls`
+/// atomic writes of `bytes` each (strategy `ching:datatype:one-try`, at
+/// `workload::call_offset`) on the direct file at `path` (created if missing; the
+/// scenario's four clients share it), locks at the server `addr`; returns (this
+/// process's CPU ns, wall ns) over them.
+pub async fn call_client(
+    addr: &str,
+    path: &Path,
+    rank: u32,
+    calls: u64,
+    bytes: u64,
+) -> Result<(f64, f64), String> {
     let mut client = atomio_net::ClusterClient::connect_tcp(&[addr.to_string()])
         .await
         .map_err(|e| e.to_string())?;
@@ -354,10 +408,14 @@ pub async fn call_client(addr: &str, path: &Path, calls: u64) -> Result<(f64, f6
     let mut file = atomio_client::File::direct(direct);
     let strategy: atomio_client::Strategy = "ching:datatype:one-try".parse()?;
     file.set_atomic(Some(strategy)).map_err(|e| e.to_string())?;
-    let data = [7u8; 8];
+    let bytes = bytes.clamp(1, atomio_client::file::DIRECT_LOCK_STRIPE);
+    let data = vec![7u8; bytes as usize];
     let at = |k: u64| {
-        Access::new(k * 4096, Pattern::bytes(8).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())
+        Access::new(
+            crate::workload::call_offset(rank, k, bytes),
+            Pattern::bytes(bytes).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())
     };
     file.write(&mut client, &at(0)?, &data)
         .await
@@ -376,6 +434,7 @@ pub async fn call_client(addr: &str, path: &Path, calls: u64) -> Result<(f64, f6
 async fn loaded(
     cfg: &CalibrateConfig,
     what: &str,
+    extra: &[&str],
     calls: u64,
     samples: &mut Vec<Sample>,
 ) -> Result<(f64, f64), String> {
@@ -403,14 +462,19 @@ async fn loaded(
         let before: Vec<f64> = pids.iter().map(|&p| cpu_of(p)).collect::<Result<_, _>>()?;
         let t0 = Instant::now();
         let mut children = Vec::new();
+        // One file for the four (the call scenario's clients write one file, each its
+        // own stripes, as the model runs it).
+        let file = cfg.scratch.join(format!("{what}.dat"));
+        let _ = std::fs::remove_file(&file);
         for (i, addr) in addresses.iter().enumerate() {
-            let file = cfg.scratch.join(format!("{what}-{i}.dat"));
             children.push(
                 tokio::process::Command::new(&cfg.server_exe)
                     .args(["sim", what, "--addr", addr, "--count"])
                     .arg(calls.to_string())
                     .arg("--file")
                     .arg(&file)
+                    .args(["--rank", &i.to_string()])
+                    .args(extra)
                     .stdout(std::process::Stdio::piped())
                     .kill_on_drop(true)
                     .spawn()
@@ -466,7 +530,7 @@ async fn loaded_pings(
     samples: &mut Vec<Sample>,
 ) -> Result<(f64, f64), String> {
     let pings: u64 = if cfg.quick { 3_000 } else { 15_000 };
-    loaded(cfg, "ping-client", pings, samples).await
+    loaded(cfg, "ping-client", &[], pings, samples).await
 }
 
 /// Times of the sans-IO lock work of one method, summed.
@@ -622,8 +686,7 @@ pub fn measure_lock_work(quick: bool, samples: &mut Vec<Sample>) -> Result<LockC
             (l.start_sends, l.explicit, l.start_ns),
         ]);
         fits.push(LockCosts {
-            client_call_ns: 0.0,
-            server_call_ns: 0.0,
+            client_call_curve: Vec::new(),
             client_op_ns: ((d.start_ns - d.start_sends * send) / d.ops.max(1.0)).max(0.0),
             client_send_ns: send,
             client_reply_ns: reply,
@@ -648,8 +711,7 @@ pub fn measure_lock_work(quick: bool, samples: &mut Vec<Sample>) -> Result<LockC
     }
     let (checked, entry) = (median(checked), median(entry));
     let costs = LockCosts {
-        client_call_ns: 0.0,
-        server_call_ns: 0.0,
+        client_call_curve: Vec::new(),
         client_op_ns: m(|c| c.client_op_ns),
         client_send_ns: m(|c| c.client_send_ns),
         client_reply_ns: m(|c| c.client_reply_ns),
@@ -822,7 +884,7 @@ fn memcpy_ns(bytes: usize) -> f64 {
     t0.elapsed().as_nanos() as f64 / (reps * bytes) as f64
 }
 
-/// Seconds for `writers` threads at once to `pwrite` `per` bytes each in `size`-byte calls
+/// How long `writers` threads at once take to `pwrite` `per` bytes each in `size`-byte calls
 /// into a fresh file at `path`: thread `t`'s call `k` at `(k · of + t) · (size − overlap)`,
 /// `of` interleaved writers in all (as IOR's strided writers; `of` = 1: one contiguous
 /// writer), each piece sharing its last `overlap` bytes with the next one (a tile's ghost
@@ -834,7 +896,7 @@ fn pwrite_secs(
     size: u64,
     (writers, of): (u64, u64),
     overlap: u64,
-) -> Result<f64, String> {
+) -> Result<Timed, String> {
     use std::os::unix::fs::FileExt;
     let _ = std::fs::remove_file(path);
     let file = std::fs::File::create(path).map_err(|e| io_err("create", e))?;
@@ -856,14 +918,30 @@ fn pwrite_secs(
     Ok(secs)
 }
 
-/// Seconds for one thread per item to run `work(index, item)`, started together (a
-/// barrier), until the last returns.
+/// A run of writers at once: its wall seconds, and this process's CPU over them (the
+/// calibration's other threads are idle then).
+#[derive(Clone, Copy, Debug)]
+struct Timed {
+    secs: f64,
+    cpu_secs: f64,
+}
+
+impl Timed {
+    /// CPU beyond one core per second of the run: what writers waiting for one file burn
+    /// (the inode lock's waiters spin while its owner runs) on top of the writes.
+    fn spin(&self) -> f64 {
+        (self.cpu_secs / self.secs.max(1e-12) - 1.0).max(0.0)
+    }
+}
+
+/// One thread per item runs `work(index, item)`, started together (a barrier), until the
+/// last returns: the wall seconds and the process's CPU.
 fn together<T: std::marker::Send>(
     items: &mut [T],
     work: impl Fn(usize, &mut T) -> Result<(), String> + Sync,
-) -> Result<f64, String> {
+) -> Result<Timed, String> {
     let start = std::sync::Barrier::new(items.len() + 1);
-    std::thread::scope(|s| -> Result<f64, String> {
+    std::thread::scope(|s| -> Result<Timed, String> {
         let hs: Vec<_> = items
             .iter_mut()
             .enumerate()
@@ -876,21 +954,30 @@ fn together<T: std::marker::Send>(
             })
             .collect();
         start.wait();
-        let t0 = Instant::now();
+        let (t0, c0) = (Instant::now(), own_cpu_ns()?);
         for h in hs {
             h.join()
                 .map_err(|_| "a writer thread panicked".to_string())??;
         }
-        Ok(t0.elapsed().as_secs_f64())
+        Ok(Timed {
+            secs: t0.elapsed().as_secs_f64(),
+            cpu_secs: (own_cpu_ns()? - c0) / 1e9,
+        })
     })
 }
 
-/// Seconds for `writers` threads at once to write their shares of interleavings through
+/// How long `writers` threads at once take to write their shares of interleavings through
 /// the product's direct-file path (strategy `none`, each its own `File` on one fresh file,
 /// one call each, from its own buffer). Writers go in groups of `of`, each group in its own
 /// region: member `m`'s `count` pieces of `piece` bytes at `(k · of + m) · piece` in it, so
 /// that a group shares pages (S3D's rows: neighbours along x).
-fn mapped_secs(path: &Path, count: u64, piece: u64, writers: u64, of: u64) -> Result<f64, String> {
+fn mapped_secs(
+    path: &Path,
+    count: u64,
+    piece: u64,
+    writers: u64,
+    of: u64,
+) -> Result<Timed, String> {
     let _ = std::fs::remove_file(path);
     let one = Pattern::bytes(1).map_err(|e| e.to_string())?;
     let pattern = Pattern::hvector(count, piece, of * piece, &one).map_err(|e| e.to_string())?;
@@ -919,19 +1006,21 @@ fn mapped_secs(path: &Path, count: u64, piece: u64, writers: u64, of: u64) -> Re
 const CONTENDERS: [u64; 3] = [2, 4, 8];
 
 /// The median over `reps` of `together()` (writers at once) over `alone()` (the same
-/// calls as the model charges them for a writer alone), and the median `together()`.
+/// calls as the model charges them for a writer alone), the median `together()` seconds,
+/// and the median of their spins (`Timed::spin`).
 fn contention_factor(
     reps: usize,
-    mut together: impl FnMut() -> Result<f64, String>,
-    mut alone: impl FnMut() -> Result<f64, String>,
-) -> Result<(f64, f64), String> {
-    let (mut f, mut t) = (Vec::new(), Vec::new());
+    mut together: impl FnMut() -> Result<Timed, String>,
+    mut alone: impl FnMut() -> Result<Timed, String>,
+) -> Result<(f64, f64, f64), String> {
+    let (mut f, mut t, mut spin) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..reps {
-        let secs = together()?;
-        f.push(secs / alone()?.max(1e-12));
-        t.push(secs);
+        let run = together()?;
+        f.push(run.secs / alone()?.secs.max(1e-12));
+        t.push(run.secs);
+        spin.push(run.spin());
     }
-    Ok((median(f), median(t)))
+    Ok((median(f), median(t), median(spin)))
 }
 
 fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<IoCosts, String> {
@@ -946,7 +1035,7 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
     for size in [4_096u64, 16_384, 47_008, 131_072, 1 << 20, 4 << 20] {
         let secs = median(
             (0..reps)
-                .map(|_| pwrite_secs(&path, total, size, (1, 1), 0))
+                .map(|_| pwrite_secs(&path, total, size, (1, 1), 0).map(|r| r.secs))
                 .collect::<Result<Vec<_>, _>>()?,
         );
         let per_call = secs * 1e9 / (total / size) as f64;
@@ -965,7 +1054,7 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
         .map_or(0.0, |p| p[1] * (total >> 20) as f64 / 1e9);
     let two = median(
         (0..reps)
-            .map(|_| pwrite_secs(&path, total / 2, 1 << 20, (2, 2), 0))
+            .map(|_| pwrite_secs(&path, total / 2, 1 << 20, (2, 2), 0).map(|r| r.secs))
             .collect::<Result<Vec<_>, _>>()?,
     );
     let speedup = one / two.max(1e-9);
@@ -979,12 +1068,12 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
     // the workloads' piece sizes (IO500's 47,008 B; a tile row's 128 KiB): what the inode
     // lock's handoffs (a sleep and a wake-up once writers outnumber cores) and the shared
     // caches cost beyond each writer's own calls.
-    let mut pwrite_interleaved = Vec::new();
+    let (mut pwrite_interleaved, mut pwrite_spin) = (Vec::new(), Vec::new());
     for k in CONTENDERS {
-        let mut f = Vec::new();
+        let (mut f, mut spins) = (Vec::new(), Vec::new());
         for size in [47_008u64, 131_072] {
             // Alone, the model charges the calls the curve's (one writer, in order).
-            let (factor, secs) = contention_factor(
+            let (factor, secs, spin) = contention_factor(
                 reps,
                 || pwrite_secs(&path, total / k, size, (k, k), 0),
                 || pwrite_secs(&path, total, size, (1, 1), 0),
@@ -996,6 +1085,7 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
                 "MiB/s",
             );
             f.push(factor);
+            spins.push(spin);
         }
         let factor = f.iter().sum::<f64>() / f.len() as f64;
         sample(
@@ -1005,6 +1095,16 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
             "x",
         );
         pwrite_interleaved.push([k as f64, factor]);
+        let spin = spins.iter().sum::<f64>() / spins.len() as f64;
+        sample(
+            samples,
+            &format!(
+                "pwrite, {k} writers interleaved in one file: CPU beyond one core, per second"
+            ),
+            spin,
+            "s/s",
+        );
+        pwrite_spin.push([k as f64, spin]);
     }
     // Neighbours whose pieces overlap (a tile's ghost cells, written by both): four
     // writers of 128 KiB pieces, each sharing its last eighth (page-aligned) with the next
@@ -1012,7 +1112,7 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
     let pwrite_shared = {
         let (size, k) = (131_072u64, 4u64);
         let overlap = size / 8;
-        let (factor, _) = contention_factor(
+        let (factor, _, _) = contention_factor(
             reps,
             || pwrite_secs(&path, total / k, size, (k, k), overlap),
             || pwrite_secs(&path, total / k, size, (k, k), 0),
@@ -1056,7 +1156,7 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
         );
         let raw = median(
             (0..reps)
-                .map(|_| pwrite_secs(&path, 20_000 * 4096, 4096, (1, 1), 0))
+                .map(|_| pwrite_secs(&path, 20_000 * 4096, 4096, (1, 1), 0).map(|r| r.secs))
                 .collect::<Result<Vec<_>, _>>()?,
         ) * 1e9
             / 20_000.0;
@@ -1070,7 +1170,7 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
         let hull_pages = ((count - 1) * of * piece + piece).div_ceil(4096) as f64;
         let secs = median(
             (0..reps)
-                .map(|_| mapped_secs(&path, count, piece, 1, of))
+                .map(|_| mapped_secs(&path, count, piece, 1, of).map(|r| r.secs))
                 .collect::<Result<Vec<_>, _>>()?,
         );
         Ok((hull_pages, secs * 1e9))
@@ -1097,14 +1197,14 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
     // Writers at once through the mapping, 384-byte pieces (S3D's rows of 48 doubles),
     // in pairs whose pieces interleave so that the two share every page (S3D's and the
     // tiles' neighbours share pages pairwise, whatever the client count).
-    let mut mmap_shared = Vec::new();
+    let (mut mmap_shared, mut mmap_spin) = (Vec::new(), Vec::new());
     for k in CONTENDERS {
         let count = total / 2 / k / piece;
-        let secs = median(
-            (0..reps)
-                .map(|_| mapped_secs(&path, count, piece, k, 2))
-                .collect::<Result<Vec<_>, _>>()?,
-        );
+        let runs = (0..reps)
+            .map(|_| mapped_secs(&path, count, piece, k, 2))
+            .collect::<Result<Vec<_>, _>>()?;
+        let secs = median(runs.iter().map(|r| r.secs).collect());
+        let spin = median(runs.iter().map(Timed::spin).collect());
         let bytes = (k * count * piece) as f64;
         sample(
             samples,
@@ -1112,12 +1212,20 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
             bytes / secs / f64::from(1 << 20),
             "MiB/s",
         );
+        sample(
+            samples,
+            &format!("mapped copies, {k} writers interleaved in one file: CPU beyond one core, per second"),
+            spin,
+            "s/s",
+        );
         mmap_shared.push([k as f64, secs * 1e9 / bytes]);
+        mmap_spin.push([k as f64, spin]);
     }
     Ok(IoCosts {
         memcpy_byte_ns: memcpy,
         pwrite_curve: curve,
         pwrite_interleaved,
+        pwrite_spin,
         pwrite_shared,
         direct_call_ns: direct_call,
         pwrite_parallel_speedup: speedup,
@@ -1125,12 +1233,36 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
         mmap_page_ns: page,
         mmap_byte_ns: per_byte,
         mmap_shared_byte_ns: mmap_shared,
+        mmap_spin,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_model_charges_the_call_scenario_what_calibration_measured() {
+        let mut costs = Costs::for_tests();
+        for bytes in [8, 47_008] {
+            // Measured: 80 µs client, 60 µs server per call (above what the test costs'
+            // messages, locks and write charge alone).
+            let (c, s) = (80_000.0, 60_000.0);
+            let (term, bare) = call_path_term(&mut costs, bytes, c, s).unwrap();
+            assert!(term > 0.0 && bare < c + s);
+            assert_eq!(costs.lock.client_call_curve, vec![[bytes as f64, term]]);
+            let r = crate::workload::call_scenario(&costs, 200, bytes).unwrap();
+            let per_call = r.cpu_seconds * 1e9 / r.calls as f64;
+            assert!(
+                (per_call - (c + s)).abs() < 0.02 * (c + s),
+                "{bytes} B: model {per_call:.0} ns per call, measured {}",
+                c + s
+            );
+            // A scenario cheaper than the model's messages alone leaves no negative term.
+            let (term, _) = call_path_term(&mut costs, bytes, 1.0, 1.0).unwrap();
+            assert_eq!(term, 0.0);
+        }
+    }
 
     #[test]
     fn least_squares_recovers_a_line_and_never_goes_negative() {

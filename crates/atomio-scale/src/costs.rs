@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Bumped whenever a field's meaning changes.
-pub const SCHEMA: u32 = 5;
+pub const SCHEMA: u32 = 6;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Costs {
@@ -55,12 +55,14 @@ pub struct NetCosts {
 /// Lock work, measured on the sans-IO state machines in this process.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockCosts {
-    /// Client CPU per atomic call beyond what the terms below charge for its locks,
-    /// messages and bytes (the call path: `CallOp`, the lease check, the detached
-    /// release's flush) — four processes making one-at-a-time 8-byte atomic calls at once.
-    pub client_call_ns: f64,
-    /// Server CPU per lock operation beyond its messages and table work, from the same.
-    pub server_call_ns: f64,
+    /// CPU per atomic call beyond what the model charges for its locks, messages and
+    /// bytes (the call path: `CallOp`, the lease check, the detached release's flush, and
+    /// the servers' reads the model's batching does not reproduce) — four processes making
+    /// one-at-a-time 8-byte atomic calls at once, less the model's charge for that very
+    /// scenario. `[bytes per call, ns]` by increasing bytes (8 B, and the workloads' piece
+    /// sizes, whose bytes leave the next call's path cold caches), linear between points,
+    /// flat outside them. Charged to the client, per call (never per lock request).
+    pub client_call_curve: Vec<[f64; 2]>,
     /// Client CPU to set up one lock operation (plan, `LockOp`).
     pub client_op_ns: f64,
     /// Client protocol CPU per lock message it sends (building the request).
@@ -104,6 +106,12 @@ pub struct IoCosts {
     /// allocation, not the wait for the inode lock, is what costs), so the model charges
     /// it to every write of a file with that many writers. 1 writer: 1.
     pub pwrite_interleaved: Vec<[f64; 2]>,
+    /// `[writers, spin]` by increasing writers, of the same runs: the process's CPU beyond
+    /// one core per second of wall. The file's writes are serialized (the inode lock),
+    /// but a writer that waits for it spins while its owner runs (the rwsem's optimistic
+    /// spinning) and holds a core the other processes then lack. The model charges a
+    /// waiting writer `spin` × the time it waits, up to one write's.
+    pub pwrite_spin: Vec<[f64; 2]>,
     /// `[writers per page, factor]`: interleaved writers whose pieces overlap their
     /// neighbours' (a tile's ghost cells, so that many writers per page on average) took
     /// `factor` × the time of the same writers without overlap. The model scales the
@@ -126,6 +134,10 @@ pub struct IoCosts {
     /// of one file serialize and a shared page is faulted by each of its writers, which no
     /// per-writer figure predicts.
     pub mmap_shared_byte_ns: Vec<[f64; 2]>,
+    /// `[writers, busy]` of the same runs: their CPU beyond one core per second of wall.
+    /// No lock serializes these copies (page faults and zeroing contend; perf shows no
+    /// spinning): the model runs them in parallel at the CPU per byte this makes.
+    pub mmap_spin: Vec<[f64; 2]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -239,13 +251,25 @@ impl Costs {
                 value: if sharing > 1.0 { factor } else { sharing },
             });
         }
-        for (field, c) in [
-            ("io.pwrite_interleaved", &self.io.pwrite_interleaved),
-            ("io.mmap_shared_byte_ns", &self.io.mmap_shared_byte_ns),
+        // Factors and per-byte costs are positive; spins may be 0 (nobody spun).
+        for (field, c, least) in [
+            (
+                "io.pwrite_interleaved",
+                &self.io.pwrite_interleaved,
+                f64::MIN_POSITIVE,
+            ),
+            (
+                "io.mmap_shared_byte_ns",
+                &self.io.mmap_shared_byte_ns,
+                f64::MIN_POSITIVE,
+            ),
+            ("io.pwrite_spin", &self.io.pwrite_spin, 0.0),
+            ("lock.client_call_curve", &self.lock.client_call_curve, 0.0),
+            ("io.mmap_spin", &self.io.mmap_spin, 0.0),
         ] {
             let bad = c
                 .iter()
-                .find(|[k, f]| !(k.is_finite() && f.is_finite() && *k >= 1.0 && *f > 0.0));
+                .find(|[k, f]| !(k.is_finite() && f.is_finite() && *k >= 1.0 && *f >= least));
             if let Some(&[_, value]) = bad {
                 return Err(CostsError::Bad {
                     path: origin.to_string(),
@@ -268,6 +292,28 @@ impl Costs {
     /// (from 1 writer at 1), the last point's factor beyond.
     pub fn pwrite_interleaved(&self, writers: f64) -> f64 {
         interpolate(&self.io.pwrite_interleaved, [1.0, 1.0], writers)
+    }
+
+    /// The call path's CPU for a call of `bytes` (`client_call_curve`; 0 without one).
+    pub fn client_call_ns(&self, bytes: u64) -> f64 {
+        let c = &self.lock.client_call_curve;
+        c.first()
+            .map_or(0.0, |&first| interpolate(c, first, bytes as f64))
+    }
+
+    /// CPU a `pwrite`r of a file with `writers` writers burns per ns it waits for the
+    /// file (`pwrite_spin`, linear between points, 0 for one writer).
+    pub fn pwrite_spin(&self, writers: f64) -> f64 {
+        interpolate(&self.io.pwrite_spin, [1.0, 0.0], writers)
+    }
+
+    /// CPU per byte of copies through mappings of one file by `writers` writers whose
+    /// neighbours share pages, summed over the writers: the wall per byte
+    /// (`mmap_shared_byte_ns`) times the cores they kept busy (1 + `mmap_spin`); `None`
+    /// without a measurement.
+    pub fn mmap_shared_cpu_byte_ns(&self, writers: f64) -> Option<f64> {
+        let busy = 1.0 + interpolate(&self.io.mmap_spin, [1.0, 0.0], writers);
+        self.mmap_shared_byte_ns(writers).map(|b| b * busy)
     }
 
     /// How much slower `pwrite`s into a file are when its writers share `sharing` writers
@@ -322,8 +368,6 @@ impl Costs {
             ("net.server_batch_ns", n.server_batch_ns),
             ("net.wire_ns", n.wire_ns),
             ("net.ping_rtt_ns", n.ping_rtt_ns),
-            ("lock.client_call_ns", l.client_call_ns),
-            ("lock.server_call_ns", l.server_call_ns),
             ("lock.client_op_ns", l.client_op_ns),
             ("lock.client_send_ns", l.client_send_ns),
             ("lock.client_reply_ns", l.client_reply_ns),
@@ -362,8 +406,7 @@ impl Costs {
                 ping_rtt_ns: 22_000.0,
             },
             lock: LockCosts {
-                client_call_ns: 5_000.0,
-                server_call_ns: 2_000.0,
+                client_call_curve: vec![[8.0, 5_000.0], [65_536.0, 8_000.0]],
                 client_op_ns: 2_000.0,
                 client_send_ns: 120.0,
                 client_reply_ns: 50.0,
@@ -380,6 +423,7 @@ impl Costs {
                 memcpy_byte_ns: 0.1,
                 pwrite_curve: vec![[4096.0, 4_000.0], [1048576.0, 200_000.0]],
                 pwrite_interleaved: vec![[2.0, 1.1], [4.0, 1.2]],
+                pwrite_spin: vec![[2.0, 0.3], [4.0, 0.5]],
                 pwrite_shared: [1.125, 1.1],
                 direct_call_ns: 1_000.0,
                 pwrite_parallel_speedup: 1.0,
@@ -387,6 +431,7 @@ impl Costs {
                 mmap_page_ns: 500.0,
                 mmap_byte_ns: 0.15,
                 mmap_shared_byte_ns: vec![[2.0, 0.5], [4.0, 0.7]],
+                mmap_spin: vec![[2.0, 0.2], [4.0, 0.4]],
             },
             samples: Vec::new(),
         }
@@ -466,6 +511,28 @@ mod tests {
         assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_err());
         c.io.mmap_shared_byte_ns.clear();
         assert_eq!(c.mmap_shared_byte_ns(4.0), None);
+        // Spins: none for one writer, linear from there, flat beyond the last point; 0 is
+        // a measurement, a negative one is not.
+        c.io.pwrite_spin = vec![[2.0, 0.4], [4.0, 0.6]];
+        assert_eq!(c.pwrite_spin(1.0), 0.0);
+        assert!((c.pwrite_spin(1.5) - 0.2).abs() < 1e-12);
+        assert!((c.pwrite_spin(3.0) - 0.5).abs() < 1e-12);
+        assert_eq!(c.pwrite_spin(8.0), 0.6);
+        c.io.mmap_shared_byte_ns = vec![[2.0, 0.5], [4.0, 0.6]];
+        c.io.mmap_spin = vec![[2.0, 0.5], [4.0, 0.8]];
+        assert!((c.mmap_shared_cpu_byte_ns(4.0).unwrap() - 0.6 * 1.8).abs() < 1e-12);
+        // The call path by bytes per call: flat below the first point and above the last.
+        c.lock.client_call_curve = vec![[8.0, 10_000.0], [47_008.0, 20_000.0]];
+        assert_eq!(c.client_call_ns(1), 10_000.0);
+        assert!((c.client_call_ns(23_508) - 15_000.0).abs() < 1e-6);
+        assert_eq!(c.client_call_ns(1 << 20), 20_000.0);
+        c.lock.client_call_curve.clear();
+        assert_eq!(c.client_call_ns(8), 0.0);
+        c.io.mmap_spin = vec![[2.0, 0.0]];
+        assert!(Costs::parse(&serde_json::to_string(&c).unwrap(), "x").is_ok());
+        c.io.mmap_spin = vec![[2.0, -0.1]];
+        let e = Costs::parse(&serde_json::to_string(&c).unwrap(), "x").unwrap_err();
+        assert!(e.to_string().contains("io.mmap_spin"), "{e}");
         c.io.pwrite_shared = [1.25, 1.2];
         assert_eq!(c.pwrite_shared(1.0), 1.0);
         assert!((c.pwrite_shared(1.125) - 1.1).abs() < 1e-12);

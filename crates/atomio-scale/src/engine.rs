@@ -69,6 +69,10 @@ pub struct Out<M> {
     pub bytes: u64,
     /// Sent this long after the job ends (a timer).
     pub after: Ns,
+    /// Sent at this time, within its job, instead of at the job's end: a message the
+    /// actor sends before going on with work of the same job (a release written to the
+    /// socket before the next call is prepared).
+    pub at: Option<Ns>,
 }
 
 impl<M> Out<M> {
@@ -79,6 +83,7 @@ impl<M> Out<M> {
             via: Via::Net,
             bytes: 0,
             after: 0,
+            at: None,
         }
     }
 
@@ -89,11 +94,18 @@ impl<M> Out<M> {
             via: Via::Local,
             bytes: 0,
             after: 0,
+            at: None,
         }
     }
 
     pub fn with_bytes(mut self, bytes: u64) -> Self {
         self.bytes = bytes;
+        self
+    }
+
+    /// Sent at `at` (clamped into its job) rather than when the job ends.
+    pub fn sent_at(mut self, at: Ns) -> Self {
+        self.at = Some(at);
         self
     }
 }
@@ -142,6 +154,11 @@ enum Event<M> {
         core: usize,
         outs: Vec<Out<M>>,
     },
+    /// A message an actor sends in the middle of its job (`Out::at`).
+    Send {
+        actor: ActorId,
+        out: Out<M>,
+    },
 }
 
 struct Scheduled<M> {
@@ -178,6 +195,8 @@ enum Run {
 
 struct Actor<M> {
     host: HostId,
+    /// CPU of this actor's jobs, summed.
+    busy: Ns,
     /// Messages waiting, per sender.
     inbox: std::collections::HashMap<ActorId, VecDeque<M>>,
     /// Senders with messages waiting, oldest first (each once).
@@ -251,12 +270,18 @@ impl<M> Engine<M> {
             inbox: std::collections::HashMap::new(),
             senders: VecDeque::new(),
             run: Run::Idle,
+            busy: 0,
         });
         ActorId(self.actors.len() as u32 - 1)
     }
 
     pub fn now(&self) -> Ns {
         self.now
+    }
+
+    /// The CPU `actor`'s jobs took so far.
+    pub fn busy_of(&self, actor: ActorId) -> Ns {
+        self.actors.get(actor.0 as usize).map_or(0, |a| a.busy)
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -338,6 +363,10 @@ impl<M> Engine<M> {
                     }
                     self.dispatch(h, model, &mut outs)?;
                 }
+                Event::Send { actor, out } => {
+                    let h = self.actors[actor.0 as usize].host;
+                    self.send(actor, h, out);
+                }
             }
         }
         Ok(self.stats())
@@ -394,7 +423,12 @@ impl<M> Engine<M> {
             }
             self.stats.jobs += 1;
             self.stats.busy += done - self.now;
-            let sent = std::mem::take(outs);
+            self.actors[id.0 as usize].busy += done - self.now;
+            let mut sent = std::mem::take(outs);
+            for o in sent.extract_if(.., |o| o.at.is_some()) {
+                let at = o.at.unwrap_or(done).clamp(self.now, done);
+                self.schedule(at, Event::Send { actor: id, out: o });
+            }
             self.schedule(
                 done,
                 Event::Done {
@@ -592,5 +626,45 @@ mod tests {
         e.inject(0, src, true);
         e.run(&mut m, |_| {}).unwrap();
         assert_eq!(m.1, vec![1_000, 2_000, 3_000]);
+    }
+
+    #[test]
+    fn a_message_sent_within_a_job_leaves_then() {
+        let mut e = Engine::new(1_000);
+        let spec = HostSpec {
+            cores: 1,
+            nic_bytes_per_s: None,
+            switch_ns: 0,
+        };
+        let (h0, h1) = (e.add_host(spec), e.add_host(spec));
+        let (a, b) = (e.add_actor(h0), e.add_actor(h1));
+        struct Early(ActorId, Vec<(Ns, u32)>);
+        impl Model for Early {
+            type Msg = u32;
+            fn handle(
+                &mut self,
+                now: Ns,
+                _a: ActorId,
+                _f: ActorId,
+                m: u32,
+                _first: bool,
+                out: &mut Vec<Out<u32>>,
+            ) -> Result<Ns, String> {
+                if m == 0 {
+                    // A 10 µs job: one message 2 µs in, one at its end; one stamped
+                    // before the job started leaves when it starts.
+                    out.push(Out::net(self.0, 1).sent_at(now + 2_000));
+                    out.push(Out::net(self.0, 2));
+                    out.push(Out::net(self.0, 3).sent_at(0));
+                    return Ok(10_000);
+                }
+                self.1.push((now, m));
+                Ok(0)
+            }
+        }
+        let mut m = Early(b, Vec::new());
+        e.inject(5_000, a, 0);
+        e.run(&mut m, |_| {}).unwrap();
+        assert_eq!(m.1, vec![(6_000, 3), (8_000, 1), (16_000, 2)]);
     }
 }

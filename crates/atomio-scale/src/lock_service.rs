@@ -109,7 +109,6 @@ impl SimServer {
         out: &mut Vec<Outgoing>,
     ) -> Ns {
         let explicit = explicit_ranges(&request) as f64;
-        let opening = matches!(request, Request::LockNew { .. });
         let (release, mut pattern) = match &request {
             Request::LockNew { desc, .. } => {
                 let p = matches!(desc, LockDesc::Pattern(_));
@@ -136,8 +135,6 @@ impl SimServer {
         let (l, n) = (&costs.lock, &costs.net);
         let table = if release {
             l.server_release_ns
-        } else if opening {
-            l.server_request_ns + l.server_call_ns
         } else {
             l.server_request_ns
         };

@@ -6,11 +6,13 @@
 //!
 //! The bytes move as the product moves them on a direct file: one `pwrite` per contiguous
 //! run, or copies through a shared mapping when the call has many small pieces (the
-//! product's own `worth` rule). On one host (`Platform::shared_file_lock`) the writes into
-//! the one file queue at the file — an actor of their own, whose jobs use the host's
-//! cores — as ext4 serializes `pwrite`s on the inode lock and page faults of one mapping
-//! (the calibration measures whether it does), each job slowed by as many writers as are
-//! queued with it, as much as the calibration's writers at once slowed each other.
+//! product's own `worth` rule). On one host (`Platform::shared_file_lock`) the `pwrite`s
+//! into the one file queue at the file — an actor of their own, whose jobs use the host's
+//! cores — as ext4 serializes them on the inode lock (the calibration measures whether it
+//! does), each slowed as much as the calibration's writers at once slowed each other, and
+//! a writer waiting for the file spins on a core of its own meanwhile. Copies through the
+//! mapping take no such lock: each writer copies on its own core, at the CPU per byte the
+//! calibration's writers sharing pages paid together.
 //!
 //! On atomio's data servers (`DataPath::Servers`, for projections) a call's bytes go to
 //! each server it touches as messages over the NICs; an atomic call's are *staged* and
@@ -75,8 +77,13 @@ pub struct WorkloadResult {
     pub calls: u64,
     pub lock_requests: u64,
     pub events: u64,
-    /// CPU the model charged, summed over every actor (virtual seconds).
+    /// CPU the model charged, summed over every actor (virtual seconds), and the part of
+    /// it the clients, the lock servers and the file (the writes and copies under its
+    /// lock; data servers' with servers placement) took.
     pub cpu_seconds: f64,
+    pub client_cpu_seconds: f64,
+    pub server_cpu_seconds: f64,
+    pub io_cpu_seconds: f64,
     pub safety_checks: u64,
 }
 
@@ -93,13 +100,10 @@ enum Msg {
         reply: Reply,
     },
     Work,
-    /// To the file: `client`'s bytes, `cost` for a writer alone, by `pwrite`s (through
-    /// the inode lock) or copies through the shared mapping (`mapped`: page faults).
+    /// To the file: `client`'s bytes, which take the file `cost` (`file_cost`).
     FileWrite {
         client: u32,
         cost: Ns,
-        mapped: bool,
-        bytes: u64,
     },
     /// The `pwrite`s of the current call returned.
     Written,
@@ -143,6 +147,10 @@ struct WorkloadModel<'a> {
     client_actors: Vec<ActorId>,
     server_actors: Vec<ActorId>,
     file_actor: Option<ActorId>,
+    /// When the writes sent to the file so far end, as far as the clients can tell, and
+    /// when the writer spinning for it stops.
+    file_free_at: Ns,
+    spinning_until: Ns,
     data: DataPath,
     data_actors: Vec<ActorId>,
     disk_bytes_per_s: Option<f64>,
@@ -223,15 +231,24 @@ fn pages_touched(access: &Access) -> u64 {
 
 impl WorkloadModel<'_> {
     fn send_wires(&mut self, client: u32, out: &mut Vec<Out<Msg>>) {
+        self.send_wires_at(client, None, out)
+    }
+
+    /// The lock messages queued, leaving at `at` within the job (`None`: at its end).
+    fn send_wires_at(&mut self, client: u32, at: Option<Ns>, out: &mut Vec<Out<Msg>>) {
         for (server, tag, request) in self.wires.drain(..) {
-            out.push(Out::net(
+            let o = Out::net(
                 self.server_actors[server.0 as usize],
                 Msg::Lock {
                     client,
                     tag,
                     request,
                 },
-            ));
+            );
+            out.push(match at {
+                Some(t) => o.sent_at(t),
+                None => o,
+            });
         }
     }
 
@@ -266,7 +283,7 @@ impl WorkloadModel<'_> {
             match locks {
                 None => {
                     // No locks: straight to the bytes.
-                    let (io, done) = self.io(c, out);
+                    let (io, done) = self.io(now + cost, c, out);
                     cost += io;
                     if !done {
                         return Ok(cost);
@@ -274,7 +291,8 @@ impl WorkloadModel<'_> {
                 }
                 Some(Locks::Service { protocol, subs }) => {
                     cl.requests += subs.len() as u64;
-                    cost += ns(self.costs.lock.client_call_ns);
+                    let bytes = cl.access.as_ref().map_or(0, Access::size);
+                    cost += ns(self.costs.client_call_ns(bytes));
                     cost += cl
                         .locks
                         .start(self.costs, FILE, mode, protocol, subs, &mut self.wires);
@@ -291,10 +309,10 @@ impl WorkloadModel<'_> {
         }
     }
 
-    /// The current call's bytes: `(cpu, true)` if the client moved them itself (the call
-    /// is over), `(cpu, false)` if they wait for the file (`Written` comes back) or
-    /// the data servers (`DataDone`s).
-    fn io(&mut self, c: u32, out: &mut Vec<Out<Msg>>) -> (Ns, bool) {
+    /// The current call's bytes, the client's job reaching them at `t`: `(cpu, true)` if
+    /// the client moved them itself (the call is over), `(cpu, false)` if they wait for
+    /// the file (`Written` comes back) or the data servers (`DataDone`s).
+    fn io(&mut self, t: Ns, c: u32, out: &mut Vec<Out<Msg>>) -> (Ns, bool) {
         if let DataPath::Servers { .. } = self.data {
             return (self.send_shares(c, out), false);
         }
@@ -303,20 +321,40 @@ impl WorkloadModel<'_> {
         let mapped_ok = self.strategy.technique().io() == atomio_client::IoMethod::Pieces;
         let (cpu, pwrites) = io_cost(self.costs, access, mapped_ok);
         match self.file_actor {
-            Some(f) if self.shared_file_lock => {
-                out.push(Out::local(
-                    f,
-                    Msg::FileWrite {
-                        client: c,
-                        cost: cpu,
-                        mapped: !pwrites,
-                        bytes: access.size(),
-                    },
-                ));
-                (0, false)
+            Some(f) if self.shared_file_lock && pwrites => {
+                let cost = self.pwrite_file_cost(cpu);
+                // Waiting for the file, the writer spins while the write before it runs
+                // (up to one write's time): CPU its core does not give to anyone else.
+                // One waiter spins at a time (the rwsem's spinners queue behind one,
+                // and beside the owner's core one core is left on this machine).
+                let spin = if self.spinning_until <= t {
+                    let wait = self.file_free_at.saturating_sub(t).min(cost);
+                    ns(wait as f64 * self.costs.pwrite_spin(self.writers))
+                } else {
+                    0
+                };
+                self.spinning_until = self.spinning_until.max(t + spin);
+                self.file_free_at = self.file_free_at.max(t + spin) + cost;
+                out.push(Out::local(f, Msg::FileWrite { client: c, cost }));
+                (spin, false)
+            }
+            // Copies through the mapping run in parallel, each writer on its own core, at
+            // the CPU per byte the calibration's writers sharing pages paid together
+            // (page faults and zeroing contend, nothing waits for a lock). A mapping
+            // nobody shares costs what one writer's does.
+            Some(_) if self.shared_file_lock && self.page_sharing >= 1.5 => {
+                let per_byte = self.costs.mmap_shared_cpu_byte_ns(self.writers);
+                (per_byte.map_or(cpu, |b| ns(b * access.size() as f64)), true)
             }
             _ => (cpu, true),
         }
+    }
+
+    /// What `pwrite`s that cost a writer alone `cpu` cost in the file the plan's clients
+    /// write: more out of order, and where neighbours' pieces share pages.
+    fn pwrite_file_cost(&self, cpu: Ns) -> Ns {
+        let c = self.costs;
+        ns(cpu as f64 * c.pwrite_interleaved(self.writers) * c.pwrite_shared(self.page_sharing))
     }
 
     /// Servers placement: sends the call's bytes to every server it touches (staged if
@@ -436,14 +474,16 @@ impl WorkloadModel<'_> {
         Ok(ns(fixed + work))
     }
 
-    /// The call's bytes are written: release (detached) and go on.
+    /// The call's bytes are written: release (detached) and go on. The release leaves as
+    /// soon as it is written, before the next call is prepared (a server may read it
+    /// alone, then the next request).
     fn call_done(&mut self, now: Ns, c: u32, out: &mut Vec<Out<Msg>>) -> Result<Ns, String> {
         let cl = &mut self.clients[c as usize];
         let mut cost = 0;
         if cl.holding {
             cl.holding = false;
             cost += cl.locks.release(self.costs, true, &mut self.wires);
-            self.send_wires(c, out);
+            self.send_wires_at(c, Some(now + cost), out);
         }
         Ok(cost + self.run_calls(now + cost, c, out)?)
     }
@@ -480,7 +520,7 @@ impl WorkloadModel<'_> {
                             owner(&self.geometry, cl.locks.servers()),
                             cl.locks.servers(),
                         )?;
-                        let (io, done) = self.io(c, out);
+                        let (io, done) = self.io(now + cost, c, out);
                         cost += io;
                         if done {
                             cost += self.call_done(now + cost, c, out)?;
@@ -517,36 +557,15 @@ impl Model for WorkloadModel<'_> {
     ) -> Result<Ns, String> {
         let n = self.clients.len() as u32;
         if Some(actor) == self.file_actor {
-            let Msg::FileWrite {
-                client,
-                cost,
-                mapped,
-                bytes,
-            } = msg
-            else {
+            let Msg::FileWrite { client, cost } = msg else {
                 return Err("the file got a lock message".into());
             };
             out.push(Out::local(
                 self.client_actors[client as usize],
                 Msg::Written,
             ));
-            // A file many clients write costs what the calibration's writers cost: more per
-            // `pwrite` (out of order, and where neighbours' pieces share pages), and per byte
-            // through mappings when they share pages. A mapping nobody shares costs what one
-            // writer's does.
-            let io = &self.costs;
-            let cpu = match (mapped, self.page_sharing >= 1.5) {
-                (true, true) => io
-                    .mmap_shared_byte_ns(self.writers)
-                    .map_or(cost as f64, |per_byte| per_byte * bytes as f64),
-                (true, false) => cost as f64,
-                (false, _) => {
-                    cost as f64
-                        * io.pwrite_interleaved(self.writers)
-                        * io.pwrite_shared(self.page_sharing)
-                }
-            };
-            return Ok(ns(cpu));
+            self.file_free_at = self.file_free_at.max(now + cost);
+            return Ok(cost);
         }
         if actor.0 < n {
             return self.client_step(now, actor.0, msg, first, out);
@@ -648,6 +667,8 @@ pub fn run(
         client_actors: client_actors.clone(),
         server_actors,
         file_actor,
+        file_free_at: 0,
+        spinning_until: 0,
         writers: plan
             .clients
             .iter()
@@ -664,6 +685,15 @@ pub fn run(
         engine.inject(0, a, Msg::Next);
     }
     let stats = engine.run(&mut model, tick)?;
+    let cpu_of = |actors: &[ActorId]| -> f64 {
+        actors.iter().map(|&a| engine.busy_of(a)).sum::<Ns>() as f64 / 1e9
+    };
+    let io_actors: Vec<ActorId> = model
+        .file_actor
+        .iter()
+        .chain(&model.data_actors)
+        .copied()
+        .collect();
     let mut end = 0;
     for (i, c) in model.clients.iter().enumerate() {
         end = end.max(
@@ -695,8 +725,71 @@ pub fn run(
         lock_requests: model.clients.iter().map(|c| c.requests).sum(),
         events: stats.events,
         cpu_seconds: stats.busy as f64 / 1e9,
+        client_cpu_seconds: cpu_of(&model.client_actors),
+        server_cpu_seconds: cpu_of(&model.server_actors),
+        io_cpu_seconds: cpu_of(&io_actors),
         safety_checks: model.holders.checks,
     })
+}
+
+/// Where client `rank` of the calibration's call scenario writes its call `k` of
+/// `bytes`: page-aligned calls, in lock stripes that go round four servers (client i's
+/// stripes are i, i + 4, i + 8, …), so that each client's locks live on its own server and
+/// the four write one file.
+pub fn call_offset(rank: u32, k: u64, bytes: u64) -> u64 {
+    let stride = bytes.max(1).next_multiple_of(4096);
+    let stripe = atomio_client::file::DIRECT_LOCK_STRIPE;
+    let per_stripe = (stripe / stride).max(1);
+    (u64::from(rank) + 4 * (k / per_stripe)) * stripe + k % per_stripe * stride
+}
+
+/// The calibration's call scenario (`calibrate`, `sim call-client`) in the model: four
+/// clients, each making `calls` one-at-a-time atomic writes of `bytes` (strategy
+/// `ching:datatype:one-try`) at `call_offset`, one file, four servers.
+pub fn call_scenario(costs: &Costs, calls: u64, bytes: u64) -> Result<WorkloadResult, String> {
+    use atomio_workloads::plan::{Call, ClientPlan};
+    let e = |e: atomio_layout::LayoutError| e.to_string();
+    let piece = atomio_layout::Pattern::bytes(bytes).map_err(e)?;
+    if bytes > atomio_client::file::DIRECT_LOCK_STRIPE {
+        return Err("calls of at most one lock stripe".into());
+    }
+    let clients = (0..4u32)
+        .map(|i| {
+            let calls = (0..calls)
+                .map(|k| {
+                    Ok(Call {
+                        kind: CallKind::Write,
+                        access: Some(
+                            Access::new(call_offset(i, k, bytes), piece.clone()).map_err(e)?,
+                        ),
+                        op: k as u32,
+                    })
+                })
+                .collect::<Result<_, String>>()?;
+            Ok(ClientPlan { rank: i, calls })
+        })
+        .collect::<Result<_, String>>()?;
+    let plan = WorkloadPlan {
+        workload: "call-client".into(),
+        params: serde_json::Value::Null,
+        clients,
+        file_bytes: (0..4)
+            .map(|i| call_offset(i, calls, bytes))
+            .max()
+            .unwrap_or(0),
+        overlapping: false,
+    };
+    let strategy: Strategy = "ching:datatype:one-try".parse()?;
+    run(
+        &plan,
+        &strategy,
+        4,
+        DataPath::Direct,
+        costs,
+        &Platform::here(costs),
+        Fault::None,
+        |_| {},
+    )
 }
 
 #[cfg(test)]
