@@ -1197,10 +1197,12 @@ fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<
     // Writers at once through the mapping, 384-byte pieces (S3D's rows of 48 doubles),
     // in pairs whose pieces interleave so that the two share every page (S3D's and the
     // tiles' neighbours share pages pairwise, whatever the client count).
+    // Each run is some tens of ms and runs minutes apart differ by a third: more of
+    // them than elsewhere (the S3D rows hang on these figures).
     let (mut mmap_shared, mut mmap_spin) = (Vec::new(), Vec::new());
     for k in CONTENDERS {
         let count = total / 2 / k / piece;
-        let runs = (0..reps)
+        let runs = (0..if quick { reps } else { 11 })
             .map(|_| mapped_secs(&path, count, piece, k, 2))
             .collect::<Result<Vec<_>, _>>()?;
         let secs = median(runs.iter().map(|r| r.secs).collect());
