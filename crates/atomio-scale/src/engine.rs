@@ -506,9 +506,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_round_trip_costs_two_jobs_and_two_latencies() {
-        let mut e = Engine::new(1_000);
+    /// An engine with `latency` between two one-core hosts, an actor on each.
+    fn two_hosts<M>(latency: Ns) -> (Engine<M>, ActorId, ActorId) {
+        let mut e = Engine::new(latency);
         let spec = HostSpec {
             cores: 1,
             nic_bytes_per_s: None,
@@ -516,6 +516,12 @@ mod tests {
         };
         let (h0, h1) = (e.add_host(spec), e.add_host(spec));
         let (a, b) = (e.add_actor(h0), e.add_actor(h1));
+        (e, a, b)
+    }
+
+    #[test]
+    fn a_round_trip_costs_two_jobs_and_two_latencies() {
+        let (mut e, a, b) = two_hosts(1_000);
         let mut m = PingPong {
             cost: 500,
             peer: vec![b, a],
@@ -630,14 +636,7 @@ mod tests {
 
     #[test]
     fn a_message_sent_within_a_job_leaves_then() {
-        let mut e = Engine::new(1_000);
-        let spec = HostSpec {
-            cores: 1,
-            nic_bytes_per_s: None,
-            switch_ns: 0,
-        };
-        let (h0, h1) = (e.add_host(spec), e.add_host(spec));
-        let (a, b) = (e.add_actor(h0), e.add_actor(h1));
+        let (mut e, a, b) = two_hosts(1_000);
         struct Early(ActorId, Vec<(Ns, u32)>);
         impl Model for Early {
             type Msg = u32;

@@ -78,8 +78,8 @@ pub struct WorkloadResult {
     pub lock_requests: u64,
     pub events: u64,
     /// CPU the model charged, summed over every actor (virtual seconds), and the part of
-    /// it the clients, the lock servers and the file (the writes and copies under its
-    /// lock; data servers' with servers placement) took.
+    /// it the clients (with their copies through mappings), the lock servers and the file
+    /// (the `pwrite`s under its inode lock; the data servers with servers placement) took.
     pub cpu_seconds: f64,
     pub client_cpu_seconds: f64,
     pub server_cpu_seconds: f64,
@@ -100,7 +100,7 @@ enum Msg {
         reply: Reply,
     },
     Work,
-    /// To the file: `client`'s bytes, which take the file `cost` (`file_cost`).
+    /// To the file: `client`'s `pwrite`s, which take the file `cost` (`pwrite_file_cost`).
     FileWrite {
         client: u32,
         cost: Ns,
