@@ -52,6 +52,11 @@ pub struct ValidateArgs {
     /// Seconds to wait for the machine to be quiet before each real benchmark.
     #[arg(long, default_value_t = 300)]
     patience: u64,
+    /// Measure the data path's terms again (`pwrite`s, mapped copies) right before each
+    /// workload benchmark and predict its rows with them: this VM's speed drifts 10–25 %
+    /// between minutes, and the workloads' rows follow their data path's.
+    #[arg(long)]
+    io_beside: bool,
 }
 
 #[derive(Args)]
@@ -300,55 +305,84 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
             }
         }
     }
+    let beside = a.io_beside && !a.predict_only;
+    let scratch = std::env::temp_dir().join(format!("atomio-validate-io-{}", std::process::id()));
     for &(group, strategies) in WORKLOAD_ROWS {
         if !a.groups.iter().any(|g| g == group) {
             continue;
         }
-        let workload = atomio_workloads::Workload::from_name::<&str>(group, &[])
-            .map_err(|e| anyhow!("{e}"))?;
         for &clients in &a.clients {
-            let plan = workload.plan(clients).map_err(|e| anyhow!("{e}"))?;
-            for &st in strategies {
-                let strategy: atomio_client::Strategy =
-                    st.parse().map_err(|e: String| anyhow!(e))?;
-                let t0 = std::time::Instant::now();
-                let r = atomio_scale::workload::run(
-                    &plan,
-                    &strategy,
-                    a.servers,
-                    atomio_scale::workload::DataPath::Direct,
-                    &costs,
-                    &platform,
-                    Fault::None,
-                    |_| {},
-                )
-                .map_err(|e| anyhow!("{group} {st}: {e}"))?;
-                rows.push(ValidationRow {
-                    group: group.into(),
-                    row: st.into(),
-                    clients,
-                    servers: a.servers,
-                    unit: "MiB/s",
-                    predicted: r.mib_per_s,
-                    measured: None,
-                    error_pct: None,
-                    model_seconds: r.seconds,
-                    model_cpu_seconds: Some(r.cpu_seconds),
-                    measured_seconds: None,
-                    measured_cpu_seconds: None,
-                    model_wall_seconds: t0.elapsed().as_secs_f64(),
-                    background_busy_cores: None,
-                });
+            let mut costs = costs.clone();
+            if beside {
+                quiet(a.patience);
+                eprintln!(
+                    "measuring: the data path's terms again, for {group} at {clients} clients"
+                );
+                std::fs::create_dir_all(&scratch)?;
+                costs.io = atomio_scale::calibrate::measure_io(&scratch, false, &mut Vec::new())
+                    .map_err(|e| anyhow!(e))?;
+            }
+            predict_workload(&a, group, strategies, clients, &costs, &platform, &mut rows)?;
+            if beside {
+                measure_workload(&a, group, strategies, clients, &mut rows)?;
             }
         }
     }
+    let _ = std::fs::remove_dir_all(&scratch);
     if !a.predict_only {
-        measure(&a, &mut rows)?;
+        measure(&a, !beside, &mut rows)?;
     }
     print!("{}", validation_table(&rows, costs.machine.cores));
     print!("{}", validation_summary(&rows));
     if let Some(p) = &a.json {
         crate::output::write_json(p, &rows)?;
+    }
+    Ok(())
+}
+
+/// The model's rows of `group` at `clients` clients.
+fn predict_workload(
+    a: &ValidateArgs,
+    group: &str,
+    strategies: &[&str],
+    clients: u32,
+    costs: &Costs,
+    platform: &atomio_scale::Platform,
+    rows: &mut Vec<ValidationRow>,
+) -> anyhow::Result<()> {
+    let workload =
+        atomio_workloads::Workload::from_name::<&str>(group, &[]).map_err(|e| anyhow!("{e}"))?;
+    let plan = workload.plan(clients).map_err(|e| anyhow!("{e}"))?;
+    for &st in strategies {
+        let strategy: atomio_client::Strategy = st.parse().map_err(|e: String| anyhow!(e))?;
+        let t0 = std::time::Instant::now();
+        let r = atomio_scale::workload::run(
+            &plan,
+            &strategy,
+            a.servers,
+            atomio_scale::workload::DataPath::Direct,
+            costs,
+            platform,
+            atomio_scale::lockbench::Fault::None,
+            |_| {},
+        )
+        .map_err(|e| anyhow!("{group} {st}: {e}"))?;
+        rows.push(ValidationRow {
+            group: group.into(),
+            row: st.into(),
+            clients,
+            servers: a.servers,
+            unit: "MiB/s",
+            predicted: r.mib_per_s,
+            measured: None,
+            error_pct: None,
+            model_seconds: r.seconds,
+            model_cpu_seconds: Some(r.cpu_seconds),
+            measured_seconds: None,
+            measured_cpu_seconds: None,
+            model_wall_seconds: t0.elapsed().as_secs_f64(),
+            background_busy_cores: None,
+        });
     }
     Ok(())
 }
@@ -366,8 +400,9 @@ fn quiet(patience: u64) -> Option<f64> {
     b
 }
 
-/// Runs the real benchmarks and fills in `measured` and `error_pct`.
-fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
+/// Runs the real benchmarks (the workloads' too unless `workloads` is false: measured
+/// already) and fills in `measured` and `error_pct`.
+fn measure(a: &ValidateArgs, workloads: bool, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
     use atomio_bench::locks::{LockBenchConfig, Transport};
     let exe = std::env::current_exe().context("locating the atomio executable")?;
     if a.groups.iter().any(|g| g == "locks") {
@@ -408,45 +443,13 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
             }
         }
     }
-    for &(group, strategies) in WORKLOAD_ROWS {
-        if !a.groups.iter().any(|g| g == group) {
-            continue;
-        }
-        let workload = atomio_workloads::Workload::from_name::<&str>(group, &[])
-            .map_err(|e| anyhow!("{e}"))?;
-        for &clients in &a.clients {
-            eprintln!("measuring: bench {group} --clients {clients}");
-            let cfg = atomio_bench::workload::WorkloadBenchConfig {
-                workload: workload.clone(),
-                clients,
-                strategies: crate::bench_workload::parse_strategies(&strategies.join(","))?,
-                data: atomio_client::PlacementKind::Direct,
-                bypass: true,
-                servers: a.servers,
-                deploy: atomio_bench::workload::Deploy::Embedded { memory: false },
-                stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
-                stripe_count: None,
-                runs: a.runs.max(1),
-                exe: exe.clone(),
-                scratch: std::env::temp_dir()
-                    .join(format!("atomio-validate-{}", std::process::id())),
-                verify: false,
-                keep: None,
-                progress: true,
-                delay: Default::default(),
-            };
-            let busy = quiet(a.patience);
-            let real = crate::bench_workload::run_config(&cfg)?;
-            for r in rows
-                .iter_mut()
-                .filter(|r| r.group == group && r.clients == clients)
-            {
-                if let Some(m) = real.iter().find(|x| x.strategy == r.row) {
-                    r.measured = Some(m.mib_per_s);
-                    r.measured_seconds = Some(m.seconds);
-                    r.measured_cpu_seconds = m.cpu_seconds;
-                    r.background_busy_cores = busy;
-                }
+    if workloads {
+        for &(group, strategies) in WORKLOAD_ROWS {
+            if !a.groups.iter().any(|g| g == group) {
+                continue;
+            }
+            for &clients in &a.clients {
+                measure_workload(a, group, strategies, clients, rows)?;
             }
         }
     }
@@ -455,6 +458,52 @@ fn measure(a: &ValidateArgs, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
             .measured
             .filter(|&m| m > 0.0)
             .map(|m| (r.predicted - m) / m * 100.0);
+    }
+    Ok(())
+}
+
+/// Runs the real `bench <group> --clients <clients>` and fills in its rows' `measured`.
+fn measure_workload(
+    a: &ValidateArgs,
+    group: &str,
+    strategies: &[&str],
+    clients: u32,
+    rows: &mut [ValidationRow],
+) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("locating the atomio executable")?;
+    let workload =
+        atomio_workloads::Workload::from_name::<&str>(group, &[]).map_err(|e| anyhow!("{e}"))?;
+    eprintln!("measuring: bench {group} --clients {clients}");
+    let cfg = atomio_bench::workload::WorkloadBenchConfig {
+        workload,
+        clients,
+        strategies: crate::bench_workload::parse_strategies(&strategies.join(","))?,
+        data: atomio_client::PlacementKind::Direct,
+        bypass: true,
+        servers: a.servers,
+        deploy: atomio_bench::workload::Deploy::Embedded { memory: false },
+        stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
+        stripe_count: None,
+        runs: a.runs.max(1),
+        exe,
+        scratch: std::env::temp_dir().join(format!("atomio-validate-{}", std::process::id())),
+        verify: false,
+        keep: None,
+        progress: true,
+        delay: Default::default(),
+    };
+    let busy = quiet(a.patience);
+    let real = crate::bench_workload::run_config(&cfg)?;
+    for r in rows
+        .iter_mut()
+        .filter(|r| r.group == group && r.clients == clients)
+    {
+        if let Some(m) = real.iter().find(|x| x.strategy == r.row) {
+            r.measured = Some(m.mib_per_s);
+            r.measured_seconds = Some(m.seconds);
+            r.measured_cpu_seconds = m.cpu_seconds;
+            r.background_busy_cores = busy;
+        }
     }
     Ok(())
 }

@@ -1023,7 +1023,12 @@ fn contention_factor(
     Ok((median(f), median(t), median(spin)))
 }
 
-fn measure_io(scratch: &Path, quick: bool, samples: &mut Vec<Sample>) -> Result<IoCosts, String> {
+/// The data path's terms (`IoCosts`), measured in `scratch`; raw figures go to `samples`.
+pub fn measure_io(
+    scratch: &Path,
+    quick: bool,
+    samples: &mut Vec<Sample>,
+) -> Result<IoCosts, String> {
     let total: u64 = if quick { 32 << 20 } else { 128 << 20 };
     let reps = if quick { 3 } else { 5 };
     let memcpy = median((0..reps).map(|_| memcpy_ns(64 << 20)).collect());
