@@ -1,14 +1,18 @@
 //! Interval indexes of granted byte-range locks, one pair per file per server.
 //!
 //! * `WriteHulls`: write locks never overlap (single writer), so granted write bytes can be
-//!   kept as disjoint *hulls*, each a run of one request's bytes, in an ordered map keyed by
-//!   start: O(log n) insert, remove and "which hull covers x / comes next".
+//!   kept as disjoint *hulls* in an ordered map keyed by start: O(log n) insert, remove and
+//!   "which hull covers x / comes next". A hull names up to `MAX_HULL_OWNERS` requests; each
+//!   owner's bytes inside are its own description's bytes there below its cursor, so writers
+//!   whose patterns interleave (neighbours' rows of a subarray) share one entry instead of
+//!   splitting each other's hulls at every row.
 //! * `ReadIndex`: read locks may overlap each other (shared readers), so the index keeps a
 //!   *coverage map*: disjoint segments, each with the number of read locks covering it.
 //!   A writer only needs to know whether any reader covers a byte: O(log n) query;
 //!   add/remove are O(log n + k) for the k segments the lock spans.
 //!
-//! **Invariants:** `WriteHulls` entries are disjoint and non-empty. `ReadIndex` segments are
+//! **Invariants:** `WriteHulls` entries are disjoint and non-empty, each with 1 to
+//! `MAX_HULL_OWNERS` distinct owners. `ReadIndex` segments are
 //! disjoint, non-empty, have count ≥ 1, and no two touching segments have equal counts
 //! (canonical form, so the map's size is bounded by the distinct lock endpoints).
 
@@ -16,11 +20,53 @@ use atomio_layout::ByteRange;
 use atomio_proto::LockId;
 use std::collections::BTreeMap;
 
-/// One entry of the write index: lock `lock` holds *its own* bytes within `[start, end)`.
+/// Requests one hull may name. Four covers the interleavings of block-partitioned arrays
+/// (x- and y-neighbours' rows inside one z-plane's hull); a fifth interleaver splits the
+/// hull instead. Kept small: the entry is a `BTreeMap` value on every lock's path.
+pub const MAX_HULL_OWNERS: usize = 4;
+
+/// One entry of the write index: each owner holds *its own* bytes within `[start, end)`
+/// (its description's bytes there, below its cursor); the owners' bytes never overlap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hull {
     pub end: u64,
-    pub lock: LockId,
+    owners: [LockId; MAX_HULL_OWNERS],
+    count: u8,
+}
+
+impl Hull {
+    /// A hull of one owner.
+    pub fn new(end: u64, lock: LockId) -> Self {
+        Self {
+            end,
+            owners: [lock; MAX_HULL_OWNERS],
+            count: 1,
+        }
+    }
+
+    pub fn owners(&self) -> &[LockId] {
+        &self.owners[..usize::from(self.count)]
+    }
+
+    pub fn has(&self, lock: LockId) -> bool {
+        self.owners().contains(&lock)
+    }
+
+    /// Whether `lock` is the only owner.
+    pub fn is_only(&self, lock: LockId) -> bool {
+        self.count == 1 && self.owners[0] == lock
+    }
+
+    pub fn is_full(&self) -> bool {
+        usize::from(self.count) == MAX_HULL_OWNERS
+    }
+
+    /// Adds an owner (there must be room, and it must be new).
+    pub fn add(&mut self, lock: LockId) {
+        debug_assert!(!self.is_full() && !self.has(lock));
+        self.owners[usize::from(self.count)] = lock;
+        self.count += 1;
+    }
 }
 
 /// Granted write locks as *hulls*: disjoint entries, each covering a run of one request's
@@ -82,6 +128,30 @@ impl WriteHulls {
 
     pub fn remove(&mut self, start: u64) -> Option<Hull> {
         self.map.remove(&start)
+    }
+
+    /// Adds `lock` to the owners of the hull at `start` (which must have room for it).
+    pub fn join(&mut self, start: u64, lock: LockId) {
+        self.map.get_mut(&start).expect("hull exists").add(lock);
+    }
+
+    /// Removes `lock` from the owners of the hull at `start`, and the hull with its last
+    /// owner. Returns the hull as it was.
+    pub fn leave(&mut self, start: u64, lock: LockId) -> Hull {
+        let h = self.map.get_mut(&start).expect("hull exists");
+        let was = *h;
+        let n = usize::from(h.count);
+        let i = h.owners[..n]
+            .iter()
+            .position(|&o| o == lock)
+            .expect("an owner leaves");
+        if n == 1 {
+            self.map.remove(&start);
+        } else {
+            h.owners.copy_within(i + 1..n, i);
+            h.count -= 1;
+        }
+        was
     }
 
     pub fn len(&self) -> usize {
@@ -308,7 +378,7 @@ mod tests {
             let mut model: Vec<Option<u64>> = vec![None; 80];
             for (i, (s, l)) in hulls.into_iter().enumerate() {
                 if (s..s + l).all(|b| model[b as usize].is_none()) {
-                    idx.insert(s, Hull { end: s + l, lock: LockId(i as u64) });
+                    idx.insert(s, Hull::new(s + l, LockId(i as u64)));
                     for b in s..s + l { model[b as usize] = Some(s); }
                 }
             }

@@ -12,10 +12,14 @@
 //! releases cut it back to an offset. That is what makes `last_abs_offset` /
 //! `next_abs_offset` exact and the clients' ordered protocols deadlock-free.
 //!
-//! Storage per file: granted *write* bytes as disjoint hulls (`WriteHulls`), each a run of
-//! one request's bytes — the request's description says which bytes inside are its own — so
-//! a structured request that nobody interleaves with costs one index entry, not one per
-//! range, and releases in O(entries). Read locks overlap each other and stay exact, range by
+//! Storage per file: granted *write* bytes as disjoint hulls (`WriteHulls`), each naming up
+//! to `MAX_HULL_OWNERS` requests; an owner's bytes inside are its description's bytes there
+//! below its cursor. A structured request that nobody interleaves with costs one index
+//! entry, not one per range, and releases in O(entries). A writer whose ranges fall between
+//! another's inside its hull (x-neighbours' rows of a subarray) *joins* that hull instead of
+//! splitting it at every range, and its ranges there are checked by walking the other
+//! owners' descriptions alongside its own (`walk_shared_hull`); a partial release of a
+//! shared hull only moves the cursor. A writer that finds a hull full carves its piece out. Read locks overlap each other and stay exact, range by
 //! range, in a coverage map (`ReadIndex`) plus a per-request chain. Blocked requests are
 //! keyed by (the byte they wait for, arrival sequence); a release re-examines only those
 //! whose byte lies in what it freed, in arrival order, and notifies their clients.
@@ -23,7 +27,8 @@
 //! Granting runs a fast path: the *horizon* is the first byte at or after the cursor where
 //! any other lock's hull or read segment begins; ranges below it are granted by extending a
 //! local run, with no index lookup per range. Past it, each range is checked precisely
-//! against the owners' descriptions, and granting inside another request's hull splits it.
+//! against the owners' descriptions; a piece stays within one hull or one gap between hulls
+//! (the rest of its range is checked as a range of its own).
 //!
 //! Work is sliced: one step (a message handled, or a call of `work`) grants or releases at
 //! most `DEFAULT_WORK_SLICE` ranges (`with_work_slice`). A request that has more left is
@@ -35,9 +40,11 @@
 //! **Invariants** (checked by `check_invariants`, which the tests and simulator call):
 //! * a request's granted bytes are exactly its own bytes below `cursor`; `last` is one past
 //!   the highest of them (0 if none); `next` is its first byte at or after `cursor`;
-//! * write hulls are disjoint; each starts on a granted byte of its owner, lies below the
-//!   owner's cursor, is listed in the owner's entries, and together a write request's hulls
-//!   cover all its granted bytes; a read request's chain lists exactly its granted bytes;
+//! * write hulls are disjoint; each names 1 to `MAX_HULL_OWNERS` distinct owners, starts
+//!   below every owner's cursor, and is listed in each owner's entries (and only theirs);
+//!   together a write request's hulls cover all its granted bytes; a read request's chain
+//!   lists exactly its granted bytes (hull bounds need not be tight: every conflict check
+//!   asks the owners' descriptions and cursors, so a loose hull costs only speed);
 //! * no two requests hold conflicting bytes (overlapping, one of them a writer);
 //! * a request is queued as a waiter iff it has a pending blocking acquire, keyed by its
 //!   `next` byte, and that byte conflicts with a granted lock;
@@ -50,7 +57,7 @@ mod admission;
 pub mod dlm;
 
 use crate::chain::Chain;
-use crate::index::{Hull, ReadIndex, WriteHulls};
+use crate::index::{Hull, ReadIndex, WriteHulls, MAX_HULL_OWNERS};
 use crate::lease::{LeaseConfig, Leases};
 use atomio_layout::{ByteRange, RangeCursor, RangeList, ServerId, MAX_OFFSET};
 use atomio_proto::limits::{
@@ -58,8 +65,8 @@ use atomio_proto::limits::{
     MAX_WAITING_REQUESTS,
 };
 use atomio_proto::{
-    ClientId, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, Reply, Request,
-    ServerReport, ValidDesc, Wait, WireError,
+    ClientId, DescCursor, ErrorCode, FileId, LockDesc, LockId, LockMode, LockProgress, Reply,
+    Request, ServerReport, ValidDesc, Wait, WireError,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -109,10 +116,11 @@ enum Pending {
 /// What a request holds in the indexes.
 #[derive(Debug)]
 enum Held {
-    /// Starts of this request's write hulls. A set, not a vector: another request's grant
-    /// can split one of these hulls anywhere (`split_foreign_hull`), and interleaved
-    /// writers split thousands (a sorted vector's inserts cost O(n) each: 24 % of the lock
-    /// server's time with 8 interleaved clients of 128 Ki locks).
+    /// Starts of the write hulls this request owns (alone or with others). A set, not a
+    /// vector: another request's grant can carve one of these hulls anywhere
+    /// (`carve_hull`), and interleaved writers past the owner limit carve thousands (a
+    /// sorted vector's inserts cost O(n) each: 24 % of the lock server's time with 8
+    /// interleaved clients of 128 Ki locks, before hulls were shared).
     Write(BTreeSet<u64>),
     /// This request's read ranges, ascending (the paper's per-request lock chain).
     Read(Chain),
@@ -223,7 +231,7 @@ pub struct ServerStats {
     /// requests' hulls and descriptions (interleaved writers), not on the fast path.
     pub ranges_checked: u64,
     /// Index entries (write hulls, read ranges) removed by releases: what a release costs
-    /// beyond its message (a hull other grants split releases piece by piece).
+    /// beyond its message (a hull other grants carved releases piece by piece).
     pub entries_released: u64,
     pub releases: u64,
     pub waits: u64,
@@ -265,6 +273,9 @@ pub struct LockServer {
     budget: u64,
     /// Negative-control fault for the simulator: readers and writers ignore each other.
     pub(crate) ignore_conflicts: bool,
+    /// Owners a write hull may name before a grant inside it carves it instead (0:
+    /// `MAX_HULL_OWNERS`; tests lower it to exercise carving).
+    hull_owners: usize,
     /// Each file's striping as first named by a write here (mandatory locks map object
     /// pieces to file bytes with it; see `admission`).
     stripings: HashMap<FileId, atomio_proto::Striping>,
@@ -380,43 +391,54 @@ fn request_name(r: &Request) -> &'static str {
     }
 }
 
-/// The hull that covers the start of a range being granted, and its owner's first byte at
-/// or after that start (all a split needs, so it need not query the owner again).
-#[derive(Clone, Copy)]
-struct Covering {
-    start: u64,
-    hull: Hull,
-    owner_next: Option<u64>,
+/// What the write index says about a range `w` that request `me` wants.
+#[derive(Clone, Copy, Default)]
+struct WriteCheck {
+    /// The first byte of `w` another request's granted write bytes occupy.
+    conflict: Option<u64>,
+    /// The hull covering `w.start`, if any: (start, hull).
+    covering: Option<(u64, Hull)>,
+    /// The first hull start in `(w.start, w.end)`: a piece granted outside every hull ends
+    /// there, so hulls stay disjoint.
+    next_start: Option<u64>,
 }
 
-/// The first byte of `w` that another request's granted *write* bytes occupy, and the
-/// foreign hull covering `w.start`, if any.
+/// `owner`'s first granted byte in `[lo, hi)`: its description's, below its cursor.
+fn granted_in(owner: &LockRequest, lo: u64, hi: u64) -> Option<u64> {
+    let hi = hi.min(owner.cursor);
+    if lo >= hi {
+        return None;
+    }
+    owner.desc.first_at_or_after(lo).filter(|&b| b < hi)
+}
+
+/// Checks `w` against the write hulls it meets (see `WriteCheck`). Hulls are disjoint and
+/// met in order, so the first hull with a conflict holds the first conflicting byte.
 fn write_conflict(
     writes: &WriteHulls,
     others: &HashMap<LockId, LockRequest>,
     me: LockId,
     w: ByteRange,
-) -> (Option<u64>, Option<Covering>) {
-    let mut covering = None;
+) -> WriteCheck {
+    let mut out = WriteCheck::default();
     for (start, hull) in writes.overlapping(w) {
-        if hull.lock == me {
-            continue;
+        if start <= w.start {
+            out.covering = Some((start, hull));
+        } else if out.next_start.is_none() {
+            out.next_start = Some(start);
         }
-        let owner = &others[&hull.lock];
-        let lo = w.start.max(start);
-        let next = owner.desc.first_at_or_after(lo);
-        if start < w.start {
-            covering = Some(Covering {
-                start,
-                hull,
-                owner_next: next,
-            });
-        }
-        if let Some(b) = next.filter(|&b| b < w.end.min(hull.end)) {
-            return (Some(b), covering);
+        let (lo, hi) = (w.start.max(start), w.end.min(hull.end));
+        out.conflict = hull
+            .owners()
+            .iter()
+            .filter(|&&o| o != me)
+            .filter_map(|o| granted_in(&others[o], lo, hi))
+            .min();
+        if out.conflict.is_some() {
+            break;
         }
     }
-    (None, covering)
+    out
 }
 
 /// The first byte at or after `pos` where another request's lock could be: the start of a
@@ -493,6 +515,13 @@ impl LockServer {
     #[doc(hidden)]
     pub fn ignoring_conflicts_for_negative_control(mut self) -> Self {
         self.ignore_conflicts = true;
+        self
+    }
+
+    /// Owners one write hull may name, 1 to `MAX_HULL_OWNERS` (the default); tests lower it
+    /// so that grants inside interleaved hulls carve them (1: every interleaving splits).
+    pub fn with_hull_owner_limit(mut self, owners: usize) -> Self {
+        self.hull_owners = owners.clamp(1, MAX_HULL_OWNERS);
         self
     }
 
@@ -1019,7 +1048,7 @@ impl LockServer {
     /// `until` (exclusive) or the end of the request.
     fn grant(&mut self, lock: LockId, until: Option<u64>) -> Grant {
         // The request is taken out of the map so the others can be read (and, for hull
-        // splits, updated) while it is being extended.
+        // carves, updated) while it is being extended.
         let mut req = self.requests.remove(&lock).expect("caller checked");
         let table = self
             .files
@@ -1041,6 +1070,10 @@ impl LockServer {
                 (&mut ranges, &mut checked),
                 &mut self.budget,
                 self.ignore_conflicts,
+                match self.hull_owners {
+                    0 => MAX_HULL_OWNERS,
+                    n => n,
+                },
             )
         };
         self.entries.moved(req.owner, before, req.held.entries());
@@ -1203,7 +1236,7 @@ impl LockServer {
                 match &mut req.held {
                     Held::Write(starts) => {
                         for &s in starts.iter() {
-                            let h = table.writes.remove(s).expect("listed hulls exist");
+                            let h = table.writes.leave(s, lock);
                             freed.push(ByteRange {
                                 start: s,
                                 end: h.end,
@@ -1242,7 +1275,7 @@ impl LockServer {
                 self.entries.moved(owner, before, 0);
             }
             Some(x) => {
-                freed = cut_held(req, table, x);
+                freed = cut_held(req, lock, table, x);
                 self.entries.total = self.entries.total + req.held.entries() - before;
                 self.stats.entries_released += (before - req.held.entries()) as u64;
                 self.entries.moved(owner, before, req.held.entries());
@@ -1396,18 +1429,13 @@ impl LockServer {
                             .writes
                             .get(s)
                             .ok_or_else(|| format!("{id}: hull at {s} missing"))?;
-                        if h.lock != id {
-                            return Err(format!("{id}: hull at {s} belongs to {}", h.lock));
+                        if !h.has(id) {
+                            return Err(format!("{id}: hull at {s} is not its own"));
                         }
-                        if h.end > r.cursor {
+                        if s >= r.cursor {
                             return Err(format!(
-                                "{id}: hull [{s}, {}) passes cursor {}",
-                                h.end, r.cursor
-                            ));
-                        }
-                        if r.desc.first_at_or_after(s) != Some(s) {
-                            return Err(format!(
-                                "{id}: hull at {s} does not start on one of its bytes"
+                                "{id}: hull at {s} starts above cursor {}",
+                                r.cursor
                             ));
                         }
                         hulls.push(ByteRange {
@@ -1468,7 +1496,7 @@ impl LockServer {
                     end: at + 1,
                 };
                 let conflict = write_conflict(&table.writes, &self.requests, id, probe)
-                    .0
+                    .conflict
                     .is_some()
                     || (r.mode == LockMode::Write
                         && !self.ignore_conflicts
@@ -1502,9 +1530,19 @@ impl LockServer {
                     return Err(format!("{f}: hull at {s} overlaps the previous one"));
                 }
                 prev_end = h.end;
-                match self.requests.get(&h.lock).map(|r| &r.held) {
-                    Some(Held::Write(starts)) if starts.contains(&s) => {}
-                    _ => return Err(format!("{f}: hull at {s} is not listed by {}", h.lock)),
+                let owners = h.owners();
+                if owners
+                    .iter()
+                    .enumerate()
+                    .any(|(i, o)| owners[..i].contains(o))
+                {
+                    return Err(format!("{f}: hull at {s} names an owner twice"));
+                }
+                for o in owners {
+                    match self.requests.get(o).map(|r| &r.held) {
+                        Some(Held::Write(starts)) if starts.contains(&s) => {}
+                        _ => return Err(format!("{f}: hull at {s} is not listed by {o}")),
+                    }
                 }
             }
         }
@@ -1551,6 +1589,7 @@ fn grant_into(
     (ranges, checked): (&mut u64, &mut u64),
     budget: &mut u64,
     ignore_conflicts: bool,
+    hull_owners: usize,
 ) -> Grant {
     let mode = req.mode;
     // What this request may still add before its client reaches its share.
@@ -1564,8 +1603,10 @@ fn grant_into(
     let mut run: Option<ByteRange> = None;
     // The next horizon, when a slow-path grant already knows it.
     let mut known_horizon: Option<u64> = None;
+    // The rest of a range cut at a hull boundary, checked next as a range of its own.
+    let mut carry: Option<ByteRange> = None;
     let outcome = loop {
-        let Some(r) = src.next_range() else {
+        let Some(r) = carry.take().or_else(|| src.next_range()) else {
             req.cursor = MAX_OFFSET;
             req.next = None;
             break Grant::Complete;
@@ -1587,7 +1628,7 @@ fn grant_into(
             end: r.end.min(limit),
         };
         let slow = want.end > horizon;
-        let (end, conflict) = if !slow {
+        let (end, conflict, inside) = if !slow {
             // Fast path: nobody else holds anything in [cursor, horizon).
             match mode {
                 LockMode::Write => {
@@ -1614,22 +1655,37 @@ fn grant_into(
                     add_read(table, &mut req.held, want, &mut entries.total);
                 }
             }
-            (want.end, None)
+            (want.end, None, None)
         } else {
             if let Some(x) = run.take() {
                 add_write_hull(table, &mut req.held, lock, x, &mut entries.total);
             }
-            let (mut conflict, covering) = if mode == LockMode::Write || !ignore_conflicts {
+            // The hull this piece lies in, when the request owns it (with others).
+            let mut inside: Option<Hull> = None;
+            let check = if mode == LockMode::Write || !ignore_conflicts {
                 write_conflict(&table.writes, others, lock, want)
             } else {
-                (None, None)
+                WriteCheck::default()
             };
+            let mut conflict = check.conflict;
             if mode == LockMode::Write && !ignore_conflicts {
                 if let Some(b) = table.reads.first_overlap(want) {
                     conflict = Some(conflict.map_or(b, |c| c.min(b)));
                 }
             }
-            let end = conflict.unwrap_or(want.end);
+            let mut end = conflict.unwrap_or(want.end);
+            if mode == LockMode::Write {
+                // A write piece stays inside one hull or between hulls (the index stays
+                // disjoint); the rest of the range is checked as a range of its own.
+                let stop = match check.covering {
+                    Some((_, h)) => h.end,
+                    None => check.next_start.unwrap_or(MAX_OFFSET),
+                };
+                if stop < end {
+                    end = stop;
+                    conflict = None;
+                }
+            }
             if end > want.start {
                 if let Some(full) = full(entries.total, 2, req.held.entries() - held_before, room) {
                     req.next = Some(want.start);
@@ -1639,13 +1695,22 @@ fn grant_into(
                     start: want.start,
                     end,
                 };
-                match (mode, covering) {
-                    (LockMode::Write, Some(c)) => {
-                        // A foreign hull lies between this request's last hull and
-                        // `piece`: a hull of its own, no tail to extend. Past `piece`, the
-                        // split leaves no write hull before the remainder's start, which
+                match (mode, check.covering) {
+                    // Inside a hull this request already owns: its bytes there are
+                    // recorded by its cursor alone.
+                    (LockMode::Write, Some((_, h))) if h.has(lock) => inside = Some(h),
+                    // Inside another request's hull (interleaved patterns): join it.
+                    (LockMode::Write, Some((s, h))) if h.owners().len() < hull_owners => {
+                        table.writes.join(s, lock);
+                        write_starts(&mut req.held).insert(s);
+                        entries.total += 1;
+                        inside = Some(h);
+                    }
+                    (LockMode::Write, Some((s, h))) => {
+                        // No room for another owner: cut the piece out of the hull. Past
+                        // `piece`, no write hull starts before the remainder's start, which
                         // is the next horizon when no reader could be in between.
-                        let rest = split_foreign_hull(table, others, piece, c, entries);
+                        let rest = carve_hull(table, others, (s, h), piece, entries);
                         new_write_hull(table, &mut req.held, lock, piece, &mut entries.total);
                         if let Some(rs) = rest.filter(|_| table.reads.is_empty()) {
                             known_horizon = Some(rs);
@@ -1659,7 +1724,7 @@ fn grant_into(
                     }
                 }
             }
-            (end, conflict)
+            (end, conflict, inside)
         };
         if end > want.start {
             *ranges += 1;
@@ -1671,15 +1736,36 @@ fn grant_into(
             req.next = Some(at);
             break Grant::Blocked(at);
         }
-        if want.end < r.end {
+        if end < want.end {
+            carry = Some(ByteRange {
+                start: end,
+                end: r.end,
+            });
+        } else if want.end < r.end {
             // The bound cut this range: the rest waits for a later acquire.
             req.next = Some(want.end);
             break Grant::Reached;
         }
+        if let Some(h) = inside.filter(|_| {
+            carry.is_none() && end == r.end && !ignore_conflicts && table.reads.is_empty()
+        }) {
+            let walked = walk_shared_hull(
+                (&mut req.cursor, &mut req.last),
+                &mut src,
+                lock,
+                h,
+                limit,
+                others,
+                budget,
+            );
+            *ranges += walked.granted;
+            *checked += walked.granted;
+            carry = walked.rest;
+        }
         if slow {
             horizon = known_horizon
                 .take()
-                .unwrap_or_else(|| self::horizon(table, end, mode, ignore_conflicts));
+                .unwrap_or_else(|| self::horizon(table, req.cursor, mode, ignore_conflicts));
         }
     };
     if let Some(x) = run.take() {
@@ -1688,9 +1774,84 @@ fn grant_into(
     outcome
 }
 
+/// What `walk_shared_hull` did.
+struct Walked {
+    /// Ranges granted.
+    granted: u64,
+    /// The range it stopped at (taken from the source), for the caller's checks.
+    rest: Option<ByteRange>,
+}
+
+/// Grants a writer's next ranges inside hull `h`, which it owns with other requests
+/// (interleaved patterns: neighbours' rows of one subarray), checking each against the
+/// other owners' descriptions walked alongside: no index lookups, no hash lookups, no
+/// seeks from the root. The other owners' granted bytes in `h` are exactly their
+/// descriptions' bytes there below their cursors, and nobody else has any there (hulls are
+/// disjoint and name every owner). Stops, handing the range back, at the first range that
+/// leaves the hull, reaches `limit`, may conflict (the caller checks it precisely), or when
+/// the budget is spent. The caller makes sure no read lock exists in the file.
+fn walk_shared_hull(
+    (cursor, last): (&mut u64, &mut u64),
+    src: &mut DescCursor<'_>,
+    me: LockId,
+    h: Hull,
+    limit: u64,
+    others: &HashMap<LockId, LockRequest>,
+    budget: &mut u64,
+) -> Walked {
+    // Per other owner: its cursor over its description, its range at or after ours, and
+    // its granted prefix's end.
+    let mut walkers: Vec<(DescCursor<'_>, Option<ByteRange>, u64)> = h
+        .owners()
+        .iter()
+        .filter(|&&o| o != me)
+        .map(|o| {
+            let q = &others[o];
+            let mut c = q.desc.cursor();
+            c.seek(*cursor);
+            let first = c.next_range();
+            (c, first, q.cursor)
+        })
+        .collect();
+    let mut granted = 0;
+    while *budget > 0 {
+        let Some(n) = src.next_range() else {
+            return Walked {
+                granted,
+                rest: None,
+            };
+        };
+        let clear = n.end <= h.end
+            && n.end <= limit
+            && walkers.iter_mut().all(|(c, cur, top)| {
+                while let Some(x) = *cur {
+                    if x.end > n.start {
+                        break;
+                    }
+                    *cur = c.next_range();
+                }
+                cur.is_none_or(|x| x.start.max(n.start) >= n.end.min(*top))
+            });
+        if !clear {
+            return Walked {
+                granted,
+                rest: Some(n),
+            };
+        }
+        *budget -= 1;
+        granted += 1;
+        *cursor = n.end;
+        *last = n.end;
+    }
+    Walked {
+        granted,
+        rest: None,
+    }
+}
+
 /// Releases `req`'s granted bytes at or above `x` from the indexes and moves its cursor
 /// back; returns what was freed, in increasing order.
-fn cut_held(req: &mut LockRequest, table: &mut FileTable, x: u64) -> Vec<ByteRange> {
+fn cut_held(req: &mut LockRequest, lock: LockId, table: &mut FileTable, x: u64) -> Vec<ByteRange> {
     let mut freed = Vec::new();
     match &mut req.held {
         Held::Write(starts) => {
@@ -1698,7 +1859,11 @@ fn cut_held(req: &mut LockRequest, table: &mut FileTable, x: u64) -> Vec<ByteRan
             if let Some(&s) = starts.last() {
                 let h = table.writes.get(s).expect("listed hulls exist");
                 if h.end > x {
-                    table.writes.set_end(s, x);
+                    // A shared hull keeps its bounds: this request's bytes there end at its
+                    // cursor, which moves back below.
+                    if h.is_only(lock) {
+                        table.writes.set_end(s, x);
+                    }
                     freed.push(ByteRange {
                         start: x,
                         end: h.end,
@@ -1706,7 +1871,7 @@ fn cut_held(req: &mut LockRequest, table: &mut FileTable, x: u64) -> Vec<ByteRan
                 }
             }
             for s in above {
-                let h = table.writes.remove(s).expect("listed hulls exist");
+                let h = table.writes.leave(s, lock);
                 freed.push(ByteRange {
                     start: s,
                     end: h.end,
@@ -1791,10 +1956,13 @@ fn add_write_hull(
     if let Some(&tail) = write_starts(held).last() {
         let h = table.writes.get(tail).expect("listed hulls exist");
         debug_assert!(h.end <= r.start);
-        if table
-            .writes
-            .next_after(tail)
-            .is_none_or(|(s, _)| s >= r.end)
+        // A shared hull is not stretched: its other owners would check their later grants
+        // there against this request for nothing.
+        if h.is_only(lock)
+            && table
+                .writes
+                .next_after(tail)
+                .is_none_or(|(s, _)| s >= r.end)
         {
             table.writes.set_end(tail, r.end);
             return;
@@ -1812,7 +1980,7 @@ fn new_write_hull(
     r: ByteRange,
     entries: &mut usize,
 ) {
-    table.writes.insert(r.start, Hull { end: r.end, lock });
+    table.writes.insert(r.start, Hull::new(r.end, lock));
     write_starts(held).insert(r.start);
     *entries += 1;
 }
@@ -1825,37 +1993,57 @@ fn write_starts(held: &mut Held) -> &mut BTreeSet<u64> {
     }
 }
 
-/// Before granting write bytes `w` that fall in a gap of another request's hull `c`, splits
-/// that hull around `w` so hulls stay disjoint. `c.owner_next` is the owner's first byte at
-/// or after `w.start`; since none of its bytes lie in `w`, it is also its first at or after
-/// `w.end`. Returns where the hull's remainder above `w` starts, if it has one.
-fn split_foreign_hull(
+/// Before granting write bytes `w` inside the hull `(s, h)`, none of whose owners has a
+/// byte there, when the hull has no room for another owner: cuts `w` out of it so hulls
+/// stay disjoint. The part below `w` keeps the entry and its owners (or goes, if empty);
+/// the part above starts at the owners' first granted byte past `w`, if any, names only
+/// the owners with granted bytes in it (so a hull never starts above an owner's cursor),
+/// and its start is returned.
+fn carve_hull(
     table: &mut FileTable,
     others: &mut HashMap<LockId, LockRequest>,
+    (s, h): (u64, Hull),
     w: ByteRange,
-    c: Covering,
     entries: &mut Entries,
 ) -> Option<u64> {
-    debug_assert!(c.start < w.start && w.start < c.hull.end);
-    debug_assert!(c.owner_next.is_none_or(|b| b >= w.end || b >= c.hull.end));
-    table.writes.set_end(c.start, w.start);
-    if let Some(rs) = c.owner_next.filter(|&b| b < c.hull.end) {
-        table.writes.insert(
-            rs,
-            Hull {
-                end: c.hull.end,
-                lock: c.hull.lock,
-            },
-        );
-        let owner = others.get_mut(&c.hull.lock).expect("hulls have owners");
-        if let Held::Write(starts) = &mut owner.held {
-            starts.insert(rs);
+    debug_assert!(s <= w.start && w.end <= h.end);
+    let mut above: Vec<LockId> = Vec::new();
+    let mut rest: Option<u64> = None;
+    for o in h.owners() {
+        if let Some(b) = granted_in(&others[o], w.end, h.end) {
+            above.push(*o);
+            rest = Some(rest.map_or(b, |r| r.min(b)));
         }
-        // The split hull is the owner's entry (it goes when the owner releases), counted
-        // in its share though this request caused it.
-        entries.total += 1;
-        entries.moved(owner.owner, 0, 1);
-        return Some(rs);
     }
-    None
+    let below = s < w.start;
+    if below {
+        table.writes.set_end(s, w.start);
+    } else {
+        table.writes.remove(s);
+    }
+    if let Some(rs) = rest {
+        let mut upper = Hull::new(h.end, above[0]);
+        for &o in &above[1..] {
+            upper.add(o);
+        }
+        table.writes.insert(rs, upper);
+    }
+    // The entries are the owners' (they go when the owners release), counted in their
+    // shares though this request caused them.
+    for o in h.owners() {
+        let owner = others.get_mut(o).expect("hulls have owners");
+        let starts = write_starts(&mut owner.held);
+        let (before, mut after) = (1usize, 1usize);
+        if !below {
+            starts.remove(&s);
+            after -= 1;
+        }
+        if let Some(rs) = rest.filter(|_| above.contains(o)) {
+            starts.insert(rs);
+            after += 1;
+        }
+        entries.total = entries.total + after - before;
+        entries.moved(owner.owner, before, after);
+    }
+    rest
 }

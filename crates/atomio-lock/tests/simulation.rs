@@ -165,10 +165,16 @@ fn every_protocol_survives_freezes_resets_and_lapsed_leases() {
 #[test]
 fn the_fault_checks_catch_broken_leases_and_missing_cleanup() {
     use atomio_lock::sim::SimFault;
+    // A server that lapses a live client may also strand that client's locks elsewhere:
+    // the client's releases at the lapsing server are refused while it keeps renewing at
+    // the others, so its operation never finishes and its other locks outlive the run.
     for (fault, expect) in [
-        (SimFault::ServerLeaseTooShort, "conflicting"),
-        (SimFault::NoCleanup, "still holds"),
-        (SimFault::NoGrace, "conflicting"),
+        (
+            SimFault::ServerLeaseTooShort,
+            &["conflicting", "still holds"][..],
+        ),
+        (SimFault::NoCleanup, &["still holds"][..]),
+        (SimFault::NoGrace, &["conflicting"][..]),
     ] {
         let caught = (0..300u64).find_map(|seed| {
             let mut cfg = SimConfig::with_faults(seed);
@@ -178,7 +184,9 @@ fn the_fault_checks_catch_broken_leases_and_missing_cleanup() {
         let f = caught.unwrap_or_else(|| panic!("{fault:?} was never caught"));
         eprintln!("{fault:?} caught: {f}");
         assert!(
-            f.what.contains(expect) || f.what.contains("deadlock") || f.what.contains("livelock"),
+            expect.iter().any(|e| f.what.contains(e))
+                || f.what.contains("deadlock")
+                || f.what.contains("livelock"),
             "{fault:?} caught for the wrong reason: {f}"
         );
     }

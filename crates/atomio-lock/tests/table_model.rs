@@ -347,8 +347,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
 
     #[test]
-    fn server_matches_the_per_byte_model(ops in prop::collection::vec(arb_op(), 1..60)) {
-        let mut server = LockServer::new();
+    fn server_matches_the_per_byte_model(
+        ops in prop::collection::vec(arb_op(), 1..60),
+        hull_owners in 1usize..=4,
+    ) {
+        // 1: every interleaved grant carves the hull it lands in; more: it joins the hull.
+        let mut server = LockServer::new().with_hull_owner_limit(hull_owners);
         let mut model = Model::default();
         for (tag, op) in ops.iter().enumerate() {
             let tag = tag as u64 + 1;

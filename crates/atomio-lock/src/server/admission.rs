@@ -52,18 +52,17 @@ fn foreign_write(
     w: ByteRange,
 ) -> Option<u64> {
     for (start, hull) in writes.overlapping(w) {
-        let owner = &requests[&hull.lock];
-        if owner.owner == client {
-            continue;
-        }
-        // A hull covers its owner's bytes and the gaps between them: ask the description.
-        let lo = w.start.max(start);
-        if let Some(b) = owner
-            .desc
-            .first_at_or_after(lo)
-            .filter(|&b| b < w.end.min(hull.end))
-        {
-            return Some(b);
+        // A hull covers its owners' bytes and the gaps between them: ask the descriptions.
+        let (lo, hi) = (w.start.max(start), w.end.min(hull.end));
+        let first = hull
+            .owners()
+            .iter()
+            .map(|o| &requests[o])
+            .filter(|owner| owner.owner != client)
+            .filter_map(|owner| super::granted_in(owner, lo, hi))
+            .min();
+        if first.is_some() {
+            return first;
         }
     }
     None
