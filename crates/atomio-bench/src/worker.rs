@@ -77,6 +77,9 @@ pub struct Job {
     pub target: Target,
     /// Where to put what reads returned.
     pub dump_dir: PathBuf,
+    /// The `rtt-floor` row: one `Ping` round trip to a lock server before each call.
+    #[serde(default)]
+    pub ping_per_call: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -150,6 +153,26 @@ struct ReadyCall {
     access: Option<Access>,
     op: u32,
     data: Option<Vec<u8>>,
+    /// The `rtt-floor` row: the lock servers this call's bytes map to (direct placement's
+    /// lock stripes), each pinged once, all at once, before the call.
+    ping: Vec<atomio_layout::ServerId>,
+}
+
+/// The lock servers of a direct file's `DIRECT_LOCK_STRIPE`s that `a`'s bytes touch (the
+/// rotation of the first stripe aside, which changes neither their number nor balance).
+fn lock_servers_of(a: &Access, servers: usize) -> Vec<atomio_layout::ServerId> {
+    let stripe = atomio_client::file::DIRECT_LOCK_STRIPE;
+    let mut hit = vec![false; servers];
+    for r in a.ranges() {
+        let (first, last) = (r.start / stripe, (r.end - 1) / stripe);
+        for k in first..=last.min(first + servers as u64) {
+            hit[(k % servers as u64) as usize] = true;
+        }
+    }
+    (0..servers)
+        .filter(|&i| hit[i])
+        .map(|i| atomio_layout::ServerId(i as u32))
+        .collect()
 }
 
 struct Prepared {
@@ -157,6 +180,8 @@ struct Prepared {
     calls: Vec<ReadyCall>,
     io: Io,
     analysis_seconds: f64,
+    /// The `rtt-floor` row's connections to the lock servers.
+    pinger: Option<Box<ClusterClient>>,
 }
 
 /// Interval I/O's declaration: every rank analyzes the whole plan (the declared accesses
@@ -220,11 +245,18 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             }
             _ => None,
         };
+        let ping = match (&job.target, &call.access, job.ping_per_call) {
+            (Target::Direct { servers, .. }, Some(a), true) if !servers.is_empty() => {
+                lock_servers_of(a, servers.len())
+            }
+            _ => Vec::new(),
+        };
         calls.push(ReadyCall {
             kind: call.kind,
             access: call.access,
             op: call.op,
             data: buf,
+            ping,
         });
     }
     let mut analysis_seconds = 0.0;
@@ -289,11 +321,19 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             Io::Limit { file, offset }
         }
     };
+    let pinger = match (&job.target, job.ping_per_call) {
+        (Target::Direct { servers, .. }, true) if !servers.is_empty() => {
+            Some(Box::new(ClusterClient::connect_tcp(servers).await?))
+        }
+        (_, true) => return Err(bad("the rtt-floor row needs lock servers")),
+        (_, false) => None,
+    };
     Ok(Prepared {
         job,
         calls,
         io,
         analysis_seconds,
+        pinger,
     })
 }
 
@@ -314,8 +354,23 @@ async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
         access,
         op,
         data,
+        ping,
     } in &p.calls
     {
+        if let Some(c) = p.pinger.as_deref_mut() {
+            let pings = ping
+                .iter()
+                .map(|&s| {
+                    (
+                        s,
+                        atomio_proto::Request::Ping {
+                            nonce: (*op).into(),
+                        },
+                    )
+                })
+                .collect();
+            c.rpc_all(pings).await?;
+        }
         match (kind, access) {
             (CallKind::Write, Some(a)) => {
                 let data = data.as_deref().expect("prepared");

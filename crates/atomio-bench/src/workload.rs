@@ -10,7 +10,10 @@
 //! run k of every row (order rotated by k) before run k+1 of any. Rows: each strategy on
 //! its placement (`--data direct|servers`; the fcntl baselines always on a direct file),
 //! and `limit` — every client `pwrite`s its bytes contiguously into a fresh local file, the
-//! physical limit of this machine for the same bytes (not verified: no layout).
+//! physical limit of this machine for the same bytes (not verified: no layout). `rtt-floor`
+//! is `none` plus one round trip to a lock server (a `Ping`) before each call: the least any
+//! lock-server technique adds on this machine, since a call may not write before a server
+//! has answered it.
 //!
 //! **Invariants:** every strategy of one invocation runs the same plan on the same servers
 //! with the same workers, so their ratios are comparable; a run that fails is an error, not
@@ -47,6 +50,8 @@ pub enum Deploy {
 pub enum RowSpec {
     /// The physical limit: each client `pwrite`s its bytes contiguously (not verified).
     Limit,
+    /// `none` plus one lock-server round trip per call: the floor of lock-server techniques.
+    RttFloor,
     Strategy(Strategy),
     /// `<strategy>+ifile`: an interval file instead of the flat file (strategies that
     /// split by intervals; verified after translating it to flat in memory).
@@ -57,6 +62,7 @@ impl RowSpec {
     pub fn name(&self) -> String {
         match self {
             RowSpec::Limit => "limit".into(),
+            RowSpec::RttFloor => "rtt-floor".into(),
             RowSpec::Strategy(s) => s.name(),
             RowSpec::IntervalFile(s) => format!("{s}+ifile"),
         }
@@ -68,6 +74,7 @@ impl std::str::FromStr for RowSpec {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "limit" => Ok(RowSpec::Limit),
+            "rtt-floor" => Ok(RowSpec::RttFloor),
             s => match s.strip_suffix("+ifile") {
                 Some(base) => {
                     let st: Strategy = base.parse()?;
@@ -513,7 +520,7 @@ fn target_for(
                 bypass: cfg.bypass,
             }
         }
-        RowSpec::Strategy(_) => Target::Direct {
+        RowSpec::Strategy(_) | RowSpec::RttFloor => Target::Direct {
             servers: addrs.to_vec(),
             file: local("direct")?,
             interval_file: false,
@@ -542,8 +549,10 @@ async fn run_once(
             // The format travels in the target; the worker runs the base strategy.
             strategy: match spec {
                 RowSpec::IntervalFile(s) => s.name(),
+                RowSpec::RttFloor => Strategy::none().name(),
                 other => other.name(),
             },
+            ping_per_call: *spec == RowSpec::RttFloor,
             target: target.clone(),
             dump_dir: dump_dir.to_path_buf(),
         })))

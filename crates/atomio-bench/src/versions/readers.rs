@@ -715,6 +715,12 @@ fn place_for(
                 path: format!("/version-readers/{tag}"),
             }
         }
+        RowSpec::RttFloor => {
+            return Err(WireError::new(
+                atomio_proto::ErrorCode::InvalidArgument,
+                "rtt-floor is a row of the workload benchmarks",
+            ))
+        }
         RowSpec::IntervalFile(s) => {
             return Err(WireError::new(
                 ErrorCode::InvalidArgument,
@@ -733,7 +739,7 @@ fn job(role: Role, id: u32, spec: &RowSpec, place: &Place, access: &Access) -> C
         role,
         id,
         strategy: match spec {
-            RowSpec::Limit => "none".into(),
+            RowSpec::Limit | RowSpec::RttFloor => "none".into(),
             RowSpec::Strategy(s) | RowSpec::IntervalFile(s) => s.name(),
         },
         place: place.clone(),

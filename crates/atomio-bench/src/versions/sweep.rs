@@ -211,6 +211,12 @@ impl Env<'_> {
                     .open(&local)
                     .map_err(|e| io(&local, e))?,
             ),
+            RowSpec::RttFloor => {
+                return Err(WireError::new(
+                    atomio_proto::ErrorCode::InvalidArgument,
+                    "rtt-floor is a row of the workload benchmarks",
+                ))
+            }
             RowSpec::IntervalFile(s) => {
                 return Err(WireError::new(
                     ErrorCode::InvalidArgument,
