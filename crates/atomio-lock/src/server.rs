@@ -519,7 +519,8 @@ impl LockServer {
     }
 
     /// Owners one write hull may name, 1 to `MAX_HULL_OWNERS` (the default); tests lower it
-    /// so that grants inside interleaved hulls carve them (1: every interleaving splits).
+    /// so that grants inside interleaved hulls carve them (1: every interleaving carves), and
+    /// the scale model's calibration to measure releases of one entry per range.
     pub fn with_hull_owner_limit(mut self, owners: usize) -> Self {
         self.hull_owners = owners.clamp(1, MAX_HULL_OWNERS);
         self

@@ -349,7 +349,7 @@ proptest! {
     #[test]
     fn server_matches_the_per_byte_model(
         ops in prop::collection::vec(arb_op(), 1..60),
-        hull_owners in 1usize..=4,
+        hull_owners in 1usize..=8,
     ) {
         // 1: every interleaved grant carves the hull it lands in; more: it joins the hull.
         let mut server = LockServer::new().with_hull_owner_limit(hull_owners);

@@ -717,7 +717,11 @@ pub fn measure_lock_work(quick: bool, samples: &mut Vec<Sample>) -> Result<LockC
     let mut checked = Vec::new();
     let mut entry = Vec::new();
     for _ in 0..reps {
-        let (c, e, _) = interleaved_lock_run(locks)?;
+        // Checked ranges as servers meet them (interleavers share a hull); index entries
+        // as a server releases them where every interleaved range is an entry of its own
+        // (a hull that has no room for another owner is carved).
+        let (c, _, _) = interleaved_lock_run(locks, None)?;
+        let (_, e, _) = interleaved_lock_run(locks, Some(1))?;
         checked.push(c);
         entry.push(e);
     }
@@ -791,12 +795,20 @@ fn drive(server: &mut LockServer, c: u64, op: &mut LockOp, queue: Vec<Send>) -> 
 
 /// Interleaved writers at one server: client 0 holds `locks` one-byte locks 64 bytes
 /// apart (a structured request: one hull); client 1 then locks the bytes halfway between
-/// them, every range inside client 0's hull — checked against its description and
-/// splitting it — then both release (client 0's hull now in `locks` pieces). Returns
-/// (server ns per range checked, per index entry released) and the server's counters.
-fn interleaved_lock_run(locks: u64) -> Result<(f64, f64, atomio_lock::ServerStats), String> {
+/// them, every range inside client 0's hull — it joins the hull and each range is checked
+/// against client 0's description, walked alongside — then both release. With
+/// `hull_owners` Some(1), hulls are never shared: client 1's every range carves client 0's
+/// hull, and both end with an entry per lock. Returns (server ns per range checked, per
+/// index entry released) and the server's counters.
+fn interleaved_lock_run(
+    locks: u64,
+    hull_owners: Option<usize>,
+) -> Result<(f64, f64, atomio_lock::ServerStats), String> {
     let layout = Layout::round_robin(1 << 40, 1, 1, 0).map_err(|e| e.to_string())?;
     let mut server = LockServer::with_id(ServerId(0));
+    if let Some(n) = hull_owners {
+        server = server.with_hull_owner_limit(n);
+    }
     let one = Pattern::bytes(1).map_err(|e| e.to_string())?;
     let pattern = Pattern::hvector(locks, 1, 64, &one).map_err(|e| e.to_string())?;
     let mut ops = Vec::new();
@@ -1299,14 +1311,19 @@ mod tests {
     }
 
     #[test]
-    fn interleaved_writers_are_checked_range_by_range_and_released_piece_by_piece() {
-        let (checked, entry, st) = interleaved_lock_run(1_000).unwrap();
-        // The second request's every range lies in the first's hull and splits it: both
-        // end with one entry per lock, and their releases remove every one.
+    fn interleaved_writers_share_a_hull_and_are_checked_range_by_range() {
+        let (checked, entry, st) = interleaved_lock_run(1_000, None).unwrap();
+        // The second request's every range lies in the first's hull, which it joins: every
+        // range is checked, and the releases remove three entries: the shared hull as each
+        // owner's, and the second's own hull for its last lock (past the first's last byte).
         assert_eq!(st.ranges_checked, 1_000);
         assert_eq!(st.ranges_granted, 2_000);
-        assert_eq!(st.entries_released, 2_000);
+        assert_eq!(st.entries_released, 3);
         assert!(checked > 0.0 && entry > 0.0);
+        // Unshared, every range carves the hull: both end with one entry per lock.
+        let (_, _, st) = interleaved_lock_run(1_000, Some(1)).unwrap();
+        assert_eq!(st.ranges_checked, 1_000);
+        assert_eq!(st.entries_released, 2_000);
     }
 
     #[test]
