@@ -25,6 +25,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# One host: MPICH's UCX would enumerate every network device at MPI_Init, and `cargo test`
+# runs the 4-host suite beside this one, whose veths come and go: UCX then fails with
+# "init_worker No such device" (seen once). Loopback is all ranks on one host need.
+if [ "$(basename "$MPIEXEC")" = mpiexec ]; then
+  export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
+fi
+
 # Test defaults: two in-job servers, small stripes (every call spans both servers).
 export ATOMIO_SERVERS_PER_NODE=${ATOMIO_SERVERS_PER_NODE:-2}
 export ATOMIO_STRIPE_SIZE=${ATOMIO_STRIPE_SIZE:-4096}
