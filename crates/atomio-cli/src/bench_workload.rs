@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// today's baselines (`romio`: what MPI users have; `posix-fcntl`), and the lock
 /// strategies that matter.
 pub const DEFAULT_STRATEGIES: &str =
-    "limit,none,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try";
+    "limit,none,rtt-floor,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try";
 
 #[derive(Args, Clone)]
 pub struct CommonArgs {
@@ -26,7 +26,9 @@ pub struct CommonArgs {
     #[arg(long, default_value_t = 4)]
     pub servers: u32,
     /// Strategies, comma-separated, or "all"; `limit` adds the physical-limit row (each
-    /// client `pwrite`s its bytes contiguously into a local file).
+    /// client `pwrite`s its bytes contiguously into a local file), `rtt-floor` the floor of
+    /// lock-server techniques (`none` plus one round trip to each lock server a call's
+    /// bytes map to, before each call).
     #[arg(long, default_value = DEFAULT_STRATEGIES)]
     pub strategies: String,
     /// Where the bytes live: `direct` (the user's ordinary file; servers hold only locks)
@@ -107,7 +109,7 @@ pub fn parse_strategies(s: &str) -> anyhow::Result<Vec<RowSpec>> {
             Strategy::block(atomio_client::BlockSize::Stripe),
         ];
         v.extend(Strategy::ching_all());
-        let mut rows = vec![RowSpec::Limit];
+        let mut rows = vec![RowSpec::Limit, RowSpec::RttFloor];
         rows.extend(v.into_iter().map(RowSpec::Strategy));
         return Ok(rows);
     }
