@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod error;
+pub mod grid_box;
 pub mod layout;
 pub mod pattern;
 pub mod range;
@@ -16,6 +17,7 @@ pub mod share;
 
 pub use access::Access;
 pub use error::LayoutError;
+pub use grid_box::{provably_disjoint, GridBox};
 pub use layout::{Layout, Piece, ServerId, DEFAULT_STRIPE_SIZE, MAX_STRIPE_COUNT};
 pub use pattern::{Block, Field, Node, Order, Pattern, MAX_PATTERN_DEPTH, MAX_PATTERN_ITEMS};
 pub use range::{ByteRange, MAX_OFFSET};

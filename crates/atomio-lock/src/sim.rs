@@ -676,7 +676,11 @@ struct World<'a> {
 
 /// A fresh server `s` (at start, and when it restarts after a crash: an empty table).
 fn new_server(cfg: &SimConfig, s: ServerId, slice: u64) -> LockServer {
-    let mut srv = LockServer::with_id(s).with_work_slice(slice);
+    // Requests here are short: leaps (granting up to the next other lock at once) after
+    // 1-4 ranges, so that they happen, interleaved with slices, waits and faults.
+    let mut srv = LockServer::with_id(s)
+        .with_work_slice(slice)
+        .with_leap_after(1 + (cfg.seed + u64::from(s.0)) % 4);
     srv.ignore_conflicts = cfg.fault == SimFault::ServerIgnoresConflicts;
     if cfg.faults {
         let lease = match cfg.fault {

@@ -46,7 +46,11 @@ fn work_until_answer(s: &mut LockServer, client: u64) -> (u64, Vec<Outgoing>) {
 #[test]
 fn a_long_grant_and_release_run_in_slices_with_others_served_between() {
     for mode in [LockMode::Read, LockMode::Write] {
-        let mut s = LockServer::new().with_work_slice(SLICE);
+        // Range by range (no leaps): a write nobody is near is otherwise granted at once
+        // (`a_long_write_nobody_is_near_is_granted_in_one_step`).
+        let mut s = LockServer::new()
+            .with_work_slice(SLICE)
+            .with_leap_after(u64::MAX);
         let lock = Request::LockNew {
             file: FileId(1),
             mode,
@@ -177,4 +181,23 @@ fn a_departed_clients_long_requests_are_released_in_slices() {
     }
     assert!(slices >= RUNS / SLICE - 1, "{slices}");
     assert_eq!((s.open_requests(), s.index_entries()), (0, 0));
+}
+
+#[test]
+fn a_long_write_nobody_is_near_is_granted_in_one_step() {
+    let mut s = LockServer::new().with_work_slice(SLICE);
+    let lock = Request::LockNew {
+        file: FileId(1),
+        mode: LockMode::Write,
+        desc: strided(),
+        wait: Wait::All,
+    };
+    let out = send(&mut s, 1, 1, lock);
+    assert!(
+        matches!(&out[..], [o] if matches!(o.reply, Reply::Lock(p)
+            if p.next_abs_offset.is_none() && p.last_abs_offset == (RUNS - 1) * 64 + 8)),
+        "{out:?}"
+    );
+    assert!(!s.has_work());
+    assert_eq!(s.index_entries(), 1);
 }

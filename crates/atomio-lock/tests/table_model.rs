@@ -350,9 +350,13 @@ proptest! {
     fn server_matches_the_per_byte_model(
         ops in prop::collection::vec(arb_op(), 1..60),
         hull_owners in 1usize..=8,
+        leap_after in 1u64..=4,
     ) {
         // 1: every interleaved grant carves the hull it lands in; more: it joins the hull.
-        let mut server = LockServer::new().with_hull_owner_limit(hull_owners);
+        // Leaps (granting up to the next other lock at once) after 1-4 ranges.
+        let mut server = LockServer::new()
+            .with_hull_owner_limit(hull_owners)
+            .with_leap_after(leap_after);
         let mut model = Model::default();
         for (tag, op) in ops.iter().enumerate() {
             let tag = tag as u64 + 1;

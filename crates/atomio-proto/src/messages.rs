@@ -724,6 +724,26 @@ impl ValidDesc {
         }
     }
 
+    /// The access of a structured description (`None` for explicit ranges).
+    pub fn access(&self) -> Option<&Access> {
+        match self {
+            ValidDesc::Ranges(_) => None,
+            ValidDesc::Pattern { access, .. } => Some(access),
+        }
+    }
+
+    /// One past the last byte this description may cover (an upper bound: a structured
+    /// description's whole access, not only its server's share).
+    pub fn end_bound(&self) -> u64 {
+        match self {
+            ValidDesc::Ranges(list) => list.as_slice().last().map_or(0, |r| r.end),
+            ValidDesc::Pattern { access, .. } => access
+                .pattern()
+                .data_bounds()
+                .map_or(0, |(_, ub)| access.base().saturating_add(ub)),
+        }
+    }
+
     /// The first byte at or after `offset` that this description covers at its server.
     pub fn first_at_or_after(&self, offset: u64) -> Option<u64> {
         use atomio_layout::RangeCursor;
