@@ -620,6 +620,42 @@ fn stalled_partial_frames_cost_at_most_the_partial_frame_budget() {
     server.assert_alive_and_clean();
 }
 
+/// `runs` runs of 8 bytes every 16 from byte 8 (between those of the 8-byte vector at 0),
+/// as a struct of two halves: not a single grid box, so a lock server walks it range by
+/// range against the vector's owner.
+fn between_pattern(runs: u64) -> LockDesc {
+    let half = runs / 2;
+    LockDesc::Pattern(WirePattern {
+        base: 0,
+        nodes: vec![
+            Node::Bytes { len: 8 },
+            Node::Vector {
+                count: half,
+                blocklen: 1,
+                stride: 16,
+                elem: 0,
+            },
+            Node::Struct {
+                fields: vec![
+                    atomio_layout::Field {
+                        disp: 8,
+                        blocklen: 1,
+                        elem: 1,
+                    },
+                    atomio_layout::Field {
+                        disp: 8 + half * 16,
+                        blocklen: 1,
+                        elem: 1,
+                    },
+                ],
+            },
+        ],
+        stripe_size: 65536,
+        object_servers: vec![ServerId(0)],
+        server: ServerId(0),
+    })
+}
+
 /// Sends `locks` structured lock requests of 2²³ runs each (the issue's "two datatype
 /// requests of 2²⁴ runs froze the server 19 s" class) from one client while another pings;
 /// `answered` checks each reply. Returns (how long until all were answered, the worst ping,
@@ -666,9 +702,31 @@ fn huge_pattern_locks(
             },
         );
     }
+    // A writer nobody is near is granted at once (the server leaps to the next other
+    // lock), so write requests come in pairs: a second writer's runs fall between the
+    // first's, described so that the server cannot prove them apart (two fields, not one
+    // box), and are checked one by one against the first's — the long work to slice.
+    let replies = match mode {
+        LockMode::Write => {
+            for file in 1..=locks {
+                send(
+                    &mut a,
+                    100 + file,
+                    Request::LockNew {
+                        file: FileId(file),
+                        mode,
+                        desc: between_pattern(RUNS),
+                        wait: Wait::All,
+                    },
+                );
+            }
+            2 * locks
+        }
+        LockMode::Read => locks,
+    };
     let t0 = std::time::Instant::now();
     let all_answered = std::thread::spawn(move || {
-        for _ in 0..locks {
+        for _ in 0..replies {
             let f = recv(&mut a).expect("a lock reply");
             assert!(answered(&f.reply), "{f:?}");
         }
