@@ -46,41 +46,41 @@ impl GridBox {
 /// A node's box: (offset of its first byte, run length, dimensions innermost first).
 type Shape = (u64, u64, Vec<(u64, u64)>);
 
+/// `copies` of the box `s`, `spacing` bytes apart: a longer run when they touch, else one
+/// more dimension. `None` for no copies, or copies on top of each other.
+fn repeated((offset, len, mut dims): Shape, copies: u64, spacing: u64) -> Option<Shape> {
+    match copies {
+        0 => None,
+        1 => Some((offset, len, dims)),
+        _ if spacing == 0 => None,
+        _ if dims.is_empty() && spacing == len => Some((offset, len.checked_mul(copies)?, dims)),
+        _ => {
+            dims.push((copies, spacing));
+            Some((offset, len, dims))
+        }
+    }
+}
+
 /// The box of node `i`, if it is one.
 fn shape(p: &Pattern, i: u32, depth: usize) -> Option<Shape> {
     if depth > crate::pattern::MAX_PATTERN_DEPTH {
         return None;
     }
-    let repeat = |elem: u32, copies: u64, spacing: u64| {
-        let (offset, len, mut dims) = shape(p, elem, depth + 1)?;
-        if copies == 0 {
-            return None;
-        }
-        if copies == 1 {
-            return Some((offset, len, dims));
-        }
-        if dims.is_empty() && spacing == len {
-            // Copies that touch make one longer run.
-            return Some((offset, len.checked_mul(copies)?, dims));
-        }
-        dims.push((copies, spacing));
-        Some((offset, len, dims))
+    // `copies` of node `elem`, each MPI-style at the element's extent, placed at `disp`.
+    let placed = |elem: u32, copies: u64, disp: u64| {
+        let (offset, len, dims) =
+            repeated(shape(p, elem, depth + 1)?, copies, p.node_extent(elem))?;
+        Some((offset.checked_add(disp)?, len, dims))
     };
     match p.nodes().get(i as usize)? {
         Node::Bytes { len } => (*len > 0).then(|| (0, *len, Vec::new())),
         Node::Resized { elem, .. } => shape(p, *elem, depth + 1),
         Node::Indexed { blocks, elem } => match blocks.as_slice() {
-            [b] => {
-                let (offset, len, dims) = repeat(*elem, b.blocklen, p.node_extent(*elem))?;
-                Some((offset.checked_add(b.disp)?, len, dims))
-            }
+            [b] => placed(*elem, b.blocklen, b.disp),
             _ => None,
         },
         Node::Struct { fields } => match fields.as_slice() {
-            [f] => {
-                let (offset, len, dims) = repeat(f.elem, f.blocklen, p.node_extent(f.elem))?;
-                Some((offset.checked_add(f.disp)?, len, dims))
-            }
+            [f] => placed(f.elem, f.blocklen, f.disp),
             _ => None,
         },
         Node::Vector {
@@ -88,22 +88,7 @@ fn shape(p: &Pattern, i: u32, depth: usize) -> Option<Shape> {
             blocklen,
             stride,
             elem,
-        } => {
-            let (offset, len, mut dims) = repeat(*elem, *blocklen, p.node_extent(*elem))?;
-            match *count {
-                0 => None,
-                1 => Some((offset, len, dims)),
-                c if *stride > 0 => {
-                    if dims.is_empty() && *stride == len {
-                        Some((offset, len.checked_mul(c)?, dims))
-                    } else {
-                        dims.push((c, *stride));
-                        Some((offset, len, dims))
-                    }
-                }
-                _ => None,
-            }
-        }
+        } => repeated(placed(*elem, *blocklen, 0)?, *count, *stride),
     }
 }
 
