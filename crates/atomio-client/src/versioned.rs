@@ -7,9 +7,12 @@
 //!  read:  VersionSnapshot ─► TreeReader (NodeGet, cached) ─► chunk bytes + the file's base
 //! ```
 //!
-//! * **Chunks** are appended to this writer's own object on each server (its number comes
-//!   from the version manager, so no two writers share one): a chunk is immutable once
-//!   written. The provider manager is a pure function every client computes — leaf block
+//! * **Chunks** are appended to this writer's own objects on each server (writer number `w`
+//!   from the version manager owns objects `8w … 8w+7`, so no two writers share one; its
+//!   writes take them in turn): a chunk is immutable once written. Taking them in turn
+//!   keeps the few snapshots a collector retains in different object files: appended to
+//!   one file, five live 16 MiB regions between punched holes outgrew the four extents an
+//!   ext4 inode holds and cost an extent-index block (`bench version-gc`'s 5.0002x). The provider manager is a pure function every client computes — leaf block
 //!   `b` goes to server `(h + b) mod n` — so placement costs no round trip and balances
 //!   every writer's bytes over all servers. A client on the servers' host writes and reads
 //!   chunk objects through their files (the same-host bypass of `objects`).
@@ -44,6 +47,9 @@ const OBJECTS_PER_SPACE: u32 = atomio_layout::MAX_STRIPE_COUNT as u32;
 const MAX_CACHED_NODES: usize = 1 << 20;
 /// Regions a write declares to the version manager at most (its hint to other writers).
 const MAX_DECLARED_REGIONS: usize = 4096;
+/// Chunk objects each writer takes in turn, one per write (see the module docs).
+const OBJECTS_PER_WRITER: u32 = 8;
+const _: () = assert!(OBJECTS_PER_SPACE % OBJECTS_PER_WRITER == 0);
 /// Aborts in a row before a write gives up.
 const MAX_RETRIES: u32 = 8;
 
@@ -78,8 +84,11 @@ pub struct VersionedFile {
     servers: u32,
     geometry: Geometry,
     slot: u32,
-    /// Next free byte of this writer's chunk object on each server.
+    /// Next free byte of each of this writer's chunk objects on each server, by
+    /// `turn * servers + server`.
     cursors: Vec<u64>,
+    /// Writes stored so far (the next one's chunks go to object `turn` of this writer).
+    turns: u64,
     /// Object directories of every server when all are on this host.
     local: Option<Vec<PathBuf>>,
     /// Chunk object files opened, by (server, writer).
@@ -105,14 +114,14 @@ fn io_err(what: &str, e: std::io::Error) -> WireError {
     WireError::new(ErrorCode::Io, format!("{what}: {e}"))
 }
 
-/// The chunk space (file id) and object of writer `slot`.
-fn chunk_home(id: FileId, slot: u32) -> (FileId, u32) {
+/// The chunk space (file id) and object number there of chunk object `object`.
+fn chunk_home(id: FileId, object: u32) -> (FileId, u32) {
     let space = file_id(&format!(
         "{:016x}/chunks/{}",
         id.0,
-        slot / OBJECTS_PER_SPACE
+        object / OBJECTS_PER_SPACE
     ));
-    (space, slot % OBJECTS_PER_SPACE)
+    (space, object % OBJECTS_PER_SPACE)
 }
 
 /// The striping every chunk `Write` names (chunk spaces take no locks; admission needs one).
@@ -138,6 +147,12 @@ impl VersionedFile {
         let Reply::VersionWriter { object, geometry } = reply else {
             return Err(unexpected("VersionOpen", &reply));
         };
+        if object.checked_mul(OBJECTS_PER_WRITER).is_none() {
+            return Err(WireError::new(
+                ErrorCode::Internal,
+                format!("writer number {object} leaves no room for its chunk objects"),
+            ));
+        }
         let local = locate_all(c).await;
         Ok(Self {
             id,
@@ -145,7 +160,8 @@ impl VersionedFile {
             servers,
             geometry,
             slot: object,
-            cursors: vec![0; servers as usize],
+            cursors: vec![0; (OBJECTS_PER_WRITER * servers) as usize],
+            turns: 0,
             local,
             open: HashMap::new(),
             cache: HashMap::new(),
@@ -181,34 +197,48 @@ impl VersionedFile {
         }
     }
 
+    /// This writer's chunk object for its write number `turn`.
+    fn own_object(&self, turn: u64) -> u32 {
+        // `open` checked that the multiplication fits.
+        self.slot * OBJECTS_PER_WRITER + (turn % OBJECTS_PER_WRITER as u64) as u32
+    }
+
+    /// Whether chunk object `object` is one of this writer's (it may create and write it).
+    fn owns(&self, object: u32) -> bool {
+        object / OBJECTS_PER_WRITER == self.slot
+    }
+
     /// The provider manager: the server that stores leaf block `block`'s new chunks.
     fn provider(&self, block: u64) -> u32 {
         ((self.id.0 % self.servers as u64 + block) % self.servers as u64) as u32
     }
 
-    fn chunk_file(&mut self, server: u32, slot: u32) -> Result<&std::fs::File, WireError> {
-        if !self.open.contains_key(&(server, slot)) {
+    fn chunk_file(&mut self, server: u32, object: u32) -> Result<&std::fs::File, WireError> {
+        if !self.open.contains_key(&(server, object)) {
             let dirs = self.local.as_ref().ok_or_else(|| {
                 WireError::new(ErrorCode::Internal, "chunk files are not on this host")
             })?;
             let dir = dirs.get(server as usize).ok_or_else(|| {
                 WireError::new(ErrorCode::Malformed, format!("no server {server}"))
             })?;
-            let (space, object) = chunk_home(self.id, slot);
-            let path = dir.join(atomio_data::object_file_name(space, object));
+            let (space, number) = chunk_home(self.id, object);
+            let path = dir.join(atomio_data::object_file_name(space, number));
+            let own = self.owns(object);
             let f = std::fs::OpenOptions::new()
                 .read(true)
-                .write(slot == self.slot)
-                .create(slot == self.slot)
+                .write(own)
+                .create(own)
                 .truncate(false)
                 .open(&path)
                 .map_err(|e| io_err(&format!("opening {}", path.display()), e))?;
             if self.open.len() >= 4096 {
-                self.open.retain(|(_, s), _| *s == self.slot);
+                let slot = self.slot;
+                self.open
+                    .retain(|(_, o), _| *o / OBJECTS_PER_WRITER == slot);
             }
-            self.open.insert((server, slot), f);
+            self.open.insert((server, object), f);
         }
-        Ok(&self.open[&(server, slot)])
+        Ok(&self.open[&(server, object)])
     }
 
     /// Stores `data` (offset order) for the bytes of `ranges` as new chunks.
@@ -219,6 +249,10 @@ impl VersionedFile {
         data: &[u8],
     ) -> Result<WritePieces, WireError> {
         let g = self.geometry;
+        let turn = self.turns;
+        self.turns += 1;
+        let object = self.own_object(turn);
+        let cursor_base = (turn % OBJECTS_PER_WRITER as u64) as usize * self.servers as usize;
         let mut pieces = WritePieces::default();
         // Per server: (object offset, data offset, length) of each piece, appended in order.
         let mut per: BTreeMap<u32, Vec<(u64, usize, usize)>> = BTreeMap::new();
@@ -229,16 +263,16 @@ impl VersionedFile {
                 let block = g.block(s);
                 let e = r.end.min((block + 1).saturating_mul(g.chunk));
                 let server = self.provider(block);
-                let off = self.cursors[server as usize];
+                let off = self.cursors[cursor_base + server as usize];
                 let len = (e - s) as usize;
-                self.cursors[server as usize] += len as u64;
+                self.cursors[cursor_base + server as usize] += len as u64;
                 per.entry(server).or_default().push((off, at, len));
                 pieces.add(
                     &g,
                     ByteRange { start: s, end: e },
                     ChunkRef {
                         server,
-                        object: self.slot,
+                        object,
                         offset: off,
                     },
                 );
@@ -248,7 +282,7 @@ impl VersionedFile {
         }
         if self.local.is_some() {
             for (server, list) in &per {
-                let f = self.chunk_file(*server, self.slot)?;
+                let f = self.chunk_file(*server, object)?;
                 let start = list[0].0;
                 let total: usize = list.iter().map(|p| p.2).sum();
                 if total / list.len() >= 64 << 10 {
@@ -267,7 +301,7 @@ impl VersionedFile {
                 }
             }
         } else {
-            let (space, object) = chunk_home(self.id, self.slot);
+            let (space, number) = chunk_home(self.id, object);
             let calls = per
                 .iter()
                 .map(|(server, list)| {
@@ -280,7 +314,7 @@ impl VersionedFile {
                         ServerId(*server),
                         Request::Write {
                             file: space,
-                            object,
+                            object: number,
                             striping: chunk_striping(),
                             pieces: vec![ObjPiece {
                                 offset: list[0].0,
@@ -838,12 +872,14 @@ impl VersionedFile {
     /// Makes this writer's chunks durable on every server (tree nodes and the version
     /// manager are in the servers' memory: see ARCHITECTURE.md).
     pub async fn sync(&mut self, c: &mut ClusterClient) -> Result<(), WireError> {
-        for ((_, slot), f) in &self.open {
-            if *slot == self.slot {
+        for ((_, object), f) in &self.open {
+            if self.owns(*object) {
                 f.sync_data().map_err(|e| io_err("fdatasync (chunk)", e))?;
             }
         }
-        let (space, _) = chunk_home(self.id, self.slot);
+        // A writer's objects share one chunk space (OBJECTS_PER_SPACE is a multiple of
+        // OBJECTS_PER_WRITER).
+        let (space, _) = chunk_home(self.id, self.own_object(0));
         let calls = (0..self.servers)
             .map(|s| (ServerId(s), Request::Sync { file: space }))
             .collect();
