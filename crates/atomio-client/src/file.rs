@@ -25,13 +25,17 @@ use atomio_layout::{Access, Layout};
 use std::sync::Arc;
 
 /// How a direct file's lock space is spread over the lock servers. No data is striped in
-/// direct placement, so this only trades lock-load spreading against the length of the
-/// two-phase walk (Ching et al.'s fallback acquires in order, one round trip per stripe
-/// boundary between servers): with 64 KiB stripes a contended 30 MiB tile call walked ~480
-/// boundaries and `ching:*:one-try` ran at 0.46x `bounding-extent` (`bench tile`: 935 vs
-/// 2033 MiB/s); with 4 MiB, 1932 vs 1926 (1.00x); 16 MiB gave 0.90x (too few servers per
-/// call). Every client of a file must use the same value: it is a constant.
-pub const DIRECT_LOCK_STRIPE: u64 = 4 << 20;
+/// direct placement, so this only trades lock-load spreading against the servers a call
+/// must visit: every one adds a round trip to a handoff (a client that waited at one server
+/// takes its later ones in order) and a message to each release. Since the lock server
+/// grants a lone writer's structured bytes in one step (leaps), its work per call is small,
+/// and fewer servers per call win: A/B/A/B of 6 invocations each (`results/issue8/stop31/`)
+/// moved `bench tile` one-try / bounding-extent from 0.95x (4 MiB) to 1.00x (64 MiB) and
+/// S3D datatype one-try from 92.5 % to 97.8 % of `none`, ior-hard unchanged. History: 64 KiB
+/// stripes walked ~480 boundaries on a contended 30 MiB tile call (0.46x); before leaps,
+/// 16 MiB gave 0.90x. Files much larger than `servers x` this still spread their locks
+/// over every server. Every client of a file must use the same value: it is a constant.
+pub const DIRECT_LOCK_STRIPE: u64 = 64 << 20;
 use atomio_lock::LockOp;
 use atomio_net::{ClusterClient, DataOp, FileInfo};
 use atomio_proto::{metadata_server, ErrorCode, FileId, LockMode, WireError};
