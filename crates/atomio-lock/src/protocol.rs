@@ -13,7 +13,9 @@
 //!   byte another server must grant), and wait for it.
 //!
 //! `TwoPhase` repeats two-phase rounds; `OneTry` does one optimistic round then two-phase
-//! rounds; `AltTry` alternates, starting optimistic.
+//! rounds; `AltTry` alternates, starting optimistic. An operation of a single sub-request
+//! starts with a two-phase round under every protocol: holding nothing else, it may wait
+//! at once, and a try that fails would only add a round trip before the same wait.
 //!
 //! **Tiers.** Bytes are ordered by (tier, offset), where a sub-request's `tier` is given by
 //! its plan. Tier 0 everywhere is the paper's offset order. atomio's plans give each server
@@ -230,8 +232,14 @@ impl LockOp {
     /// Starts acquiring.
     pub fn start(&mut self, out: &mut Vec<Send>) {
         match self.protocol {
-            Protocol::TwoPhase => self.two_phase_round(out),
-            Protocol::OneTry | Protocol::AltTry => self.optimistic_round(out),
+            // One sub-request: the client holds nothing else, so waiting at once is
+            // deadlock-free, and a conflict then costs one round trip, not a failed try
+            // and a blocking one (contended single-server calls matched `bounding-extent`
+            // only this way).
+            Protocol::OneTry | Protocol::AltTry if self.subs.len() > 1 => {
+                self.optimistic_round(out)
+            }
+            _ => self.two_phase_round(out),
         }
     }
 
