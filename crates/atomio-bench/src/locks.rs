@@ -65,6 +65,11 @@ pub struct LockBenchConfig {
     pub interleave: bool,
     pub contention_clients: u32,
     pub runs: usize,
+    /// Acquire-release cycles each client makes per run in the contention and interleave
+    /// variants (the scaling variant keeps the paper's one, held together). With leaps a
+    /// lone client's description is granted in one step, so one cycle lasts a round trip
+    /// and a run of one cycle measures scheduling noise more than the protocol.
+    pub rounds: u32,
     pub stripe_size: u64,
     /// The `atomio` executable, to start TCP servers.
     pub server_exe: Option<PathBuf>,
@@ -88,6 +93,7 @@ impl Default for LockBenchConfig {
             interleave: true,
             contention_clients: 8,
             runs: 3,
+            rounds: 1,
             stripe_size: atomio_layout::DEFAULT_STRIPE_SIZE,
             server_exe: None,
             external_servers: None,
@@ -110,6 +116,8 @@ pub struct LockBenchRow {
     pub spacing_bytes: u64,
     pub overlap_pct: u32,
     pub locks_per_client: u64,
+    /// Acquire-release cycles per client per run.
+    pub rounds: u32,
     /// Median over runs.
     pub acquire_locks_per_s: f64,
     pub release_locks_per_s: f64,
@@ -307,7 +315,20 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
                     run + 1
                 ));
                 file_seq += 1;
-                let r = run_once(&mut pool, &layout, &case, cfg.locks, FileId(file_seq)).await?;
+                let rounds = if case.variant == "scaling" {
+                    1
+                } else {
+                    cfg.rounds.max(1)
+                };
+                let r = run_once(
+                    &mut pool,
+                    &layout,
+                    &case,
+                    cfg.locks,
+                    rounds,
+                    FileId(file_seq),
+                )
+                .await?;
                 acq.push(r.0);
                 rel.push(r.1);
                 msgs.extend(r.2);
@@ -323,6 +344,11 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
                 spacing_bytes: case.spacing,
                 overlap_pct: case.overlap,
                 locks_per_client: cfg.locks,
+                rounds: if case.variant == "scaling" {
+                    1
+                } else {
+                    cfg.rounds.max(1)
+                },
                 acquire_locks_per_s: median(&acq),
                 release_locks_per_s: median(&rel),
                 runs: cfg.runs,
@@ -346,6 +372,7 @@ async fn run_once(
     layout: &Layout,
     case: &Case,
     locks: u64,
+    rounds: u32,
     file: FileId,
 ) -> Result<(f64, f64, Vec<f64>), WireError> {
     let region = locks * case.spacing;
@@ -371,20 +398,26 @@ async fn run_once(
         tasks.push(tokio::spawn(async move {
             let result = async {
                 barrier.wait().await;
-                let a0 = Instant::now();
-                let held = client
-                    .lock(file, LockMode::Write, &access, &layout, method, protocol)
-                    .await;
-                let a1 = Instant::now();
-                if hold_together {
-                    // Reached even on failure, or the other clients would wait here forever.
-                    barrier.wait().await;
+                let (mut acq, mut rel, mut messages) = (Vec::new(), Vec::new(), 0);
+                for _ in 0..rounds {
+                    let a0 = Instant::now();
+                    let held = client
+                        .lock(file, LockMode::Write, &access, &layout, method, protocol)
+                        .await;
+                    let a1 = Instant::now();
+                    if hold_together {
+                        // Reached even on failure, or the other clients would wait here forever.
+                        barrier.wait().await;
+                    }
+                    let held = held?;
+                    let r0 = Instant::now();
+                    let stats = client.unlock(held).await?;
+                    let r1 = Instant::now();
+                    acq.push((a0, a1));
+                    rel.push((r0, r1));
+                    messages += stats.messages;
                 }
-                let held = held?;
-                let r0 = Instant::now();
-                let stats = client.unlock(held).await?;
-                let r1 = Instant::now();
-                Ok::<_, WireError>(((a0, a1), (r0, r1), stats.messages))
+                Ok::<_, WireError>((acq, rel, messages / u64::from(rounds)))
             }
             .await;
             (client, result)
@@ -404,8 +437,8 @@ async fn run_once(
         pool.push(client);
         match result {
             Ok((a, r, m)) => {
-                acq_spans.push(a);
-                rel_spans.push(r);
+                acq_spans.extend(a);
+                rel_spans.extend(r);
                 msgs.push(m as f64);
             }
             Err(e) => {
@@ -416,7 +449,7 @@ async fn run_once(
     if let Some(e) = first_err {
         return Err(e);
     }
-    let total = (locks * pool.len() as u64) as f64;
+    let total = (locks * pool.len() as u64 * u64::from(rounds)) as f64;
     Ok((
         total / union_length(acq_spans).as_secs_f64(),
         total / union_length(rel_spans).as_secs_f64(),

@@ -56,6 +56,10 @@ pub struct LockArgs {
     /// Runs per configuration (the median is reported).
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Acquire-release cycles per client per run in the contention and interleave variants
+    /// (the scaling variant makes one, the paper's).
+    #[arg(long, default_value_t = 1)]
+    rounds: u32,
     /// A smaller sweep that finishes in well under a minute (embedded, 1-4 clients).
     #[arg(long)]
     quick: bool,
@@ -100,6 +104,7 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
         interleave: !a.no_interleave,
         contention_clients: a.contention_clients,
         runs: a.runs.max(1),
+        rounds: a.rounds.max(1),
         server_exe: Some(std::env::current_exe().context("locating the atomio executable")?),
         external_servers: match &a.cluster {
             Some(p) => Some(ClusterConfig::load(p)?.addresses()),

@@ -23,6 +23,8 @@ fn bench_locks_runs_both_transports_and_writes_json_and_chart() {
             "600",
             "--runs",
             "1",
+            "--rounds",
+            "3",
             "--overlap",
             "0,100",
             "--contention-clients",
@@ -70,9 +72,14 @@ fn bench_locks_runs_both_transports_and_writes_json_and_chart() {
             "acquire_locks_per_s",
             "release_locks_per_s",
             "runs",
+            "rounds",
         ] {
             assert!(r.get(field).is_some(), "missing {field} in {r}");
         }
+        // Repeated cycles in the contention and interleave variants; the paper's one in
+        // scaling.
+        let rounds = if r["variant"] == "scaling" { 1 } else { 3 };
+        assert_eq!(r["rounds"], rounds, "{r}");
         assert!(r["acquire_locks_per_s"].as_f64().unwrap() > 0.0);
         assert!(r["release_locks_per_s"].as_f64().unwrap() > 0.0);
     }
