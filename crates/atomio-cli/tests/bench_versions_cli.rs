@@ -121,6 +121,55 @@ fn version_readers_runs_client_processes_and_verifies_the_reads() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `--plain-reader`: the reader of every row reads a plain local file beside that row's
+/// writers, so no row fetches tree nodes or is verified, and the issue's target is not
+/// judged on it.
+#[test]
+fn version_readers_with_a_plain_reader_measure_the_machine_under_each_rows_writers() {
+    let d = dir("plain-reader");
+    let (stdout, v) = run(
+        &[
+            "bench",
+            "version-readers",
+            "--writers",
+            "2",
+            "--servers",
+            "2",
+            "--tile-x",
+            "8",
+            "--tile-y",
+            "8",
+            "--overlap",
+            "2",
+            "--seconds",
+            "0.2",
+            "--warmup-ms",
+            "50",
+            "--runs",
+            "1",
+            "--write-interval-ms",
+            "5",
+            "--strategies",
+            "limit,versioning",
+            "--plain-reader",
+        ],
+        &d,
+    );
+    assert!(
+        stdout.contains("reader: every row's reader read a plain local file"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("target (issue 10)"), "{stdout}");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert!(r["loaded_median_us"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["nodes_per_read"].is_null(), "{r}");
+        assert!(r["verdict"].is_null(), "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn version_gc_keeps_disk_usage_bounded_and_the_kept_snapshots_exact() {
     let d = dir("gc");

@@ -455,6 +455,11 @@ pub struct ReadersConfig {
     /// Writers run this long before the loaded phase's reads start.
     pub warmup_ms: u64,
     pub verify: bool,
+    /// Every row's reader reads a plain local file of the same bytes with `pread` (no
+    /// atomicity, no servers) while the row's writers write as usual: what the machine
+    /// itself adds to a read under that row's write load (the limit row's writers do far
+    /// less work than versioning's). Not verified.
+    pub plain_reader: bool,
     /// The `atomio` executable (its `bench version-client` is the client process).
     pub exe: PathBuf,
     pub scratch: PathBuf,
@@ -788,8 +793,21 @@ async fn one_run(
     for (w, p) in env.writers.iter_mut().enumerate() {
         writes_made[w] += p.done().await?.ops;
     }
+    // With `plain_reader`, a local file as long as the region's end, its bytes written
+    // (a read of a hole would cost less than one of data).
+    let plain = if cfg.plain_reader {
+        let file = dump_dir.join("plain-reader.dat");
+        let end = region.ranges().last().map_or(0, |r| r.end);
+        std::fs::write(&file, vec![0x5au8; end as usize]).map_err(|e| io(&file, e))?;
+        Some(Place::Plain { file })
+    } else {
+        None
+    };
     let reader_job = |r: u32, op_base: u64| {
-        let mut j = job(Role::Reader, r, spec, place, region);
+        let mut j = match &plain {
+            Some(p) => job(Role::Reader, r, &RowSpec::Limit, p, region),
+            None => job(Role::Reader, r, spec, place, region),
+        };
         j.op_base = op_base;
         j.seconds = cfg.seconds;
         j.warmup = 5;
@@ -1059,7 +1077,7 @@ pub async fn run(cfg: &ReadersConfig) -> Result<ReadersReport, WireError> {
                 }
                 let dump_dir = cfg.scratch.join(format!("dumps-{tag}"));
                 std::fs::create_dir_all(&dump_dir).map_err(|e| io(&dump_dir, e))?;
-                let check = run == 0 && cfg.verify && *spec != RowSpec::Limit;
+                let check = run == 0 && cfg.verify && !cfg.plain_reader && *spec != RowSpec::Limit;
                 let out = one_run(
                     cfg,
                     &mut env,
