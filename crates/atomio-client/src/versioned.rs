@@ -49,7 +49,7 @@ const MAX_CACHED_NODES: usize = 1 << 20;
 const MAX_DECLARED_REGIONS: usize = 4096;
 /// Chunk objects each writer takes in turn, one per write (see the module docs).
 const OBJECTS_PER_WRITER: u32 = 8;
-const _: () = assert!(OBJECTS_PER_SPACE % OBJECTS_PER_WRITER == 0);
+const _: () = assert!(OBJECTS_PER_SPACE.is_multiple_of(OBJECTS_PER_WRITER));
 /// Aborts in a row before a write gives up.
 const MAX_RETRIES: u32 = 8;
 
