@@ -24,6 +24,49 @@ pub enum ReadStep {
     Done(Vec<Segment>),
 }
 
+/// Every node a reader of `ranges` could meet that versions `versions` wrote: for each of
+/// them, each position at every level whose bytes meet `ranges` (a node exists only where
+/// its version wrote below it, so most of these are absent). Asked for all at once before
+/// a new snapshot's walk, they replace its level-by-level round trips with one (a walk
+/// then finds in its cache every node those versions made on its path). `None` when there
+/// would be more than `cap` keys: the walk asks for what it needs instead.
+pub fn speculative_keys(
+    g: &Geometry,
+    versions: std::ops::RangeInclusive<Version>,
+    ranges: &RangeList,
+    cap: usize,
+) -> Option<Vec<NodeKey>> {
+    let mut positions: Vec<Pos> = Vec::new();
+    for level in (0..g.levels).rev() {
+        let cover = g.cover(level);
+        let mut last: Option<u64> = None;
+        for r in ranges.as_slice() {
+            let first = (r.start as u128 / cover) as u64;
+            let end = ((r.end - 1) as u128 / cover) as u64;
+            // Ranges are in order: skip the positions the previous range already named.
+            let from = last.map_or(first, |l| first.max(l + 1));
+            if from <= end {
+                let n = (end - from + 1) as usize;
+                if positions.len() + n > cap {
+                    return None;
+                }
+                positions.extend((from..=end).map(|index| Pos { level, index }));
+            }
+            last = Some(last.map_or(end, |l| l.max(end)));
+        }
+    }
+    let versions: Vec<Version> = versions.collect();
+    if positions.len().saturating_mul(versions.len()) > cap {
+        return None;
+    }
+    Some(
+        versions
+            .iter()
+            .flat_map(|&version| positions.iter().map(move |&pos| NodeKey { pos, version }))
+            .collect(),
+    )
+}
+
 pub struct TreeReader {
     g: Geometry,
     ranges: RangeList,
@@ -187,5 +230,57 @@ impl TreeReader {
         }
         segs.sort_unstable_by_key(|s| s.start);
         Ok(ReadStep::Done(segs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Positions meeting the ranges, by brute force over every position of every level.
+    fn brute(g: &Geometry, ranges: &RangeList) -> Vec<Pos> {
+        let mut out = Vec::new();
+        for level in (0..g.levels).rev() {
+            let count = (g.span() / g.cover(level)) as u64;
+            for index in 0..count {
+                let (s, e) = g.range(Pos { level, index });
+                if ranges.as_slice().iter().any(|r| r.start < e && s < r.end) {
+                    out.push(Pos { level, index });
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn speculative_keys_name_every_position_the_ranges_meet_once_per_version() {
+        let g = Geometry::new(16, 4, 1024).unwrap();
+        for ranges in [
+            vec![(0, 1)],
+            vec![(5, 40), (41, 42), (300, 700)],
+            vec![(0, 1024)],
+            vec![(15, 17), (17, 18), (1000, 1024)],
+        ] {
+            let ranges = RangeList::from_ranges(
+                ranges
+                    .iter()
+                    .map(|&(s, e)| ByteRange { start: s, end: e })
+                    .collect(),
+            );
+            let want = brute(&g, &ranges);
+            let keys = speculative_keys(&g, 3..=5, &ranges, usize::MAX).unwrap();
+            assert_eq!(keys.len(), want.len() * 3, "{ranges:?}");
+            for v in 3..=5 {
+                let mut got: Vec<Pos> = keys
+                    .iter()
+                    .filter(|k| k.version == v)
+                    .map(|k| k.pos)
+                    .collect();
+                got.sort_by_key(|p| (std::cmp::Reverse(p.level), p.index));
+                assert_eq!(got, want, "{ranges:?}");
+            }
+            // Over the cap: no list at all.
+            assert!(speculative_keys(&g, 3..=5, &ranges, want.len() * 3 - 1).is_none());
+        }
     }
 }
