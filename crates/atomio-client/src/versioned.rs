@@ -65,6 +65,8 @@ pub struct VersionStats {
     pub retries: u64,
     pub nodes_put: u64,
     pub nodes_fetched: u64,
+    /// Round trips made for tree nodes (each asks every server it needs at once).
+    pub node_rounds: u64,
     pub nodes_cached: u64,
     pub chunk_bytes: u64,
     /// Collections this writer ran itself before a write because more snapshots than its
@@ -377,6 +379,7 @@ impl VersionedFile {
         if ask.is_empty() {
             return Ok(out);
         }
+        self.stats.node_rounds += 1;
         // At most 1,024 nodes per request: answers stay far below the frame limit.
         let order: Vec<(u32, Vec<NodeKey>)> = ask
             .into_iter()

@@ -576,3 +576,33 @@ async fn a_writers_kept_writes_sit_in_separate_object_files() {
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client that has not walked a snapshot asks at once for every node the versions since
+/// its last walk could have on its read's paths: a fresh reader of a nine-level tree makes
+/// a round trip or two for nodes, not one per level (without the speculative ask: 9+).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_snapshot_is_walked_in_a_few_node_round_trips_not_one_per_level() {
+    let cluster = EmbeddedCluster::start(2);
+    let addrs = cluster.serve_tcp().await.unwrap();
+    let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+    File::create(&mut c, "/rounds", 4096, 2).await.unwrap();
+    let mut w = File::open(&mut c, "/rounds").await.unwrap();
+    w.set_atomic(Some(Strategy::versioning())).unwrap();
+    // 4 KiB chunks, fan-out 4, 1 GiB: nine inner levels above the leaves.
+    w.set_version_geometry(small_chunks());
+    let a = access(0, 1024, 64);
+    let mut buf = vec![0u8; a.size() as usize];
+    for op in 0..3 {
+        atomio_verify::fill(0, op, a.ranges(), &mut buf).unwrap();
+        w.write(&mut c, &a, &buf).await.unwrap();
+    }
+    let mut rc = ClusterClient::connect_tcp(&addrs).await.unwrap();
+    let mut r = File::open(&mut rc, "/rounds").await.unwrap();
+    r.set_atomic(Some(Strategy::versioning())).unwrap();
+    let mut got = vec![0u8; a.size() as usize];
+    r.read(&mut rc, &a, &mut got).await.unwrap();
+    assert_eq!(got, buf);
+    let s = r.version_stats().unwrap();
+    assert!(s.nodes_fetched >= 10, "{s:?}");
+    assert!(s.node_rounds <= 2, "{s:?}");
+}
