@@ -73,34 +73,32 @@ fn regions_sweep_measures_every_row_and_reads_back_what_was_written() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `bench version-readers` at a tiny scale (2 writers of 8 x 8 tiles, one short run).
+const TINY_READERS: &[&str] = &[
+    "bench",
+    "version-readers",
+    "--writers",
+    "2",
+    "--servers",
+    "2",
+    "--tile-x",
+    "8",
+    "--tile-y",
+    "8",
+    "--overlap",
+    "2",
+    "--warmup-ms",
+    "50",
+    "--runs",
+    "1",
+    "--write-interval-ms",
+    "5",
+];
+
 #[test]
 fn version_readers_runs_client_processes_and_verifies_the_reads() {
     let d = dir("readers");
-    let (stdout, v) = run(
-        &[
-            "bench",
-            "version-readers",
-            "--writers",
-            "2",
-            "--servers",
-            "2",
-            "--tile-x",
-            "8",
-            "--tile-y",
-            "8",
-            "--overlap",
-            "2",
-            "--seconds",
-            "0.3",
-            "--warmup-ms",
-            "50",
-            "--runs",
-            "1",
-            "--write-interval-ms",
-            "5",
-        ],
-        &d,
-    );
+    let (stdout, v) = run(&[TINY_READERS, &["--seconds", "0.3"]].concat(), &d);
     assert!(
         stdout.contains("target (issue 10): versioning read latency"),
         "{stdout}"
@@ -127,34 +125,14 @@ fn version_readers_runs_client_processes_and_verifies_the_reads() {
 #[test]
 fn version_readers_with_a_plain_reader_measure_the_machine_under_each_rows_writers() {
     let d = dir("plain-reader");
-    let (stdout, v) = run(
-        &[
-            "bench",
-            "version-readers",
-            "--writers",
-            "2",
-            "--servers",
-            "2",
-            "--tile-x",
-            "8",
-            "--tile-y",
-            "8",
-            "--overlap",
-            "2",
-            "--seconds",
-            "0.2",
-            "--warmup-ms",
-            "50",
-            "--runs",
-            "1",
-            "--write-interval-ms",
-            "5",
-            "--strategies",
-            "limit,versioning",
-            "--plain-reader",
-        ],
-        &d,
-    );
+    let extra = [
+        "--seconds",
+        "0.2",
+        "--strategies",
+        "limit,versioning",
+        "--plain-reader",
+    ];
+    let (stdout, v) = run(&[TINY_READERS, &extra].concat(), &d);
     assert!(
         stdout.contains("reader: every row's reader read a plain local file"),
         "{stdout}"
