@@ -872,11 +872,29 @@ mod tests {
             assert!(r.mib_per_s > 0.0);
         }
         // Negative control: clients that believe they hold after the optimistic round
-        // write their overlapping tiles at once.
+        // write their overlapping tiles at once. A call with one lock server has no
+        // optimistic round (it waits at once), so the tiles are made large enough (32 KiB
+        // elements: 112.5 MiB) that the lower ones span two direct lock stripes.
+        let large = plan(
+            "tile",
+            &[
+                "--tile-x",
+                "32",
+                "--tile-y",
+                "32",
+                "--overlap-x",
+                "4",
+                "--overlap-y",
+                "4",
+                "--element-bytes",
+                "32768",
+            ],
+            4,
+        );
         for s in ["ching:datatype:one-try", "ching:list:alt-try"] {
             let st: Strategy = s.parse().unwrap();
             let e = run(
-                &tile,
+                &large,
                 &st,
                 4,
                 DataPath::Direct,
