@@ -304,6 +304,12 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
         for case in cases {
             let layout = Layout::round_robin(cfg.stripe_size, n, n, 0)?;
             let (mut acq, mut rel, mut msgs) = (Vec::new(), Vec::new(), Vec::new());
+            // The scaling variant keeps the paper's single cycle, held together.
+            let rounds = if case.variant == "scaling" {
+                1
+            } else {
+                cfg.rounds.max(1)
+            };
             for run in 0..cfg.runs {
                 bar.set_message(format!(
                     "{t} {} {}-{} {n}x{n} {}B ov{}% run {}",
@@ -315,11 +321,6 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
                     run + 1
                 ));
                 file_seq += 1;
-                let rounds = if case.variant == "scaling" {
-                    1
-                } else {
-                    cfg.rounds.max(1)
-                };
                 let r = run_once(
                     &mut pool,
                     &layout,
@@ -344,11 +345,7 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
                 spacing_bytes: case.spacing,
                 overlap_pct: case.overlap,
                 locks_per_client: cfg.locks,
-                rounds: if case.variant == "scaling" {
-                    1
-                } else {
-                    cfg.rounds.max(1)
-                },
+                rounds,
                 acquire_locks_per_s: median(&acq),
                 release_locks_per_s: median(&rel),
                 runs: cfg.runs,

@@ -12,7 +12,8 @@
 //!   writes take them in turn): a chunk is immutable once written. Taking them in turn
 //!   keeps the few snapshots a collector retains in different object files: appended to
 //!   one file, five live 16 MiB regions between punched holes outgrew the four extents an
-//!   ext4 inode holds and cost an extent-index block (`bench version-gc`'s 5.0002x). The provider manager is a pure function every client computes — leaf block
+//!   ext4 inode holds and cost an extent-index block (`bench version-gc`'s 5.0002x).
+//!   The provider manager is a pure function every client computes — leaf block
 //!   `b` goes to server `(h + b) mod n` — so placement costs no round trip and balances
 //!   every writer's bytes over all servers. A client on the servers' host writes and reads
 //!   chunk objects through their files (the same-host bypass of `objects`).
@@ -93,11 +94,11 @@ pub struct VersionedFile {
     /// Next free byte of each of this writer's chunk objects on each server, by
     /// `turn * servers + server`.
     cursors: Vec<u64>,
-    /// Writes stored so far (the next one's chunks go to object `turn` of this writer).
-    turns: u64,
+    /// Which of this writer's objects (0 … OBJECTS_PER_WRITER − 1) the next write takes.
+    turn: u32,
     /// Object directories of every server when all are on this host.
     local: Option<Vec<PathBuf>>,
-    /// Chunk object files opened, by (server, writer).
+    /// Chunk object files opened, by (server, object).
     open: HashMap<(u32, u32), std::fs::File>,
     cache: HashMap<NodeKey, Node>,
     /// The newest snapshot this client has walked (its nodes on the paths walked are
@@ -121,6 +122,11 @@ fn unexpected(what: &str, r: &Reply) -> WireError {
 
 fn io_err(what: &str, e: std::io::Error) -> WireError {
     WireError::new(ErrorCode::Io, format!("{what}: {e}"))
+}
+
+/// The writer whose chunk object `object` is.
+fn writer_of(object: u32) -> u32 {
+    object / OBJECTS_PER_WRITER
 }
 
 /// The chunk space (file id) and object number there of chunk object `object`.
@@ -170,7 +176,7 @@ impl VersionedFile {
             geometry,
             slot: object,
             cursors: vec![0; (OBJECTS_PER_WRITER * servers) as usize],
-            turns: 0,
+            turn: 0,
             local,
             open: HashMap::new(),
             cache: HashMap::new(),
@@ -207,15 +213,15 @@ impl VersionedFile {
         }
     }
 
-    /// This writer's chunk object for its write number `turn`.
-    fn own_object(&self, turn: u64) -> u32 {
+    /// This writer's chunk object number `turn` (below OBJECTS_PER_WRITER).
+    fn own_object(&self, turn: u32) -> u32 {
         // `open` checked that the multiplication fits.
-        self.slot * OBJECTS_PER_WRITER + (turn % OBJECTS_PER_WRITER as u64) as u32
+        self.slot * OBJECTS_PER_WRITER + turn
     }
 
     /// Whether chunk object `object` is one of this writer's (it may create and write it).
     fn owns(&self, object: u32) -> bool {
-        object / OBJECTS_PER_WRITER == self.slot
+        writer_of(object) == self.slot
     }
 
     /// The provider manager: the server that stores leaf block `block`'s new chunks.
@@ -243,8 +249,7 @@ impl VersionedFile {
                 .map_err(|e| io_err(&format!("opening {}", path.display()), e))?;
             if self.open.len() >= 4096 {
                 let slot = self.slot;
-                self.open
-                    .retain(|(_, o), _| *o / OBJECTS_PER_WRITER == slot);
+                self.open.retain(|(_, o), _| writer_of(*o) == slot);
             }
             self.open.insert((server, object), f);
         }
@@ -259,10 +264,10 @@ impl VersionedFile {
         data: &[u8],
     ) -> Result<WritePieces, WireError> {
         let g = self.geometry;
-        let turn = self.turns;
-        self.turns += 1;
+        let turn = self.turn;
+        self.turn = (turn + 1) % OBJECTS_PER_WRITER;
         let object = self.own_object(turn);
-        let cursor_base = (turn % OBJECTS_PER_WRITER as u64) as usize * self.servers as usize;
+        let cursor_base = (turn * self.servers) as usize;
         let mut pieces = WritePieces::default();
         // Per server: (object offset, data offset, length) of each piece, appended in order.
         let mut per: BTreeMap<u32, Vec<(u64, usize, usize)>> = BTreeMap::new();

@@ -840,6 +840,11 @@ mod tests {
 
     /// Four clients writing 32 × 32 tiles that overlap their neighbours by 4.
     fn overlapping_tiles() -> WorkloadPlan {
+        overlapping_tiles_of("1024")
+    }
+
+    /// 2 × 2 tiles of 32 × 32 elements of `element_bytes`, sharing 4 along each axis.
+    fn overlapping_tiles_of(element_bytes: &str) -> WorkloadPlan {
         plan(
             "tile",
             &[
@@ -851,6 +856,8 @@ mod tests {
                 "4",
                 "--overlap-y",
                 "4",
+                "--element-bytes",
+                element_bytes,
             ],
             4,
         )
@@ -875,22 +882,7 @@ mod tests {
         // write their overlapping tiles at once. A call with one lock server has no
         // optimistic round (it waits at once), so the tiles are made large enough (32 KiB
         // elements: 112.5 MiB) that the lower ones span two direct lock stripes.
-        let large = plan(
-            "tile",
-            &[
-                "--tile-x",
-                "32",
-                "--tile-y",
-                "32",
-                "--overlap-x",
-                "4",
-                "--overlap-y",
-                "4",
-                "--element-bytes",
-                "32768",
-            ],
-            4,
-        );
+        let large = overlapping_tiles_of("32768");
         for s in ["ching:datatype:one-try", "ching:list:alt-try"] {
             let st: Strategy = s.parse().unwrap();
             let e = run(

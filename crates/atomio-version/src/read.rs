@@ -52,7 +52,7 @@ pub fn speculative_keys(
                 }
                 positions.extend((from..=end).map(|index| Pos { level, index }));
             }
-            last = Some(last.map_or(end, |l| l.max(end)));
+            last = Some(end);
         }
     }
     let versions: Vec<Version> = versions.collect();
