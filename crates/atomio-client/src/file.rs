@@ -330,6 +330,17 @@ impl File {
         Ok(())
     }
 
+    /// Whether versioned reads use the boards and node logs of servers on this host
+    /// (default on; see `atomio_data::version_board`).
+    pub async fn use_version_boards(
+        &mut self,
+        c: &mut ClusterClient,
+        on: bool,
+    ) -> Result<(), WireError> {
+        self.versions(c).await?.use_boards(on);
+        Ok(())
+    }
+
     /// What the file's versioned store did (`None`: no versioning call yet).
     pub fn version_stats(&self) -> Option<crate::versioned::VersionStats> {
         self.versioned.as_ref().map(|v| v.stats())

@@ -69,6 +69,12 @@ pub struct VersionStats {
     /// Round trips made for tree nodes (each asks every server it needs at once).
     pub node_rounds: u64,
     pub nodes_cached: u64,
+    /// Nodes taken from the servers' node logs on this host (no round trip).
+    pub nodes_from_logs: u64,
+    /// Newest-snapshot lookups asked of the metadata server (`VersionSnapshot`) and read
+    /// from its board on this host.
+    pub snapshot_rounds: u64,
+    pub board_reads: u64,
     pub chunk_bytes: u64,
     /// Collections this writer ran itself before a write because more snapshots than its
     /// retention were still stored (see `set_retention`).
@@ -98,8 +104,15 @@ pub struct VersionedFile {
     turn: u32,
     /// Object directories of every server when all are on this host.
     local: Option<Vec<PathBuf>>,
+    /// Their boards' and node logs' directories (`version_board::versions_dir`).
+    versions_dirs: Option<Vec<PathBuf>>,
     /// Chunk object files opened, by (server, object).
     open: HashMap<(u32, u32), std::fs::File>,
+    /// Whether reads of the newest snapshot use the servers' boards and node logs when on
+    /// their host (`version_board`; `ATOMIO_VERSION_BOARDS=0` turns it off).
+    boards: bool,
+    /// Per server: the node log's inode and how far this client has pulled it.
+    pulled: Vec<(u64, u64)>,
     cache: HashMap<NodeKey, Node>,
     /// The newest snapshot this client has walked (its nodes on the paths walked are
     /// cached): a newer one's nodes are asked for at once (`segments`).
@@ -168,7 +181,13 @@ impl VersionedFile {
                 format!("writer number {object} leaves no room for its chunk objects"),
             ));
         }
-        let local = locate_all(c).await;
+        let located = locate_all(c).await;
+        let versions_dirs = located.as_ref().map(|l| {
+            l.iter()
+                .map(|(dir, id)| atomio_data::version_board::versions_dir(dir, id))
+                .collect()
+        });
+        let local = located.map(|l| l.into_iter().map(|(dir, _)| dir).collect());
         Ok(Self {
             id,
             meta,
@@ -178,13 +197,22 @@ impl VersionedFile {
             cursors: vec![0; (OBJECTS_PER_WRITER * servers) as usize],
             turn: 0,
             local,
+            versions_dirs,
             open: HashMap::new(),
+            boards: std::env::var("ATOMIO_VERSION_BOARDS").map_or(true, |v| v != "0"),
+            pulled: vec![(0, 0); servers as usize],
             cache: HashMap::new(),
             walked: 0,
             stats: VersionStats::default(),
             ignore_hints: false,
             retention: None,
         })
+    }
+
+    /// Whether reads of the newest snapshot use the boards and node logs of servers on
+    /// this host (default: on unless `ATOMIO_VERSION_BOARDS=0`).
+    pub fn use_boards(&mut self, on: bool) {
+        self.boards = on;
     }
 
     /// Negative control for tests: trees built without forward references.
@@ -408,7 +436,7 @@ impl VersionedFile {
             .collect();
         let replies = c.rpc_all(calls).await?;
         if self.cache.len() > MAX_CACHED_NODES {
-            self.cache.clear();
+            self.forget_nodes();
         }
         for ((_, keys), reply) in order.into_iter().zip(replies) {
             let Reply::Nodes(found) = reply else {
@@ -623,6 +651,7 @@ impl VersionedFile {
         c: &mut ClusterClient,
         version: Option<Version>,
     ) -> Result<(Version, u64, Version), WireError> {
+        self.stats.snapshot_rounds += 1;
         let reply = one(
             c,
             self.meta,
@@ -654,7 +683,14 @@ impl VersionedFile {
         ranges: &RangeList,
         out: &mut [u8],
     ) -> Result<(Version, u64, Vec<(Segment, usize)>), WireError> {
-        let (mut v, mut size, mut base) = self.snapshot_and_base(c, version).await?;
+        let board = match version {
+            None => self.board(),
+            Some(_) => None,
+        };
+        let (mut v, mut size, mut base) = match board {
+            Some(b) => (b.version, b.size, b.base),
+            None => self.snapshot_and_base(c, version).await?,
+        };
         let mut tries = 0;
         loop {
             let got = match v <= base {
@@ -693,6 +729,9 @@ impl VersionedFile {
             version: v,
         };
         if v > self.walked && !self.cache.contains_key(&root) {
+            self.pull_node_logs();
+        }
+        if v > self.walked && !self.cache.contains_key(&root) {
             // A snapshot not walked yet: ask at once for every node the versions since the
             // last one walked (up to 8) could have on this read's paths, instead of one
             // round trip per level (readers beside writers: ~29 nodes over five levels).
@@ -723,6 +762,84 @@ impl VersionedFile {
         };
         self.walked = self.walked.max(v);
         Ok(segs)
+    }
+
+    /// The newest snapshot as the metadata server's board on this host says it (`None`:
+    /// not on its host, turned off, or no whole board after a few reads).
+    fn board(&mut self) -> Option<atomio_data::version_board::Board> {
+        if !self.boards {
+            return None;
+        }
+        let dir = self.versions_dirs.as_ref()?.get(self.meta.0 as usize)?;
+        let f = std::fs::File::open(atomio_data::version_board::board_path(dir, self.id)).ok()?;
+        let mut bytes = [0u8; atomio_data::version_board::BOARD_BYTES];
+        for _ in 0..3 {
+            // A board being rewritten reads torn: its checksum fails; read it again.
+            if f.read_exact_at(&mut bytes, 0).is_err() {
+                return None;
+            }
+            if let Some(b) = atomio_data::version_board::decode_board(&bytes) {
+                self.stats.board_reads += 1;
+                return Some(b);
+            }
+        }
+        None
+    }
+
+    /// Takes into the node cache what the servers on this host appended to their node logs
+    /// since the last pull (nodes are immutable: any node logged is as good as fetched).
+    /// Best effort: what is not there is fetched with `NodeGet`.
+    fn pull_node_logs(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        const MAX_PULL: u64 = 64 << 20;
+        if !self.boards {
+            return;
+        }
+        let Some(dirs) = self.versions_dirs.clone() else {
+            return;
+        };
+        if self.cache.len() > MAX_CACHED_NODES {
+            self.forget_nodes();
+        }
+        for (s, dir) in dirs.iter().enumerate() {
+            let path = atomio_data::version_board::node_log_path(dir, self.id);
+            let Ok(f) = std::fs::File::open(&path) else {
+                continue;
+            };
+            let Ok(meta) = f.metadata() else { continue };
+            let (ino, mut at) = self.pulled[s];
+            if meta.ino() != ino || meta.len() < at {
+                at = 0; // a new log (rewritten by a collection): read it whole
+            }
+            while at < meta.len() {
+                let want = (meta.len() - at).min(MAX_PULL) as usize;
+                let mut buf = vec![0u8; want];
+                let Ok(n) = f.read_at(&mut buf, at) else {
+                    break;
+                };
+                let (records, used) = atomio_data::version_board::decode_records(&buf[..n]);
+                for (key, bytes) in records {
+                    if self.cache.contains_key(&key) {
+                        continue;
+                    }
+                    if let Ok(node) = Node::decode(bytes, &self.geometry, key.pos) {
+                        self.stats.nodes_from_logs += 1;
+                        self.cache.insert(key, node);
+                    }
+                }
+                at += used as u64;
+                if used == 0 {
+                    break; // a record being appended: the next pull takes it
+                }
+            }
+            self.pulled[s] = (meta.ino(), at);
+        }
+    }
+
+    /// Empties the node cache (it outgrew its bound); logs are pulled again from their start.
+    fn forget_nodes(&mut self) {
+        self.cache.clear();
+        self.pulled.fill((0, 0));
     }
 
     async fn read_at(
@@ -1094,8 +1211,9 @@ async fn one(c: &mut ClusterClient, s: ServerId, r: Request) -> Result<Reply, Wi
         .ok_or_else(|| WireError::new(ErrorCode::Internal, "no reply"))
 }
 
-/// Every server's object directory, when all are on this host and see the same files.
-async fn locate_all(c: &mut ClusterClient) -> Option<Vec<PathBuf>> {
+/// Every server's object directory and store id, when all are on this host and see the
+/// same files.
+async fn locate_all(c: &mut ClusterClient) -> Option<Vec<(PathBuf, String)>> {
     if std::env::var("ATOMIO_LOCAL_BYPASS").is_ok_and(|v| v == "0") {
         return None;
     }
@@ -1113,7 +1231,7 @@ async fn locate_all(c: &mut ClusterClient) -> Option<Vec<PathBuf>> {
         if id.trim() != lo.id {
             return None;
         }
-        dirs.push(dir);
+        dirs.push((dir, lo.id));
     }
     Some(dirs)
 }

@@ -606,3 +606,51 @@ async fn a_new_snapshot_is_walked_in_a_few_node_round_trips_not_one_per_level() 
     assert!(s.nodes_fetched >= 10, "{s:?}");
     assert!(s.node_rounds <= 2, "{s:?}");
 }
+
+/// A reader on the servers' host resolves the newest snapshot and its tree from the
+/// servers' boards and node logs: no round trip at all, and still every write that
+/// returned before the read is in it. Turned off, the same reads ask the servers.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_on_the_servers_host_reads_the_newest_snapshot_with_no_round_trip() {
+    let dir = tempdir();
+    let cluster = EmbeddedCluster::start_on_disk(3, &dir).unwrap();
+    let addrs = cluster.serve_tcp().await.unwrap();
+    let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+    File::create(&mut c, "/boards", 4096, 3).await.unwrap();
+    let mut w = File::open(&mut c, "/boards").await.unwrap();
+    w.set_atomic(Some(Strategy::versioning())).unwrap();
+    w.set_version_geometry(small_chunks());
+    let mut readers = Vec::new();
+    for on in [true, false] {
+        let mut rc = ClusterClient::connect_tcp(&addrs).await.unwrap();
+        let mut r = File::open(&mut rc, "/boards").await.unwrap();
+        r.set_atomic(Some(Strategy::versioning())).unwrap();
+        r.set_version_geometry(small_chunks());
+        r.use_version_boards(&mut rc, on).await.unwrap();
+        readers.push((rc, r));
+    }
+    let a = access(1, 1024, 64);
+    let mut buf = vec![0u8; a.size() as usize];
+    for op in 0..20 {
+        atomio_verify::fill(1, op, a.ranges(), &mut buf).unwrap();
+        w.write(&mut c, &a, &buf).await.unwrap();
+        for (rc, r) in &mut readers {
+            let mut got = vec![0u8; a.size() as usize];
+            r.read(rc, &a, &mut got).await.unwrap();
+            assert!(
+                got == buf,
+                "write {op} returned, yet a later read missed it"
+            );
+        }
+    }
+    let on = readers[0].1.version_stats().unwrap();
+    assert_eq!((on.snapshot_rounds, on.node_rounds), (0, 0), "{on:?}");
+    assert_eq!(on.board_reads, 20, "{on:?}");
+    assert!(on.nodes_from_logs >= 20, "{on:?}");
+    let off = readers[1].1.version_stats().unwrap();
+    assert_eq!(off.snapshot_rounds, 20, "{off:?}");
+    assert!(off.node_rounds >= 20, "{off:?}");
+    assert_eq!((off.board_reads, off.nodes_from_logs), (0, 0), "{off:?}");
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}

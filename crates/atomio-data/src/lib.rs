@@ -7,6 +7,7 @@ pub mod seq_writes;
 pub mod service;
 pub mod store;
 pub mod txn;
+pub mod version_board;
 pub mod versions;
 
 pub use service::DataService;

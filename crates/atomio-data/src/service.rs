@@ -83,8 +83,43 @@ impl<S: ObjectStore> DataService<S> {
         out.append(&mut self.pending);
         if crate::versions::Versions::handles(&request) && !self.fenced.contains(&client) {
             self.versions.handle(client, tag, request, out);
+            self.write_version_files();
         } else {
             out.push((client, tag, self.handle_from(client, request)));
+        }
+    }
+
+    /// Writes what versioning's same-host readers read (`version_board`), before the
+    /// answers that made it go out. A board that cannot be written is removed (readers
+    /// then ask the server): a stale board would hide a published write.
+    fn write_version_files(&mut self) {
+        use crate::versions::Effect;
+        for effect in self.versions.take_effects() {
+            let (file, done) = match &effect {
+                Effect::Board(file, board) => {
+                    let bytes = crate::version_board::encode_board(board);
+                    (*file, self.store.write_board(*file, &bytes))
+                }
+                Effect::AppendNodes(file, records) => {
+                    (*file, self.store.append_node_log(*file, records))
+                }
+                Effect::RewriteNodes(file, records) => {
+                    (*file, self.store.rewrite_node_log(*file, records))
+                }
+            };
+            let Err(e) = done else { continue };
+            tracing::warn!(
+                file = format!("{:016x}", file.0),
+                "versioning's same-host read files: {e}"
+            );
+            if matches!(effect, Effect::Board(..)) {
+                if let Err(e) = self.store.remove_board(file) {
+                    tracing::error!(
+                        file = format!("{:016x}", file.0),
+                        "a board that could not be written cannot be removed either: {e}"
+                    );
+                }
+            }
         }
     }
 
@@ -159,6 +194,7 @@ impl<S: ObjectStore> DataService<S> {
             // Called directly (tests, tools): the answer to this request, if it has one now.
             let mut out = Vec::new();
             self.versions.handle(client, 0, request, &mut out);
+            self.write_version_files();
             let mine = out.iter().position(|(c, t, _)| *c == client && *t == 0);
             self.pending.extend(
                 out.iter()

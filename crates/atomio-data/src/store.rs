@@ -138,6 +138,22 @@ pub trait ObjectStore: Send + 'static {
     fn rewrite_extent_log(&mut self, _records: &[u8]) -> io::Result<()> {
         Ok(())
     }
+    /// Versioning's same-host reads (`version_board`): rewrites `file`'s board in place.
+    fn write_board(&mut self, _file: FileId, _board: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+    /// Removes `file`'s board (readers then ask the server).
+    fn remove_board(&mut self, _file: FileId) -> io::Result<()> {
+        Ok(())
+    }
+    /// Appends whole records to `file`'s node log.
+    fn append_node_log(&mut self, _file: FileId, _records: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+    /// Replaces `file`'s node log with `records` (collected nodes dropped).
+    fn rewrite_node_log(&mut self, _file: FileId, _records: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The file in a `FileStore`'s objects directory that exists while writes are in doubt.
@@ -403,6 +419,11 @@ pub struct FileStore {
     /// SeqDLM's extent log (`<dir>/extents.log`), opened for appending.
     extents: File,
     extents_path: PathBuf,
+    /// Versioning's boards and node logs (`version_board`): their directory, and the
+    /// files opened, by file.
+    versions_dir: PathBuf,
+    boards: HashMap<FileId, File>,
+    node_logs: HashMap<FileId, File>,
     /// What `open` found, until the data service takes it.
     recovered: Option<Recovered>,
     /// Holds an exclusive lock on `<dir>/.atomio-server.lock` while the store lives: two
@@ -456,6 +477,12 @@ impl FileStore {
                 id
             }
         };
+        // Boards and node logs describe the last server's versions, which died with it.
+        let versions_dir = crate::version_board::versions_dir(&objects_dir, &id);
+        match fs::remove_dir_all(&versions_dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => fs::create_dir_all(&versions_dir)?,
+        }
         let staging_dir = dir.join("staging");
         fs::create_dir_all(&staging_dir)?;
         let decisions_path = dir.join("decisions.log");
@@ -507,6 +534,9 @@ impl FileStore {
             decisions_path,
             extents,
             extents_path,
+            versions_dir,
+            boards: HashMap::new(),
+            node_logs: HashMap::new(),
             recovered: Some(recovered),
             _owner: owner,
         })
@@ -696,6 +726,13 @@ impl FileStore {
     }
 }
 
+impl Drop for FileStore {
+    /// Versioning's boards and node logs die with the server (they live in memory).
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.versions_dir);
+    }
+}
+
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
@@ -703,6 +740,48 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 impl ObjectStore for FileStore {
     fn local(&self) -> Option<(PathBuf, String)> {
         Some((self.objects_dir.clone(), self.id.clone()))
+    }
+
+    fn write_board(&mut self, file: FileId, board: &[u8]) -> io::Result<()> {
+        if !self.boards.contains_key(&file) {
+            let path = crate::version_board::board_path(&self.versions_dir, file);
+            let f = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(path)?;
+            self.boards.insert(file, f);
+        }
+        // In place, one `pwrite`: readers check the board's checksum and read it again.
+        self.boards[&file].write_all_at(board, 0)
+    }
+
+    fn remove_board(&mut self, file: FileId) -> io::Result<()> {
+        self.boards.remove(&file);
+        match fs::remove_file(crate::version_board::board_path(&self.versions_dir, file)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn append_node_log(&mut self, file: FileId, records: &[u8]) -> io::Result<()> {
+        if !self.node_logs.contains_key(&file) {
+            let path = crate::version_board::node_log_path(&self.versions_dir, file);
+            let f = OpenOptions::new().create(true).append(true).open(path)?;
+            self.node_logs.insert(file, f);
+        }
+        let mut log = &self.node_logs[&file];
+        io::Write::write_all(&mut log, records)
+    }
+
+    fn rewrite_node_log(&mut self, file: FileId, records: &[u8]) -> io::Result<()> {
+        // A new file renamed over the old: a reader that has the old one open finds a new
+        // inode at its next pull and reads the new log from its start.
+        self.node_logs.remove(&file);
+        let path = crate::version_board::node_log_path(&self.versions_dir, file);
+        let tmp = path.with_extension("nodes.tmp");
+        fs::write(&tmp, records)?;
+        fs::rename(&tmp, &path)
     }
 
     fn put_meta(&mut self, meta: &FileMeta) -> io::Result<()> {

@@ -17,6 +17,7 @@
 //! here panics on input. State is in memory: a restarted server has lost its versioned
 //! files' metadata (their chunks survive as objects) — see ARCHITECTURE.md.
 
+use crate::version_board::{encode_record, Board};
 use atomio_proto::{ClientId, ErrorCode, FileId, Reply, Request, WireError};
 use atomio_version::{FileVersions, ManagerError, NodeKey, Version};
 use std::collections::{BTreeMap, HashMap};
@@ -39,6 +40,21 @@ pub const MAX_NODE_SIZE: usize = 16 << 20;
 /// Answers to send: (client, tag, reply).
 pub type Out = Vec<(ClientId, u64, Reply)>;
 
+/// What the data service must write for same-host readers (`version_board`) before it
+/// sends the answers of the request that caused it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// The file's newest published snapshot (or its base) changed.
+    Board(FileId, Board),
+    /// Records of nodes just stored, for the file's node log.
+    AppendNodes(FileId, Vec<u8>),
+    /// The file's node log, rewritten to hold only the nodes still stored.
+    RewriteNodes(FileId, Vec<u8>),
+}
+
+/// A node log is rewritten once it holds more than twice the live nodes and this much.
+const NODE_LOG_SLACK: usize = 1 << 20;
+
 struct FileState {
     versions: FileVersions,
     /// `VersionComplete` requests waiting for their version's publication.
@@ -53,6 +69,11 @@ pub struct Versions {
     node_bytes: usize,
     now_ms: u64,
     patience_ms: u64,
+    /// The board last written for each file, and what is still to be written.
+    boards: HashMap<FileId, Board>,
+    /// Bytes in each file's node log (live or not).
+    logged: HashMap<FileId, usize>,
+    effects: Vec<Effect>,
 }
 
 impl Default for Versions {
@@ -97,7 +118,96 @@ impl Versions {
             node_bytes: 0,
             now_ms: 0,
             patience_ms,
+            boards: HashMap::new(),
+            logged: HashMap::new(),
+            effects: Vec::new(),
         }
+    }
+
+    /// What to write for same-host readers since the last call, in order.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// A new board for `file` when its newest snapshot or base changed.
+    fn update_board(&mut self, file: FileId) {
+        let Some(f) = self.files.get(&file) else {
+            return;
+        };
+        let version = f.versions.published();
+        let Ok(size) = f.versions.size(version) else {
+            return;
+        };
+        let board = Board {
+            version,
+            size,
+            base: f.versions.base(),
+        };
+        if self.boards.get(&file) != Some(&board) {
+            self.boards.insert(file, board);
+            self.effects.push(Effect::Board(file, board));
+        }
+    }
+
+    /// Stores `nodes` of `file`, appending each new one's record to `records`.
+    fn put_nodes(
+        &mut self,
+        file: FileId,
+        nodes: Vec<(NodeKey, atomio_proto::data::Bytes)>,
+        records: &mut Vec<u8>,
+    ) -> Result<(), WireError> {
+        let store = self.nodes.entry(file).or_default();
+        for (key, bytes) in nodes {
+            if bytes.len() > MAX_NODE_SIZE {
+                return Err(WireError::new(
+                    ErrorCode::LimitExceeded,
+                    format!("a node of {} bytes (at most {MAX_NODE_SIZE})", bytes.len()),
+                ));
+            }
+            match store.get(&key) {
+                Some(old) if *old == bytes => continue,
+                Some(_) => {
+                    return Err(WireError::new(
+                        ErrorCode::Exists,
+                        format!("node {key:?} exists with other contents (nodes never change)"),
+                    ))
+                }
+                None => {}
+            }
+            if self.node_bytes + bytes.len() > MAX_NODE_BYTES {
+                return Err(WireError::new(
+                    ErrorCode::LimitExceeded,
+                    format!("this server holds {MAX_NODE_BYTES} bytes of nodes, its limit"),
+                ));
+            }
+            self.node_bytes += bytes.len();
+            encode_record(&key, &bytes, records);
+            store.insert(key, bytes);
+        }
+        Ok(())
+    }
+
+    /// After nodes of `file` were dropped: its log is rewritten when mostly garbage.
+    fn compact_node_log(&mut self, file: FileId) {
+        let live: usize = self.nodes.get(&file).map_or(0, |s| {
+            s.values()
+                .map(|b| b.len() + crate::version_board::RECORD_OVERHEAD)
+                .sum()
+        });
+        let logged = self.logged.get(&file).copied().unwrap_or(0);
+        if logged <= 2 * live + NODE_LOG_SLACK {
+            return;
+        }
+        let mut records = Vec::with_capacity(live);
+        if let Some(store) = self.nodes.get(&file) {
+            let mut keys: Vec<&NodeKey> = store.keys().collect();
+            keys.sort_unstable();
+            for k in keys {
+                encode_record(k, &store[k], &mut records);
+            }
+        }
+        self.logged.insert(file, records.len());
+        self.effects.push(Effect::RewriteNodes(file, records));
     }
 
     pub fn set_now(&mut self, now_ms: u64) {
@@ -193,7 +303,12 @@ impl Versions {
         if let Some(file) = file {
             self.expire(file, out);
         }
-        match self.answer(client, tag, request, out) {
+        let answer = self.answer(client, tag, request, out);
+        if let Some(file) = file {
+            // Before any answer leaves: a `Published` must find the board already new.
+            self.update_board(file);
+        }
+        match answer {
             Ok(Some(reply)) => out.push((client, tag, reply)),
             Ok(None) => {}
             Err(e) => out.push((client, tag, Reply::Error(e))),
@@ -337,35 +452,13 @@ impl Versions {
                 Reply::Done
             }
             Request::NodePut { file, nodes } => {
-                let store = self.nodes.entry(file).or_default();
-                for (key, bytes) in nodes {
-                    if bytes.len() > MAX_NODE_SIZE {
-                        return Err(WireError::new(
-                            ErrorCode::LimitExceeded,
-                            format!("a node of {} bytes (at most {MAX_NODE_SIZE})", bytes.len()),
-                        ));
-                    }
-                    match store.get(&key) {
-                        Some(old) if *old == bytes => continue,
-                        Some(_) => {
-                            return Err(WireError::new(
-                                ErrorCode::Exists,
-                                format!(
-                                    "node {key:?} exists with other contents (nodes never change)"
-                                ),
-                            ))
-                        }
-                        None => {}
-                    }
-                    if self.node_bytes + bytes.len() > MAX_NODE_BYTES {
-                        return Err(WireError::new(
-                            ErrorCode::LimitExceeded,
-                            format!("this server holds {MAX_NODE_BYTES} bytes of nodes, its limit"),
-                        ));
-                    }
-                    self.node_bytes += bytes.len();
-                    store.insert(key, bytes);
+                let mut records = Vec::new();
+                let stored = self.put_nodes(file, nodes, &mut records);
+                if !records.is_empty() {
+                    *self.logged.entry(file).or_default() += records.len();
+                    self.effects.push(Effect::AppendNodes(file, records));
                 }
+                stored?;
                 Reply::Done
             }
             Request::NodeGet { file, keys } => {
@@ -391,6 +484,7 @@ impl Versions {
                         }
                     }
                 }
+                self.compact_node_log(file);
                 Reply::Done
             }
             Request::NodeDropVersions { file, versions } => {
@@ -400,6 +494,7 @@ impl Versions {
                     let after: usize = store.values().map(|b| b.len()).sum();
                     self.node_bytes -= before - after;
                 }
+                self.compact_node_log(file);
                 Reply::Done
             }
             other => {
