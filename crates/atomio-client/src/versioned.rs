@@ -728,8 +728,13 @@ impl VersionedFile {
             pos: self.geometry.root(),
             version: v,
         };
+        // Logs are pulled when a node is missing, not only for a new root: a pull made
+        // while another version was being put may have taken its root (from one server's
+        // log) but not yet its lower nodes (from another's).
+        let mut pulled = false;
         if v > self.walked && !self.cache.contains_key(&root) {
             self.pull_node_logs();
+            pulled = true;
         }
         if v > self.walked && !self.cache.contains_key(&root) {
             // A snapshot not walked yet: ask at once for every node the versions since the
@@ -756,7 +761,13 @@ impl VersionedFile {
                 .advance(std::mem::take(&mut supply))
                 .map_err(|e| WireError::new(ErrorCode::Internal, e))?
             {
-                ReadStep::Fetch(keys) => supply = self.nodes(c, keys).await?,
+                ReadStep::Fetch(keys) => {
+                    if !pulled && keys.iter().any(|k| !self.cache.contains_key(k)) {
+                        self.pull_node_logs();
+                        pulled = true;
+                    }
+                    supply = self.nodes(c, keys).await?
+                }
                 ReadStep::Done(segs) => break segs,
             }
         };
