@@ -566,13 +566,16 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
                         format!("{:.0}/{:.0} µs", p.median_us, p.p99_us)
                     })
                 };
-                format!(
-                    "{:.0}% fetched ({:.1} nodes each; median/p99 {}), cached {}",
-                    s.fetching_share * 100.0,
-                    s.nodes_per_fetching_read,
-                    st(&s.fetching),
-                    st(&s.cached)
-                )
+                match s.fetching {
+                    None => format!("no read fetched nodes, all {}", st(&s.cached)),
+                    Some(_) => format!(
+                        "{:.1}% fetched ({:.1} nodes each; median/p99 {}), cached {}",
+                        s.fetching_share * 100.0,
+                        s.nodes_per_fetching_read,
+                        st(&s.fetching),
+                        st(&s.cached)
+                    ),
+                }
             })
             .collect();
         if !splits.is_empty() {

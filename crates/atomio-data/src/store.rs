@@ -419,9 +419,9 @@ pub struct FileStore {
     /// SeqDLM's extent log (`<dir>/extents.log`), opened for appending.
     extents: File,
     extents_path: PathBuf,
-    /// Versioning's boards and node logs (`version_board`): their directory, and the
-    /// files opened, by file.
-    versions_dir: PathBuf,
+    /// Versioning's boards and node logs (`version_board`): their directory (`None`: it
+    /// could not be made; none are kept), and the files opened, by file.
+    versions_dir: Option<PathBuf>,
     boards: HashMap<FileId, File>,
     node_logs: HashMap<FileId, File>,
     /// What `open` found, until the data service takes it.
@@ -478,11 +478,23 @@ impl FileStore {
             }
         };
         // Boards and node logs describe the last server's versions, which died with it.
+        // A board that cannot be removed would be read as current: refuse to start. One
+        // that cannot be made is only a lost shortcut (readers ask the server).
         let versions_dir = crate::version_board::versions_dir(&objects_dir, &id);
         match fs::remove_dir_all(&versions_dir) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => fs::create_dir_all(&versions_dir)?,
+            _ => {}
         }
+        let versions_dir = match fs::create_dir_all(&versions_dir) {
+            Ok(()) => Some(versions_dir),
+            Err(e) => {
+                tracing::warn!(
+                    "{}: {e}; versioned reads on this host will ask the server",
+                    versions_dir.display()
+                );
+                None
+            }
+        };
         let staging_dir = dir.join("staging");
         fs::create_dir_all(&staging_dir)?;
         let decisions_path = dir.join("decisions.log");
@@ -729,7 +741,9 @@ impl FileStore {
 impl Drop for FileStore {
     /// Versioning's boards and node logs die with the server (they live in memory).
     fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.versions_dir);
+        if let Some(dir) = &self.versions_dir {
+            let _ = fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -743,42 +757,58 @@ impl ObjectStore for FileStore {
     }
 
     fn write_board(&mut self, file: FileId, board: &[u8]) -> io::Result<()> {
-        if !self.boards.contains_key(&file) {
-            let path = crate::version_board::board_path(&self.versions_dir, file);
-            let f = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(path)?;
-            self.boards.insert(file, f);
-        }
+        let Some(dir) = &self.versions_dir else {
+            return Ok(());
+        };
+        let f = match self.boards.entry(file) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(crate::version_board::board_path(dir, file))?,
+            ),
+        };
         // In place, one `pwrite`: readers check the board's checksum and read it again.
-        self.boards[&file].write_all_at(board, 0)
+        f.write_all_at(board, 0)
     }
 
     fn remove_board(&mut self, file: FileId) -> io::Result<()> {
         self.boards.remove(&file);
-        match fs::remove_file(crate::version_board::board_path(&self.versions_dir, file)) {
+        let Some(dir) = &self.versions_dir else {
+            return Ok(());
+        };
+        match fs::remove_file(crate::version_board::board_path(dir, file)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }
     }
 
     fn append_node_log(&mut self, file: FileId, records: &[u8]) -> io::Result<()> {
-        if !self.node_logs.contains_key(&file) {
-            let path = crate::version_board::node_log_path(&self.versions_dir, file);
-            let f = OpenOptions::new().create(true).append(true).open(path)?;
-            self.node_logs.insert(file, f);
-        }
-        let mut log = &self.node_logs[&file];
-        io::Write::write_all(&mut log, records)
+        let Some(dir) = &self.versions_dir else {
+            return Ok(());
+        };
+        let log = match self.node_logs.entry(file) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(crate::version_board::node_log_path(dir, file))?,
+            ),
+        };
+        io::Write::write_all(log, records)
     }
 
     fn rewrite_node_log(&mut self, file: FileId, records: &[u8]) -> io::Result<()> {
         // A new file renamed over the old: a reader that has the old one open finds a new
         // inode at its next pull and reads the new log from its start.
         self.node_logs.remove(&file);
-        let path = crate::version_board::node_log_path(&self.versions_dir, file);
+        let Some(dir) = &self.versions_dir else {
+            return Ok(());
+        };
+        let path = crate::version_board::node_log_path(dir, file);
         let tmp = path.with_extension("nodes.tmp");
         fs::write(&tmp, records)?;
         fs::rename(&tmp, &path)

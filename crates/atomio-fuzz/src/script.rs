@@ -332,9 +332,9 @@ fn drain(node: &mut Node) -> std::time::Duration {
 
 fn run(script: &[u8], control: Control, slice: u64, checks: bool) -> std::time::Duration {
     let mut longest = std::time::Duration::ZERO;
-    let dir = scratch();
-    empty_store(&dir);
-    let mut node = Node::new(&dir, control, slice, checks);
+    let dir = ScratchDir(scratch());
+    empty_store(&dir.0);
+    let mut node = Node::new(&dir.0, control, slice, checks);
     let trace = tracing_on();
     let mut rest = script;
     while let Some((&op, tail)) = rest.split_first() {
@@ -404,12 +404,21 @@ fn run(script: &[u8], control: Control, slice: u64, checks: bool) -> std::time::
         "locks left behind after every client disconnected"
     );
     drop(node);
-    if under_afl() {
-        // The next input empties it: cheaper than a fresh store each time.
-    } else {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    drop(dir);
     longest
+}
+
+/// A run's scratch store, removed when the run ends — also when a check panics (the
+/// negative controls do: their stores used to stay in `/dev/shm`). Under AFL++ the next
+/// input empties it instead: cheaper than a fresh store each time.
+struct ScratchDir(PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if !under_afl() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Whether AFL++ runs this process (it runs many inputs in one process).

@@ -905,10 +905,12 @@ async fn one_run(
     let mut wl = wlat.clone();
     wl.sort_by(f64::total_cmp);
     let versioned = !cached.is_empty() || !fetching.is_empty();
-    let nodes_per_read = versioned.then(|| nodes.iter().sum::<f64>() / l.reads.max(1) as f64);
+    // Not `sum()`: a float sum of nothing is −0.0, printed "-0.0".
+    let fetched: f64 = nodes.iter().fold(0.0, |a, n| a + n);
+    let nodes_per_read = versioned.then(|| fetched / l.reads.max(1) as f64);
     let split = versioned.then(|| FetchSplit {
         fetching_share: fetching.len() as f64 / l.reads.max(1) as f64,
-        nodes_per_fetching_read: nodes.iter().sum::<f64>() / nodes.len().max(1) as f64,
+        nodes_per_fetching_read: fetched / nodes.len().max(1) as f64,
         cached: (!cached.is_empty()).then(|| PhaseStats::of(&cached)),
         fetching: (!fetching.is_empty()).then(|| PhaseStats::of(&fetching)),
     });
