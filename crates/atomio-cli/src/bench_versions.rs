@@ -490,7 +490,7 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
          the limit row (plain \
          pwrite/pread, no atomicity) is what the machine itself adds under the same writers; \
          the rest of a strategy's ratio is its own (lock waits; for versioning, each new \
-         snapshot's tree fetched)",
+         snapshot's tree taken in)",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         report.writer_priority,
     );
@@ -567,9 +567,9 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
                     })
                 };
                 match s.fetching {
-                    None => format!("no read fetched nodes, all {}", st(&s.cached)),
+                    None => format!("no read took in nodes, all {}", st(&s.cached)),
                     Some(_) => format!(
-                        "{:.1}% fetched ({:.1} nodes each; median/p99 {}), cached {}",
+                        "{:.1}% took in nodes ({:.1} each; median/p99 {}), cached {}",
                         s.fetching_share * 100.0,
                         s.nodes_per_fetching_read,
                         st(&s.fetching),
@@ -581,7 +581,8 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
         if !splits.is_empty() {
             println!(
                 "versioning reads beside writers, by whether the newest snapshot's tree was \
-                 cached or nodes of a new one were fetched — per run: {}",
+                 cached or nodes of a new one were taken in (fetched, or pulled from the \
+                 servers' node logs on this host) — per run: {}",
                 splits.join("; ")
             );
         }

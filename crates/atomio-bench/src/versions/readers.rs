@@ -217,10 +217,14 @@ impl Io {
         }
     }
 
+    /// Tree nodes the client had to take in: fetched from servers, or pulled from their
+    /// node logs on this host (a read of a snapshot new to it, either way).
     fn nodes_fetched(&self) -> Option<u64> {
         match self {
             Io::Plain(_) => None,
-            Io::File { f, .. } => f.version_stats().map(|s| s.nodes_fetched),
+            Io::File { f, .. } => f
+                .version_stats()
+                .map(|s| s.nodes_fetched + s.nodes_from_logs),
         }
     }
 }
