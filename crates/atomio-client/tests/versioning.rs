@@ -666,41 +666,23 @@ async fn same_host_readers_beside_concurrent_writers_see_whole_snapshots_with_no
     let path = "/boards-concurrent";
     let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
     File::create(&mut c, path, 4096, 3).await.unwrap();
-    let (writers, rounds) = (3u32, 30u64);
-    let start = std::sync::Arc::new(tokio::sync::Barrier::new(writers as usize + 1));
-    let mut tasks = Vec::new();
-    for w in 0..writers {
-        let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
-        let mut f = File::open(&mut c, path).await.unwrap();
-        f.set_atomic(Some(Strategy::versioning())).unwrap();
-        f.set_version_geometry(small_chunks());
-        let start = start.clone();
-        tasks.push(tokio::spawn(async move {
-            start.wait().await;
-            let a = access(w, 1024, 64);
-            for op in 0..rounds {
-                let mut buf = vec![0u8; a.size() as usize];
-                atomio_verify::fill(w, op, a.ranges(), &mut buf).unwrap();
-                f.write(&mut c, &a, &buf).await.unwrap();
-            }
-        }));
-    }
+    let (writers, rounds) = (4u32, 30u64);
+    let writer_addrs = addrs.clone();
+    let writing =
+        tokio::spawn(async move { run_writers(&writer_addrs, path, writers, rounds, 0).await });
     let mut rc = ClusterClient::connect_tcp(&addrs).await.unwrap();
     let mut r = File::open(&mut rc, path).await.unwrap();
     r.set_atomic(Some(Strategy::versioning())).unwrap();
     r.set_version_geometry(small_chunks());
     let a =
         Access::contiguous(atomio_layout::ByteRange::new(0, 64 * 1024 + 2048).unwrap()).unwrap();
-    start.wait().await;
     let mut reads = Vec::new();
-    while reads.len() < 200 && !tasks.iter().all(|t| t.is_finished()) {
+    while reads.len() < 200 && !writing.is_finished() {
         let mut buf = vec![0u8; a.size() as usize];
         r.read_allowing_holes(&mut rc, &a, &mut buf).await.unwrap();
         reads.push(buf);
     }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let (writes, _) = writing.await.unwrap();
     let s = r.version_stats().unwrap();
     assert!(s.board_reads >= 5, "{s:?}");
     assert_eq!(
@@ -714,9 +696,6 @@ async fn same_host_readers_beside_concurrent_writers_see_whole_snapshots_with_no
     let mut file = vec![0u8; size as usize];
     let all = Access::contiguous(atomio_layout::ByteRange::new(0, size).unwrap()).unwrap();
     f.read(&mut c, &all, &mut file).await.unwrap();
-    let writes: Vec<Write> = (0..writers)
-        .flat_map(|w| (0..rounds).map(move |op| Write::new(w, op, access(w, 1024, 64))))
-        .collect();
     let reads: Vec<Read> = reads
         .iter()
         .enumerate()
