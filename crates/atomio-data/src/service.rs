@@ -50,13 +50,15 @@ impl<S: ObjectStore> DataService<S> {
         let mut found = store.take_recovered();
         let seq = SeqWrites::recover(&std::mem::take(&mut found.extent_log));
         let txns = Txns::recover(&mut store, found);
+        let mut versions = crate::versions::Versions::default();
+        versions.keep_files(store.keeps_version_files());
         Self {
             store,
             fenced: HashSet::new(),
             txns,
             seq,
             to_synchronize: Vec::new(),
-            versions: crate::versions::Versions::default(),
+            versions,
             pending: Vec::new(),
         }
     }

@@ -138,6 +138,11 @@ pub trait ObjectStore: Send + 'static {
     fn rewrite_extent_log(&mut self, _records: &[u8]) -> io::Result<()> {
         Ok(())
     }
+    /// Whether this store keeps versioning's boards and node logs (`version_board`);
+    /// when not, the version managers make none.
+    fn keeps_version_files(&self) -> bool {
+        false
+    }
     /// Versioning's same-host reads (`version_board`): rewrites `file`'s board in place.
     fn write_board(&mut self, _file: FileId, _board: &[u8]) -> io::Result<()> {
         Ok(())
@@ -754,6 +759,10 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 impl ObjectStore for FileStore {
     fn local(&self) -> Option<(PathBuf, String)> {
         Some((self.objects_dir.clone(), self.id.clone()))
+    }
+
+    fn keeps_version_files(&self) -> bool {
+        self.versions_dir.is_some()
     }
 
     fn write_board(&mut self, file: FileId, board: &[u8]) -> io::Result<()> {

@@ -12,7 +12,9 @@
 //! check runs even when nobody else writes).
 //!
 //! **Invariants:** nodes are immutable (a put of an existing key with other bytes is
-//! refused); a `VersionComplete` is answered exactly once per request, `Published` only for
+//! refused); with files kept (`keep_files`), a request's board and node-log effects are
+//! queued before its answers, so the data service writes them before any answer leaves
+//! (`version_board`: a `Published` never precedes its board); a `VersionComplete` is answered exactly once per request, `Published` only for
 //! a published version; the node store holds at most `MAX_NODE_BYTES` per server; nothing
 //! here panics on input. State is in memory: a restarted server has lost its versioned
 //! files' metadata (their chunks survive as objects) — see ARCHITECTURE.md.
@@ -69,6 +71,8 @@ pub struct Versions {
     node_bytes: usize,
     now_ms: u64,
     patience_ms: u64,
+    /// Whether to make boards and node logs at all (the store keeps them).
+    keep_files: bool,
     /// The board last written for each file, and what is still to be written.
     boards: HashMap<FileId, Board>,
     /// Bytes in each file's node log (live or not).
@@ -118,10 +122,16 @@ impl Versions {
             node_bytes: 0,
             now_ms: 0,
             patience_ms,
+            keep_files: false,
             boards: HashMap::new(),
             logged: HashMap::new(),
             effects: Vec::new(),
         }
+    }
+
+    /// Makes boards and node logs for same-host readers (`take_effects`) from now on.
+    pub fn keep_files(&mut self, on: bool) {
+        self.keep_files = on;
     }
 
     /// What to write for same-host readers since the last call, in order.
@@ -131,7 +141,7 @@ impl Versions {
 
     /// A new board for `file` when its newest snapshot or base changed.
     fn update_board(&mut self, file: FileId) {
-        let Some(f) = self.files.get(&file) else {
+        let Some(f) = self.files.get(&file).filter(|_| self.keep_files) else {
             return;
         };
         let version = f.versions.published();
@@ -181,7 +191,9 @@ impl Versions {
                 ));
             }
             self.node_bytes += bytes.len();
-            encode_record(&key, &bytes, records);
+            if self.keep_files {
+                encode_record(&key, &bytes, records);
+            }
             store.insert(key, bytes);
         }
         Ok(())
@@ -189,6 +201,9 @@ impl Versions {
 
     /// After nodes of `file` were dropped: its log is rewritten when mostly garbage.
     fn compact_node_log(&mut self, file: FileId) {
+        if !self.keep_files {
+            return;
+        }
         let live: usize = self.nodes.get(&file).map_or(0, |s| {
             s.values()
                 .map(|b| b.len() + crate::version_board::RECORD_OVERHEAD)
