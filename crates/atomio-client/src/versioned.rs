@@ -220,10 +220,14 @@ impl VersionedFile {
             ));
         }
         let located = locate_all(c).await;
-        let versions_dirs = located.as_ref().map(|l| {
+        // Only directories of the objects' owner (`/dev/shm` is everyone's): else ask.
+        let versions_dirs = located.as_ref().and_then(|l| {
             l.iter()
-                .map(|(dir, id)| atomio_data::version_board::versions_dir(dir, id))
-                .collect()
+                .map(|(dir, id)| {
+                    let v = atomio_data::version_board::versions_dir(dir, id);
+                    atomio_data::version_board::trusted(&v, dir).then_some(v)
+                })
+                .collect::<Option<Vec<PathBuf>>>()
         });
         let local = located.map(|l| l.into_iter().map(|(dir, _)| dir).collect());
         Ok(Self {

@@ -483,23 +483,7 @@ impl FileStore {
             }
         };
         // Boards and node logs describe the last server's versions, which died with it.
-        // A board that cannot be removed would be read as current: refuse to start. One
-        // that cannot be made is only a lost shortcut (readers ask the server).
-        let versions_dir = crate::version_board::versions_dir(&objects_dir, &id);
-        match fs::remove_dir_all(&versions_dir) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let versions_dir = match fs::create_dir_all(&versions_dir) {
-            Ok(()) => Some(versions_dir),
-            Err(e) => {
-                tracing::warn!(
-                    "{}: {e}; versioned reads on this host will ask the server",
-                    versions_dir.display()
-                );
-                None
-            }
-        };
+        let versions_dir = open_versions_dir(&objects_dir, &id)?;
         let staging_dir = dir.join("staging");
         fs::create_dir_all(&staging_dir)?;
         let decisions_path = dir.join("decisions.log");
@@ -740,6 +724,34 @@ impl FileStore {
         }
         v.sort_unstable();
         Ok(v)
+    }
+}
+
+/// Versioning's boards and node logs directory for a store starting (`None`: none kept).
+/// A board left by the last server would be read as current, so one of ours that cannot
+/// be removed stops the start; a directory of another user's under the name is left alone
+/// (and never read: `version_board::trusted`), as is one that cannot be made.
+fn open_versions_dir(objects_dir: &Path, id: &str) -> io::Result<Option<PathBuf>> {
+    let dir = crate::version_board::versions_dir(objects_dir, id);
+    let off = |why: String| {
+        tracing::warn!(
+            "{}: {why}; versioned reads on this host will ask the server",
+            dir.display()
+        );
+        Ok(None)
+    };
+    match fs::symlink_metadata(&dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+        Ok(_) if !crate::version_board::trusted(&dir, objects_dir) => {
+            return off("not a directory of this store's owner".into())
+        }
+        Ok(_) => fs::remove_dir_all(&dir)?,
+    }
+    // `create_dir`, not `create_dir_all`: a directory someone made meanwhile is not ours.
+    match fs::create_dir(&dir) {
+        Ok(()) => Ok(Some(dir)),
+        Err(e) => off(e.to_string()),
     }
 }
 

@@ -43,6 +43,21 @@ pub fn versions_dir(objects_dir: &Path, store_id: &str) -> PathBuf {
     }
 }
 
+/// Whether `dir` may be taken as the versions directory of the store whose objects are in
+/// `objects_dir`: a directory (not a link) of the objects directory's owner. `/dev/shm` is
+/// writable by every user; a directory someone else made there under the name is never
+/// read, nor removed.
+pub fn trusted(dir: &Path, objects_dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (
+        std::fs::symlink_metadata(dir),
+        std::fs::metadata(objects_dir),
+    ) {
+        (Ok(d), Ok(o)) => d.file_type().is_dir() && d.uid() == o.uid(),
+        _ => false,
+    }
+}
+
 const BOARD_MAGIC: u32 = 0x4442_4d41; // "AMBD"
 /// A board's size on disk.
 pub const BOARD_BYTES: usize = 4 + 8 + 8 + 8 + 8;
@@ -231,6 +246,50 @@ mod tests {
         assert!(!board_path(&vdir, file).exists());
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A directory of the objects' owner is trusted; a link to one, or nothing, is not.
+    #[test]
+    fn only_a_real_directory_of_the_objects_owner_is_trusted() {
+        let base = std::env::temp_dir().join(format!("atomio-trust-{}", std::process::id()));
+        let (objects, dir, link) = (base.join("objects"), base.join("v"), base.join("l"));
+        std::fs::create_dir_all(&objects).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(trusted(&dir, &objects));
+        assert!(!trusted(&link, &objects), "a link could point anywhere");
+        assert!(!trusted(&base.join("missing"), &objects));
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// A directory another user made under the store's name is left alone and the store
+    /// keeps no boards (root only: making another user's directory needs `chown`).
+    #[test]
+    fn a_store_leaves_another_users_directory_alone_and_keeps_no_boards() {
+        use crate::{FileStore, ObjectStore};
+        let base = std::env::temp_dir().join(format!("atomio-foreign-{}", std::process::id()));
+        let store = FileStore::open(&base).unwrap();
+        let (objects, id) = store.local().unwrap();
+        let vdir = versions_dir(&objects, &id);
+        assert!(store.keeps_version_files());
+        drop(store);
+        std::fs::create_dir(&vdir).unwrap();
+        if let Err(e) = std::os::unix::fs::chown(&vdir, Some(65534), None) {
+            eprintln!("skipped: making another user's directory needs root ({e})");
+            let _ = std::fs::remove_dir_all(&vdir);
+            let _ = std::fs::remove_dir_all(&base);
+            return;
+        }
+        let store = FileStore::open(&base).unwrap();
+        assert!(!store.keeps_version_files());
+        assert!(vdir.exists(), "another user's directory was removed");
+        drop(store);
+        assert!(
+            vdir.exists(),
+            "another user's directory was removed at stop"
+        );
+        let _ = std::fs::remove_dir_all(&vdir);
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     proptest! {
