@@ -21,6 +21,15 @@ fn small_chunks() -> atomio_version::Geometry {
     atomio_version::Geometry::new(4096, 4, 1 << 30).unwrap()
 }
 
+/// A new client of `addrs` with `path` open under versioning, in `small_chunks`.
+async fn versioned_client(addrs: &[String], path: &str) -> (ClusterClient, File) {
+    let mut c = ClusterClient::connect_tcp(addrs).await.unwrap();
+    let mut f = File::open(&mut c, path).await.unwrap();
+    f.set_atomic(Some(Strategy::versioning())).unwrap();
+    f.set_version_geometry(small_chunks());
+    (c, f)
+}
+
 async fn run_writers(
     addrs: &[String],
     path: &str,
@@ -43,10 +52,7 @@ async fn run_writers_with(
     let start = std::sync::Arc::new(tokio::sync::Barrier::new((writers + readers) as usize));
     let mut tasks = Vec::new();
     for w in 0..writers {
-        let mut c = ClusterClient::connect_tcp(addrs).await.unwrap();
-        let mut f = File::open(&mut c, path).await.unwrap();
-        f.set_atomic(Some(Strategy::versioning())).unwrap();
-        f.set_version_geometry(small_chunks());
+        let (mut c, mut f) = versioned_client(addrs, path).await;
         if ignore_hints {
             f.ignore_version_hints_unsafely(&mut c).await.unwrap();
         }
@@ -64,10 +70,7 @@ async fn run_writers_with(
         }));
     }
     for r in 0..readers {
-        let mut c = ClusterClient::connect_tcp(addrs).await.unwrap();
-        let mut f = File::open(&mut c, path).await.unwrap();
-        f.set_atomic(Some(Strategy::versioning())).unwrap();
-        f.set_version_geometry(small_chunks());
+        let (mut c, mut f) = versioned_client(addrs, path).await;
         let start = start.clone();
         tasks.push(tokio::spawn(async move {
             start.wait().await;
@@ -457,10 +460,7 @@ async fn writers_with_retention_bound_the_stored_snapshots_without_a_collector()
         let stored_max = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let mut tasks = Vec::new();
         for w in 0..writers {
-            let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
-            let mut f = File::open(&mut c, &path).await.unwrap();
-            f.set_atomic(Some(Strategy::versioning())).unwrap();
-            f.set_version_geometry(small_chunks());
+            let (mut c, mut f) = versioned_client(&addrs, &path).await;
             f.set_version_retention(retention);
             let stored_max = stored_max.clone();
             tasks.push(tokio::spawn(async move {
@@ -622,10 +622,7 @@ async fn a_reader_on_the_servers_host_reads_the_newest_snapshot_with_no_round_tr
     w.set_version_geometry(small_chunks());
     let mut readers = Vec::new();
     for on in [true, false] {
-        let mut rc = ClusterClient::connect_tcp(&addrs).await.unwrap();
-        let mut r = File::open(&mut rc, "/boards").await.unwrap();
-        r.set_atomic(Some(Strategy::versioning())).unwrap();
-        r.set_version_geometry(small_chunks());
+        let (mut rc, mut r) = versioned_client(&addrs, "/boards").await;
         r.use_version_boards(&mut rc, on).await.unwrap();
         readers.push((rc, r));
     }
@@ -670,10 +667,7 @@ async fn same_host_readers_beside_concurrent_writers_see_whole_snapshots_with_no
     let writer_addrs = addrs.clone();
     let writing =
         tokio::spawn(async move { run_writers(&writer_addrs, path, writers, rounds, 0).await });
-    let mut rc = ClusterClient::connect_tcp(&addrs).await.unwrap();
-    let mut r = File::open(&mut rc, path).await.unwrap();
-    r.set_atomic(Some(Strategy::versioning())).unwrap();
-    r.set_version_geometry(small_chunks());
+    let (mut rc, mut r) = versioned_client(&addrs, path).await;
     let a =
         Access::contiguous(atomio_layout::ByteRange::new(0, 64 * 1024 + 2048).unwrap()).unwrap();
     let mut reads = Vec::new();
