@@ -341,6 +341,17 @@ impl File {
         Ok(())
     }
 
+    /// Whether a reader of the newest snapshot on the servers' host follows their node logs
+    /// in a background thread (default on; see `node_logs`).
+    pub async fn use_node_follower(
+        &mut self,
+        c: &mut ClusterClient,
+        on: bool,
+    ) -> Result<(), WireError> {
+        self.versions(c).await?.use_node_follower(on);
+        Ok(())
+    }
+
     /// What the file's versioned store did (`None`: no versioning call yet).
     pub fn version_stats(&self) -> Option<crate::versioned::VersionStats> {
         self.versioned.as_ref().map(|v| v.stats())

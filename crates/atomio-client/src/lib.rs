@@ -9,6 +9,7 @@ pub mod file;
 pub mod interval;
 pub mod interval_file;
 pub(crate) mod mapped;
+mod node_logs;
 pub mod objects;
 pub mod seqdlm_sim;
 pub mod sim;

@@ -27,6 +27,7 @@
 //! returns only once its version is published (so a later read — this client's or, after
 //! synchronization, anyone's — sees it); nodes in the cache are exactly what was put.
 
+use crate::node_logs::{Follower, NodeLogs};
 use atomio_layout::{Access, ByteRange, RangeList, ServerId};
 use atomio_net::ClusterClient;
 use atomio_proto::data::{file_id, Striping};
@@ -40,6 +41,7 @@ use atomio_version::{
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 /// Chunk objects per chunk-space file id (a server's object numbers are below the stripe
 /// count limit; writer `w` uses object `w % 4096` of space `w / 4096`).
@@ -71,6 +73,10 @@ pub struct VersionStats {
     pub nodes_cached: u64,
     /// Nodes taken from the servers' node logs on this host (no round trip).
     pub nodes_from_logs: u64,
+    /// Of those, nodes the follower had pulled before a read needed them.
+    pub nodes_followed: u64,
+    /// Pulls of the node logs a read made itself (a node it needed was missing).
+    pub log_pulls: u64,
     /// Newest-snapshot lookups asked of the metadata server (`VersionSnapshot`) and read
     /// from its board on this host.
     pub snapshot_rounds: u64,
@@ -111,8 +117,14 @@ pub struct VersionedFile {
     /// Whether reads of the newest snapshot use the servers' boards and node logs when on
     /// their host (`version_board`; `ATOMIO_VERSION_BOARDS=0` turns it off).
     boards: bool,
-    /// Per server: the node log's inode and how far this client has pulled it.
-    pulled: Vec<(u64, u64)>,
+    /// The servers' node logs for this file (`versions_dirs`), pulled by reads and by
+    /// the follower.
+    logs: Option<Arc<Mutex<NodeLogs>>>,
+    /// Follows the node logs in the background once this client reads the newest snapshot
+    /// (`node_logs`; `ATOMIO_NODE_FOLLOWER=0` turns it off): `Some(None)` when it could
+    /// not start.
+    follower: Option<Option<Follower>>,
+    follow: bool,
     cache: HashMap<NodeKey, Node>,
     /// The newest snapshot this client has walked (its nodes on the paths walked are
     /// cached): a newer one's nodes are asked for at once (`segments`).
@@ -230,6 +242,9 @@ impl VersionedFile {
                 .collect::<Option<Vec<PathBuf>>>()
         });
         let local = located.map(|l| l.into_iter().map(|(dir, _)| dir).collect());
+        let logs = versions_dirs
+            .clone()
+            .map(|dirs| Arc::new(Mutex::new(NodeLogs::new(id, geometry, dirs))));
         Ok(Self {
             id,
             meta,
@@ -242,7 +257,9 @@ impl VersionedFile {
             versions_dirs,
             open: HashMap::new(),
             boards: std::env::var("ATOMIO_VERSION_BOARDS").map_or(true, |v| v != "0"),
-            pulled: vec![(0, 0); servers as usize],
+            logs,
+            follower: None,
+            follow: std::env::var("ATOMIO_NODE_FOLLOWER").map_or(true, |v| v != "0"),
             cache: HashMap::new(),
             walked: 0,
             stats: VersionStats::default(),
@@ -255,6 +272,15 @@ impl VersionedFile {
     /// this host (default: on unless `ATOMIO_VERSION_BOARDS=0`).
     pub fn use_boards(&mut self, on: bool) {
         self.boards = on;
+    }
+
+    /// Whether a reader of the newest snapshot on the servers' host follows their node
+    /// logs in the background (default: on unless `ATOMIO_NODE_FOLLOWER=0`).
+    pub fn use_node_follower(&mut self, on: bool) {
+        self.follow = on;
+        if !on {
+            self.follower = None;
+        }
     }
 
     /// Negative control for tests: trees built without forward references.
@@ -767,6 +793,9 @@ impl VersionedFile {
         // while another version was being put may have taken its root (from one server's
         // log) but not yet its lower nodes (from another's).
         let mut pulled = false;
+        if v > self.walked {
+            self.take_followed();
+        }
         if v > self.walked && !self.cache.contains_key(&root) {
             self.pull_node_logs();
             pulled = true;
@@ -826,6 +855,9 @@ impl VersionedFile {
             }
             if let Some(b) = atomio_data::version_board::decode_board(&bytes) {
                 self.stats.board_reads += 1;
+                if self.follow && self.follower.is_none() {
+                    self.follower = Some(self.logs.as_ref().and_then(Follower::start));
+                }
                 return Some(b);
             }
         }
@@ -836,56 +868,54 @@ impl VersionedFile {
     /// since the last pull (nodes are immutable: any node logged is as good as fetched).
     /// Best effort: what is not there is fetched with `NodeGet`.
     fn pull_node_logs(&mut self) {
-        use std::os::unix::fs::MetadataExt;
-        const MAX_PULL: u64 = 64 << 20;
         if !self.boards {
             return;
         }
-        let Some(dirs) = self.versions_dirs.clone() else {
-            return;
-        };
         if self.cache.len() > MAX_CACHED_NODES {
             self.forget_nodes();
         }
-        for (s, dir) in dirs.iter().enumerate() {
-            let path = atomio_data::version_board::node_log_path(dir, self.id);
-            let Ok(f) = std::fs::File::open(&path) else {
-                continue;
-            };
-            let Ok(meta) = f.metadata() else { continue };
-            let (ino, mut at) = self.pulled[s];
-            if meta.ino() != ino || meta.len() < at {
-                at = 0; // a new log (rewritten by a collection): read it whole
+        let Some(logs) = &self.logs else { return };
+        let nodes = match logs.lock() {
+            Ok(mut l) => {
+                l.pull_all();
+                l.take()
             }
-            while at < meta.len() {
-                let want = (meta.len() - at).min(MAX_PULL) as usize;
-                let mut buf = vec![0u8; want];
-                let Ok(n) = f.read_at(&mut buf, at) else {
-                    break;
-                };
-                let (records, used) = atomio_data::version_board::decode_records(&buf[..n]);
-                for (key, bytes) in records {
-                    if self.cache.contains_key(&key) {
-                        continue;
-                    }
-                    if let Ok(node) = Node::decode(bytes, &self.geometry, key.pos) {
-                        self.stats.nodes_from_logs += 1;
-                        self.cache.insert(key, node);
-                    }
-                }
-                at += used as u64;
-                if used == 0 {
-                    break; // a record being appended: the next pull takes it
-                }
+            Err(_) => return,
+        };
+        self.stats.log_pulls += 1;
+        self.take_in(nodes);
+    }
+
+    /// Takes into the node cache what the follower pulled since the last walk.
+    fn take_followed(&mut self) {
+        if self.follower.as_ref().is_none_or(Option::is_none) {
+            return;
+        }
+        let Some(logs) = &self.logs else { return };
+        let nodes = match logs.lock() {
+            Ok(mut l) => l.take(),
+            Err(_) => return,
+        };
+        let before = self.stats.nodes_from_logs;
+        self.take_in(nodes);
+        self.stats.nodes_followed += self.stats.nodes_from_logs - before;
+    }
+
+    fn take_in(&mut self, nodes: Vec<(NodeKey, Node)>) {
+        for (key, node) in nodes {
+            if let std::collections::hash_map::Entry::Vacant(e) = self.cache.entry(key) {
+                self.stats.nodes_from_logs += 1;
+                e.insert(node);
             }
-            self.pulled[s] = (meta.ino(), at);
         }
     }
 
     /// Empties the node cache (it outgrew its bound); logs are pulled again from their start.
     fn forget_nodes(&mut self) {
         self.cache.clear();
-        self.pulled.fill((0, 0));
+        if let Some(Ok(mut l)) = self.logs.as_ref().map(|l| l.lock()) {
+            l.restart();
+        }
     }
 
     async fn read_at(

@@ -652,6 +652,55 @@ async fn a_reader_on_the_servers_host_reads_the_newest_snapshot_with_no_round_tr
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A reader of the newest snapshot on the servers' host follows their node logs in the
+/// background: a new snapshot's nodes are in its cache before it reads it (no pull inside
+/// the read), and every read is still the newest write. Without the follower every such
+/// read pulls the logs itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_following_reader_finds_a_new_snapshots_nodes_already_pulled() {
+    let dir = tempdir();
+    let cluster = EmbeddedCluster::start_on_disk(3, &dir).unwrap();
+    let addrs = cluster.serve_tcp().await.unwrap();
+    let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
+    File::create(&mut c, "/follow", 4096, 3).await.unwrap();
+    let mut w = File::open(&mut c, "/follow").await.unwrap();
+    w.set_atomic(Some(Strategy::versioning())).unwrap();
+    w.set_version_geometry(small_chunks());
+    let mut readers = Vec::new();
+    for on in [true, false] {
+        let (mut rc, mut r) = versioned_client(&addrs, "/follow").await;
+        r.use_node_follower(&mut rc, on).await.unwrap();
+        readers.push((rc, r));
+    }
+    let a = access(1, 1024, 64);
+    let mut buf = vec![0u8; a.size() as usize];
+    for op in 0..10 {
+        atomio_verify::fill(1, op, a.ranges(), &mut buf).unwrap();
+        w.write(&mut c, &a, &buf).await.unwrap();
+        // The follower wakes on the servers' appends; give it time to pull.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        for (rc, r) in &mut readers {
+            let mut got = vec![0u8; a.size() as usize];
+            r.read(rc, &a, &mut got).await.unwrap();
+            assert!(
+                got == buf,
+                "write {op} returned, yet a later read missed it"
+            );
+        }
+    }
+    let on = readers[0].1.version_stats().unwrap();
+    assert_eq!((on.snapshot_rounds, on.node_rounds), (0, 0), "{on:?}");
+    // The first read starts the follower (and pulls); later ones should find the nodes
+    // taken in. Timing on a loaded machine may leave a few to their own pull.
+    assert!(on.nodes_followed >= 20, "{on:?}");
+    assert!(on.log_pulls < 10, "{on:?}");
+    let off = readers[1].1.version_stats().unwrap();
+    assert_eq!(off.nodes_followed, 0, "{off:?}");
+    assert!(off.log_pulls >= 10, "{off:?}");
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Same-host readers beside concurrent overlapping writers: every read is a whole
 /// snapshot (the verifier), and the boards and logs answer every read — none asks a
 /// server for the snapshot or for a node.
