@@ -733,6 +733,12 @@ impl FileStore {
 /// (and never read: `version_board::trusted`), as is one that cannot be made.
 fn open_versions_dir(objects_dir: &Path, id: &str) -> io::Result<Option<PathBuf>> {
     let dir = crate::version_board::versions_dir(objects_dir, id);
+    if let Some(parent) = dir.parent().filter(|p| *p == Path::new("/dev/shm")) {
+        let swept = crate::version_board::sweep_stale(parent, objects_dir);
+        if swept > 0 {
+            tracing::info!("removed {swept} versions directories of servers that are gone");
+        }
+    }
     let off = |why: String| {
         tracing::warn!(
             "{}: {why}; versioned reads on this host will ask the server",
@@ -749,10 +755,17 @@ fn open_versions_dir(objects_dir: &Path, id: &str) -> io::Result<Option<PathBuf>
         Ok(_) => fs::remove_dir_all(&dir)?,
     }
     // `create_dir`, not `create_dir_all`: a directory someone made meanwhile is not ours.
-    match fs::create_dir(&dir) {
-        Ok(()) => Ok(Some(dir)),
-        Err(e) => off(e.to_string()),
+    if let Err(e) = fs::create_dir(&dir) {
+        return off(e.to_string());
     }
+    // Names this process, so that a server starting after this one is killed removes it.
+    // (Without one, a sweep would take it for a crashed start's after a minute.)
+    let me = crate::version_board::this_process().unwrap_or_default();
+    if let Err(e) = fs::write(dir.join(crate::version_board::OWNER_FILE), me) {
+        let _ = fs::remove_dir_all(&dir);
+        return off(format!("writing its owner: {e}"));
+    }
+    Ok(Some(dir))
 }
 
 impl Drop for FileStore {

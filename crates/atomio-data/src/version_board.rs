@@ -21,9 +21,15 @@
 //! and a reader takes only what checks (a torn board is read again; a torn record ends the
 //! pull until the next one). A server deletes the directory when it starts (its versions
 //! are in memory: a board left by the last server would be stale) and when it stops.
+//! A killed server cannot: its directory names its process (`owner`: pid and start
+//! time, since pids are reused), and any server starting on the host removes the
+//! directories of its own user whose process is gone (`sweep_stale`) — node logs in
+//! `/dev/shm` are memory, and would otherwise stay until the next boot.
 //!
 //! **Invariants:** `decode_board(encode_board(b)) == Some(b)`; `decode_records` returns
-//! only whole records whose checksum holds, in log order, and how many bytes they span.
+//! only whole records whose checksum holds, in log order, and how many bytes they span;
+//! `sweep_stale` removes only trusted directories under the versions prefix whose owner is
+//! provably gone (an owner that cannot be read is kept unless the directory is old).
 
 use atomio_proto::FileId;
 use atomio_version::{NodeKey, Pos, Version};
@@ -75,6 +81,77 @@ pub struct Board {
     pub size: u64,
     /// The newest snapshot the file's base holds (see `Reply::Snapshot`).
     pub base: Version,
+}
+
+/// The name of every versions directory in `/dev/shm` starts with this.
+const SHM_PREFIX: &str = "atomio-versions-";
+/// The file in a versions directory that names the server process keeping it.
+pub const OWNER_FILE: &str = "owner";
+/// A directory with no readable owner older than this is taken as a crashed start's.
+const OWNERLESS_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// This process as an owner file names it: `pid start-time` (the start time in clock
+/// ticks after boot, `/proc/<pid>/stat` field 22), `None` where `/proc` is missing.
+pub fn this_process() -> Option<String> {
+    let pid = std::process::id();
+    Some(format!("{pid} {}", start_time(pid)?))
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the process an owner file names still runs (`None`: not an owner file).
+pub fn owner_alive(owner: &str) -> Option<bool> {
+    let mut it = owner.split_whitespace();
+    let pid: u32 = it.next()?.parse().ok()?;
+    let start: u64 = it.next()?.parse().ok()?;
+    if it.next().is_some() {
+        return None;
+    }
+    Some(start_time(pid) == Some(start))
+}
+
+/// Removes the versions directories in `parent` (`/dev/shm`) that a server of this
+/// user left behind when it was killed: trusted (see `trusted`) and either naming a
+/// process that is gone, or with no readable owner and older than a minute (a server
+/// killed between `mkdir` and writing its owner). Returns how many it removed.
+pub fn sweep_stale(parent: &Path, objects_dir: &Path) -> usize {
+    // Without `/proc` no owner can be judged.
+    if this_process().is_none() {
+        return 0;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        if !e.file_name().to_string_lossy().starts_with(SHM_PREFIX) {
+            continue;
+        }
+        let dir = e.path();
+        if !trusted(&dir, objects_dir) {
+            continue;
+        }
+        let stale = match std::fs::read_to_string(dir.join(OWNER_FILE))
+            .ok()
+            .and_then(|o| owner_alive(&o))
+        {
+            Some(alive) => !alive,
+            None => std::fs::metadata(&dir)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > OWNERLESS_GRACE),
+        };
+        if stale && std::fs::remove_dir_all(&dir).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 pub fn board_path(versions_dir: &Path, file: FileId) -> PathBuf {
@@ -161,6 +238,63 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn an_owner_is_alive_while_its_process_runs_and_a_reused_pid_is_not_it() {
+        let me = this_process().expect("/proc");
+        assert_eq!(owner_alive(&me), Some(true));
+        let pid = std::process::id();
+        let start = start_time(pid).unwrap();
+        // Same pid, another start time: the pid was reused.
+        assert_eq!(owner_alive(&format!("{pid} {}", start + 1)), Some(false));
+        // Above any pid the kernel hands out.
+        assert_eq!(owner_alive("4194304 1"), Some(false));
+        for bad in ["", "12", "x 1", "1 y", "1 2 3"] {
+            assert_eq!(owner_alive(bad), None, "{bad:?}");
+        }
+    }
+
+    /// Only this user's versions directories whose server is gone (or ownerless and old)
+    /// are swept; live ones, fresh ownerless ones and other names stay.
+    #[test]
+    fn a_sweep_removes_the_directories_of_gone_servers_only() {
+        let parent = std::env::temp_dir().join(format!("atomio-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&parent);
+        let objects = parent.join("objects");
+        std::fs::create_dir_all(&objects).unwrap();
+        let make = |name: &str, owner: Option<&str>| {
+            let d = parent.join(name);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("0000000000000007.nodes"), b"x").unwrap();
+            if let Some(o) = owner {
+                std::fs::write(d.join(OWNER_FILE), o).unwrap();
+            }
+            d
+        };
+        let me = this_process().unwrap();
+        let gone = make("atomio-versions-gone", Some("4194304 1"));
+        let live = make("atomio-versions-live", Some(&me));
+        let fresh = make("atomio-versions-fresh", None);
+        let old = make("atomio-versions-old", None);
+        let other = make("not-atomio-gone", Some("4194304 1"));
+        // Another user's (root only: needs `chown`): never swept, whatever its owner says.
+        let foreign = make("atomio-versions-foreign", Some("4194304 1"));
+        let foreign_made = std::os::unix::fs::chown(&foreign, Some(65534), None).is_ok();
+        if !foreign_made {
+            std::fs::remove_dir_all(&foreign).unwrap();
+        }
+        let long_ago = std::time::SystemTime::now() - 2 * OWNERLESS_GRACE;
+        std::fs::File::open(&old)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        assert_eq!(sweep_stale(&parent, &objects), 2);
+        assert!(!gone.exists() && !old.exists());
+        assert!(live.exists() && fresh.exists() && other.exists());
+        assert_eq!(foreign.exists(), foreign_made);
+        assert_eq!(sweep_stale(&parent, &objects), 0);
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
+
     fn key(level: u8, index: u64, version: u64) -> NodeKey {
         NodeKey {
             pos: Pos { level, index },
@@ -180,6 +314,8 @@ mod tests {
         let store = FileStore::open(&dir).unwrap();
         let (objects, id) = store.local().unwrap();
         let vdir = versions_dir(&objects, &id);
+        let owner = std::fs::read_to_string(vdir.join(OWNER_FILE)).unwrap();
+        assert_eq!(owner_alive(&owner), Some(true), "{owner:?}");
         let mut svc = DataService::new(store);
         let file = FileId(7);
         let client = ClientId(1);
