@@ -68,7 +68,8 @@ pub struct DirectData {
     key: String,
     pub coherence: Coherence,
     /// When pieces go through a shared mapping (`mapped`) instead of a `pwrite` each.
-    /// `Auto` by default; `ATOMIO_MMAP=0` is `Off` (for comparisons). Never used when the
+    /// `Auto` by default; `ATOMIO_MMAP=0` is `Off`, `ATOMIO_MMAP=always` is `Always` (for
+    /// comparisons). Never used when the
     /// file system's caches are not coherent (`Coherence::nfs`).
     pub mapping: Mapping,
 }
@@ -110,6 +111,7 @@ impl DirectData {
             coherence: Coherence::default(),
             mapping: match std::env::var("ATOMIO_MMAP").as_deref() {
                 Ok("0") => Mapping::Off,
+                Ok("always") => Mapping::Always,
                 _ => Mapping::Auto,
             },
         })
