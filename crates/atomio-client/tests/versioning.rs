@@ -4,6 +4,7 @@
 //! back; the user's file as the base (direct placement) and materialized; collection of old
 //! snapshots while writers run, then every kept snapshot intact.
 
+use atomio_client::versioned::VersionStats;
 use atomio_client::{DirectData, File, Strategy};
 use atomio_layout::{Access, Pattern, RangeList};
 use atomio_net::{ClusterClient, EmbeddedCluster};
@@ -607,30 +608,45 @@ async fn a_new_snapshot_is_walked_in_a_few_node_round_trips_not_one_per_level() 
     assert!(s.node_rounds <= 2, "{s:?}");
 }
 
-/// A reader on the servers' host resolves the newest snapshot and its tree from the
-/// servers' boards and node logs: no round trip at all, and still every write that
-/// returned before the read is in it. Turned off, the same reads ask the servers.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_reader_on_the_servers_host_reads_the_newest_snapshot_with_no_round_trip() {
+/// What `reads_on_and_off` turns on for one reader and off for the other.
+#[derive(Clone, Copy)]
+enum SameHost {
+    Boards,
+    Follower,
+}
+
+/// One versioning writer on a fresh 3-server cluster writes the same region `writes`
+/// times; after each write (and `pause`), two readers read it, one with `switch` on and
+/// one with it off, and each must see that write. Returns their stats (on, off).
+async fn reads_on_and_off(
+    path: &str,
+    switch: SameHost,
+    writes: u64,
+    pause: std::time::Duration,
+) -> (VersionStats, VersionStats) {
     let dir = tempdir();
     let cluster = EmbeddedCluster::start_on_disk(3, &dir).unwrap();
     let addrs = cluster.serve_tcp().await.unwrap();
     let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
-    File::create(&mut c, "/boards", 4096, 3).await.unwrap();
-    let mut w = File::open(&mut c, "/boards").await.unwrap();
+    File::create(&mut c, path, 4096, 3).await.unwrap();
+    let mut w = File::open(&mut c, path).await.unwrap();
     w.set_atomic(Some(Strategy::versioning())).unwrap();
     w.set_version_geometry(small_chunks());
     let mut readers = Vec::new();
     for on in [true, false] {
-        let (mut rc, mut r) = versioned_client(&addrs, "/boards").await;
-        r.use_version_boards(&mut rc, on).await.unwrap();
+        let (mut rc, mut r) = versioned_client(&addrs, path).await;
+        match switch {
+            SameHost::Boards => r.use_version_boards(&mut rc, on).await.unwrap(),
+            SameHost::Follower => r.use_node_follower(&mut rc, on).await.unwrap(),
+        }
         readers.push((rc, r));
     }
     let a = access(1, 1024, 64);
     let mut buf = vec![0u8; a.size() as usize];
-    for op in 0..20 {
+    for op in 0..writes {
         atomio_verify::fill(1, op, a.ranges(), &mut buf).unwrap();
         w.write(&mut c, &a, &buf).await.unwrap();
+        tokio::time::sleep(pause).await;
         for (rc, r) in &mut readers {
             let mut got = vec![0u8; a.size() as usize];
             r.read(rc, &a, &mut got).await.unwrap();
@@ -640,16 +656,28 @@ async fn a_reader_on_the_servers_host_reads_the_newest_snapshot_with_no_round_tr
             );
         }
     }
-    let on = readers[0].1.version_stats().unwrap();
+    let stats = (
+        readers[0].1.version_stats().unwrap(),
+        readers[1].1.version_stats().unwrap(),
+    );
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+    stats
+}
+
+/// A reader on the servers' host resolves the newest snapshot and its tree from the
+/// servers' boards and node logs: no round trip at all, and still every write that
+/// returned before the read is in it. Turned off, the same reads ask the servers.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_on_the_servers_host_reads_the_newest_snapshot_with_no_round_trip() {
+    let (on, off) =
+        reads_on_and_off("/boards", SameHost::Boards, 20, std::time::Duration::ZERO).await;
     assert_eq!((on.snapshot_rounds, on.node_rounds), (0, 0), "{on:?}");
     assert_eq!(on.board_reads, 20, "{on:?}");
     assert!(on.nodes_from_logs >= 20, "{on:?}");
-    let off = readers[1].1.version_stats().unwrap();
     assert_eq!(off.snapshot_rounds, 20, "{off:?}");
     assert!(off.node_rounds >= 20, "{off:?}");
     assert_eq!((off.board_reads, off.nodes_from_logs), (0, 0), "{off:?}");
-    drop(cluster);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A reader of the newest snapshot on the servers' host follows their node logs in the
@@ -658,47 +686,16 @@ async fn a_reader_on_the_servers_host_reads_the_newest_snapshot_with_no_round_tr
 /// read pulls the logs itself.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_following_reader_finds_a_new_snapshots_nodes_already_pulled() {
-    let dir = tempdir();
-    let cluster = EmbeddedCluster::start_on_disk(3, &dir).unwrap();
-    let addrs = cluster.serve_tcp().await.unwrap();
-    let mut c = ClusterClient::connect_tcp(&addrs).await.unwrap();
-    File::create(&mut c, "/follow", 4096, 3).await.unwrap();
-    let mut w = File::open(&mut c, "/follow").await.unwrap();
-    w.set_atomic(Some(Strategy::versioning())).unwrap();
-    w.set_version_geometry(small_chunks());
-    let mut readers = Vec::new();
-    for on in [true, false] {
-        let (mut rc, mut r) = versioned_client(&addrs, "/follow").await;
-        r.use_node_follower(&mut rc, on).await.unwrap();
-        readers.push((rc, r));
-    }
-    let a = access(1, 1024, 64);
-    let mut buf = vec![0u8; a.size() as usize];
-    for op in 0..10 {
-        atomio_verify::fill(1, op, a.ranges(), &mut buf).unwrap();
-        w.write(&mut c, &a, &buf).await.unwrap();
-        // The follower wakes on the servers' appends; give it time to pull.
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        for (rc, r) in &mut readers {
-            let mut got = vec![0u8; a.size() as usize];
-            r.read(rc, &a, &mut got).await.unwrap();
-            assert!(
-                got == buf,
-                "write {op} returned, yet a later read missed it"
-            );
-        }
-    }
-    let on = readers[0].1.version_stats().unwrap();
+    // The follower wakes on the servers' appends; 200 ms gives it time to pull.
+    let pause = std::time::Duration::from_millis(200);
+    let (on, off) = reads_on_and_off("/follow", SameHost::Follower, 10, pause).await;
     assert_eq!((on.snapshot_rounds, on.node_rounds), (0, 0), "{on:?}");
     // The first read starts the follower (and pulls); later ones should find the nodes
     // taken in. Timing on a loaded machine may leave a few to their own pull.
     assert!(on.nodes_followed >= 20, "{on:?}");
     assert!(on.log_pulls < 10, "{on:?}");
-    let off = readers[1].1.version_stats().unwrap();
     assert_eq!(off.nodes_followed, 0, "{off:?}");
     assert!(off.log_pulls >= 10, "{off:?}");
-    drop(cluster);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Same-host readers beside concurrent overlapping writers: every read is a whole
