@@ -213,6 +213,14 @@ mod tests {
         (key, Node::Leaf(Default::default()).encode())
     }
 
+    /// The log record of `leaf0(version)`.
+    fn record(version: u64) -> Vec<u8> {
+        let (key, node) = leaf0(version);
+        let mut rec = Vec::new();
+        encode_record(&key, &node, &mut rec);
+        rec
+    }
+
     #[test]
     fn pulls_take_each_record_once_and_start_over_on_a_new_log() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -220,17 +228,14 @@ mod tests {
         let file = FileId(7);
         let log = atomio_data::version_board::node_log_path(dir.path(), file);
         let key = |v| leaf0(v).0;
-        let mut bytes = Vec::new();
-        encode_record(&key(1), &leaf0(1).1, &mut bytes);
-        std::fs::write(&log, &bytes).expect("log");
+        std::fs::write(&log, record(1)).expect("log");
         let mut logs = NodeLogs::new(file, g, vec![dir.path().to_path_buf()]);
         logs.pull_all();
         logs.pull_all();
         let got: Vec<NodeKey> = logs.take().into_iter().map(|(k, _)| k).collect();
         assert_eq!(got, vec![key(1)]);
         // A torn append is not taken until it is whole.
-        let mut more = Vec::new();
-        encode_record(&key(2), &leaf0(2).1, &mut more);
+        let more = record(2);
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(&log)
@@ -270,10 +275,7 @@ mod tests {
             .expect("open");
         let mut taken = Vec::new();
         for v in 1..=20 {
-            let (key, node) = leaf0(v);
-            let mut rec = Vec::new();
-            encode_record(&key, &node, &mut rec);
-            std::io::Write::write_all(&mut f, &rec).expect("append");
+            std::io::Write::write_all(&mut f, &record(v)).expect("append");
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while taken.len() < 20 && std::time::Instant::now() < deadline {
@@ -285,10 +287,7 @@ mod tests {
         drop(follower);
         // Stopped: a later append stays in the log until the reader pulls.
         std::thread::sleep(std::time::Duration::from_millis(3 * POLL_MS as u64));
-        let (key, node) = leaf0(21);
-        let mut rec = Vec::new();
-        encode_record(&key, &node, &mut rec);
-        std::io::Write::write_all(&mut f, &rec).expect("append");
+        std::io::Write::write_all(&mut f, &record(21)).expect("append");
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert!(logs.lock().expect("lock").take().is_empty());
         logs.lock().expect("lock").pull_all();

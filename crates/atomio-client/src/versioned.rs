@@ -60,6 +60,21 @@ const MAX_SPECULATIVE_KEYS: usize = 1024;
 /// Aborts in a row before a write gives up.
 const MAX_RETRIES: u32 = 8;
 
+/// Whether a versioned file follows the servers' node logs in the background: started
+/// when it first reads the newest snapshot through a board (`ATOMIO_NODE_FOLLOWER=0`:
+/// never).
+#[derive(Debug)]
+enum Following {
+    Off,
+    NotYet,
+    /// Held for its drop, which stops the thread.
+    On {
+        _follower: Follower,
+    },
+    /// It could not start (no `inotify`): reads pull by themselves.
+    Unavailable,
+}
+
 /// What a versioned file did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VersionStats {
@@ -120,11 +135,8 @@ pub struct VersionedFile {
     /// The servers' node logs for this file (`versions_dirs`), pulled by reads and by
     /// the follower.
     logs: Option<Arc<Mutex<NodeLogs>>>,
-    /// Follows the node logs in the background once this client reads the newest snapshot
-    /// (`node_logs`; `ATOMIO_NODE_FOLLOWER=0` turns it off): `Some(None)` when it could
-    /// not start.
-    follower: Option<Option<Follower>>,
-    follow: bool,
+    /// The background follower of the node logs (`node_logs`).
+    following: Following,
     cache: HashMap<NodeKey, Node>,
     /// The newest snapshot this client has walked (its nodes on the paths walked are
     /// cached): a newer one's nodes are asked for at once (`segments`).
@@ -258,8 +270,10 @@ impl VersionedFile {
             open: HashMap::new(),
             boards: std::env::var("ATOMIO_VERSION_BOARDS").map_or(true, |v| v != "0"),
             logs,
-            follower: None,
-            follow: std::env::var("ATOMIO_NODE_FOLLOWER").map_or(true, |v| v != "0"),
+            following: match std::env::var("ATOMIO_NODE_FOLLOWER").as_deref() {
+                Ok("0") => Following::Off,
+                _ => Following::NotYet,
+            },
             cache: HashMap::new(),
             walked: 0,
             stats: VersionStats::default(),
@@ -277,9 +291,10 @@ impl VersionedFile {
     /// Whether a reader of the newest snapshot on the servers' host follows their node
     /// logs in the background (default: on unless `ATOMIO_NODE_FOLLOWER=0`).
     pub fn use_node_follower(&mut self, on: bool) {
-        self.follow = on;
-        if !on {
-            self.follower = None;
+        match (on, &self.following) {
+            (false, _) => self.following = Following::Off,
+            (true, Following::Off) => self.following = Following::NotYet,
+            (true, _) => {}
         }
     }
 
@@ -855,8 +870,11 @@ impl VersionedFile {
             }
             if let Some(b) = atomio_data::version_board::decode_board(&bytes) {
                 self.stats.board_reads += 1;
-                if self.follow && self.follower.is_none() {
-                    self.follower = Some(self.logs.as_ref().and_then(Follower::start));
+                if matches!(self.following, Following::NotYet) {
+                    self.following = match self.logs.as_ref().and_then(Follower::start) {
+                        Some(f) => Following::On { _follower: f },
+                        None => Following::Unavailable,
+                    };
                 }
                 return Some(b);
             }
@@ -888,7 +906,7 @@ impl VersionedFile {
 
     /// Takes into the node cache what the follower pulled since the last walk.
     fn take_followed(&mut self) {
-        if self.follower.as_ref().is_none_or(Option::is_none) {
+        if !matches!(self.following, Following::On { .. }) {
             return;
         }
         let Some(logs) = &self.logs else { return };
@@ -896,18 +914,20 @@ impl VersionedFile {
             Ok(mut l) => l.take(),
             Err(_) => return,
         };
-        let before = self.stats.nodes_from_logs;
-        self.take_in(nodes);
-        self.stats.nodes_followed += self.stats.nodes_from_logs - before;
+        self.stats.nodes_followed += self.take_in(nodes);
     }
 
-    fn take_in(&mut self, nodes: Vec<(NodeKey, Node)>) {
+    /// Puts pulled nodes not cached yet into the cache; returns how many.
+    fn take_in(&mut self, nodes: Vec<(NodeKey, Node)>) -> u64 {
+        let mut taken = 0;
         for (key, node) in nodes {
             if let std::collections::hash_map::Entry::Vacant(e) = self.cache.entry(key) {
-                self.stats.nodes_from_logs += 1;
+                taken += 1;
                 e.insert(node);
             }
         }
+        self.stats.nodes_from_logs += taken;
+        taken
     }
 
     /// Empties the node cache (it outgrew its bound); logs are pulled again from their start.
