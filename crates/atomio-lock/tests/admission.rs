@@ -261,6 +261,40 @@ fn resizes_and_drops_respect_others_locks() {
     );
 }
 
+/// A resize under a striping whose row of strips passes 2^64 (fuzzing found it panicking
+/// on an overflow) is judged from the end of the file's byte space: refused under another
+/// client's lock, never a panic.
+#[test]
+fn a_resize_under_an_absurd_striping_is_judged_not_a_panic() {
+    let mut s = LockServer::new();
+    let huge = Striping {
+        stripe_size: 1 << 62,
+        objects: 8,
+    };
+    assert_eq!(code(s.admit(ClientId(1), &write(7, huge, 0, 4))), None);
+    let huge_resize = Request::SetObjectSize {
+        file: FILE,
+        object: 7,
+        size: u64::MAX,
+    };
+    assert_eq!(code(s.admit(ClientId(2), &huge_resize)), None);
+    // Object 1's strip 0 is file bytes [2^62, 2^63): a lock there refuses resizing it,
+    // though the whole row of strips does not fit in 64 bits.
+    lock(&mut s, 1, LockMode::Write, (1 << 62) + 10, (1 << 62) + 20);
+    let resize = |object, size| Request::SetObjectSize {
+        file: FILE,
+        object,
+        size,
+    };
+    assert_eq!(
+        code(s.admit(ClientId(2), &resize(1, 5))),
+        Some(ErrorCode::Locked)
+    );
+    assert_eq!(code(s.admit(ClientId(2), &resize(1, 20))), None);
+    // Object 7's bytes lie past the byte space: no lock can be there.
+    assert_eq!(code(s.admit(ClientId(2), &resize(7, 5))), None);
+}
+
 /// A write crossing too many strips to check is refused with a clear limit error (the
 /// check's cost on the lock thread is bounded).
 #[test]

@@ -241,12 +241,17 @@ impl LockServer {
     ) -> Result<(), WireError> {
         // With no striping known (no write was ever admitted here), the whole file.
         let from = match self.stripings.get(&file) {
-            Some(st) if object < st.objects => (size / st.stripe_size)
-                .checked_mul(st.stripe_size * u64::from(st.objects))
-                .and_then(|x| x.checked_add(u64::from(object) * st.stripe_size))
-                .and_then(|x| x.checked_add(size % st.stripe_size))
-                .unwrap_or(MAX_OFFSET),
-            Some(_) => MAX_OFFSET, // no such object under the file's striping
+            // In u128 (at most 2^96 here): a client's striping may be absurd, and fuzzing
+            // found the strip row's size overflowing u64. Past the byte space, no lock.
+            Some(st) if object < st.objects && st.stripe_size > 0 => {
+                let stripe = u128::from(st.stripe_size);
+                let size = u128::from(size);
+                let at = (size / stripe) * stripe * u128::from(st.objects)
+                    + u128::from(object) * stripe
+                    + size % stripe;
+                u64::try_from(at).map_or(MAX_OFFSET, |at| at.min(MAX_OFFSET))
+            }
+            Some(_) => MAX_OFFSET, // no such object (or no strips) under the file's striping
             None => 0,
         };
         match self.foreign_lock_from(client, file, from) {
