@@ -118,6 +118,11 @@ impl CallOp {
         }
     }
 
+    /// The call's lock operation, if it takes locks from the lock service.
+    pub fn lock_op(&self) -> Option<&LockOp> {
+        self.lock.as_ref()
+    }
+
     /// Lock statistics (messages sent so far).
     pub fn lock_messages(&self) -> u64 {
         self.lock.as_ref().map_or(0, |l| l.stats().messages)

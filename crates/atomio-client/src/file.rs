@@ -36,7 +36,7 @@ use std::sync::Arc;
 /// 16 MiB gave 0.90x. Files much larger than `servers x` this still spread their locks
 /// over every server. Every client of a file must use the same value: it is a constant.
 pub const DIRECT_LOCK_STRIPE: u64 = 64 << 20;
-use atomio_lock::LockOp;
+use atomio_lock::{Contention, LockOp};
 use atomio_net::{ClusterClient, DataOp, FileInfo};
 use atomio_proto::{metadata_server, ErrorCode, FileId, LockMode, WireError};
 use nix::libc;
@@ -100,6 +100,8 @@ pub struct File {
     /// from the lock key once the number of servers is known).
     geometry: Option<LockGeometry>,
     stats: IoStats,
+    /// What this file's lock operations met lately: how the next one opens.
+    contention: Contention,
     /// The cached-lock DLM client of this file (started at its first DLM call; dropping
     /// it flushes what it caches).
     dlm: Option<crate::dlm::agent::DlmAgent>,
@@ -183,6 +185,7 @@ impl File {
             atomic: Strategy::none(),
             geometry: None,
             stats: IoStats::default(),
+            contention: Contention::from_env(),
             dlm: None,
             dlm_log: false,
             versioned: None,
@@ -849,9 +852,10 @@ impl File {
             None if matches!(self.placement, Placement::Direct(_)) => {
                 return self.fcntl_call(None, mode, access, op)
             }
-            Some(Locks::Service { protocol, subs }) => {
-                Some(LockOp::new(self.lock_id(), mode, protocol, subs))
-            }
+            Some(Locks::Service { protocol, subs }) => Some(
+                LockOp::new(self.lock_id(), mode, protocol, subs)
+                    .with_start(self.contention.start()),
+            ),
             Some(Locks::Cached(spec)) => {
                 let c = c.ok_or_else(|| no_client(&self.atomic.name()))?;
                 return self.cached_io(c, access, op, spec).await;
@@ -902,6 +906,9 @@ impl File {
         call.start(&mut sends);
         let locked = c.run(&mut call, sends).await;
         self.stats.lock_messages += call.lock_messages();
+        if let Some(l) = call.lock_op() {
+            self.contention.observe(l);
+        }
         if let Some((txn, settled)) = call.txn() {
             c.txn_done(txn, settled);
         }

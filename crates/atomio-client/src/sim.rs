@@ -402,9 +402,15 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
                 .locks(call.mode, &call.access, &geometry)
                 .map_err(|e| fail(cfg, step, format!("planning: {e}")))?;
             let lock = match locks {
-                Some(Locks::Service { protocol, subs }) => {
-                    Some(LockOp::new(file, call.mode, protocol, subs))
-                }
+                // Every other call opens with a wait (as a client that met contention
+                // does): both openings meet in every run.
+                Some(Locks::Service { protocol, subs }) => Some(
+                    LockOp::new(file, call.mode, protocol, subs).with_start(if op_no % 2 == 1 {
+                        atomio_lock::Start::WaitFirst
+                    } else {
+                        atomio_lock::Start::Try
+                    }),
+                ),
                 Some(Locks::Fcntl(_)) => {
                     return Err(fail(cfg, step, "fcntl locks cannot be simulated"))
                 }

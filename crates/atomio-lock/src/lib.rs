@@ -16,5 +16,5 @@ pub mod sim;
 
 pub use lease::LeaseConfig;
 pub use plan::{plan, Method, SubRequest, DEFAULT_LIST_RANGES};
-pub use protocol::{LockOp, OpStats, Protocol, Send, Status};
+pub use protocol::{Contention, LockOp, OpStats, Protocol, Send, Start, Status};
 pub use server::{LockServer, Outgoing, ServerStats, DEFAULT_WORK_SLICE};

@@ -17,6 +17,15 @@
 //! starts with a two-phase round under every protocol: holding nothing else, it may wait
 //! at once, and a try that fails would only add a round trip before the same wait.
 //!
+//! **Starting with a wait.** Under contention an opening try fails: every server answers,
+//! the out-of-order grants are cut back, and the client waits anyway. With
+//! `Start::WaitFirst` a one-try or alt-try operation instead opens with the two-phase
+//! round it would end up in (a blocking acquire at its first sub-request in order) and
+//! tries the rest once that is granted: waiting clients queue at their first server, and
+//! whoever holds it finds the rest free. `Contention` picks the start per file from what
+//! the previous operations met. A try after the wait is still followed by truncation, so
+//! the argument below is unchanged.
+//!
 //! **Tiers.** Bytes are ordered by (tier, offset), where a sub-request's `tier` is given by
 //! its plan. Tier 0 everywhere is the paper's offset order. atomio's plans give each server
 //! its own tier (`plan::server_tier`): sub-requests interleave finely in offset across
@@ -92,6 +101,88 @@ pub struct Send {
     pub request: Request,
 }
 
+/// How an operation of several sub-requests opens (single sub-requests always wait).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Start {
+    /// The protocol's own opening: one-try and alt-try try every sub-request at once.
+    #[default]
+    Try,
+    /// Wait at the first sub-request in (tier, offset) order, then try the rest.
+    WaitFirst,
+}
+
+/// Operations that open with a wait after one whose try failed, before a try is made
+/// again to notice that the contention has passed.
+pub const WAIT_FIRST_OPS: u32 = 16;
+
+/// What one client has recently met on one file, and so how its next operation opens.
+///
+/// A try that fails (the operation then had to wait) makes the next `WAIT_FIRST_OPS`
+/// operations open with a wait; each of them that needs no further wait counts one down;
+/// then an operation tries again. Under steady contention that costs one failed try in
+/// `WAIT_FIRST_OPS + 1` operations; without contention, nothing (no try fails).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Contention {
+    wait_first_left: u32,
+    adapt: bool,
+}
+
+impl Default for Contention {
+    fn default() -> Self {
+        Self {
+            wait_first_left: 0,
+            adapt: true,
+        }
+    }
+}
+
+impl Contention {
+    /// One that always opens with the protocol's own try (the paper's protocols as
+    /// written; for comparisons).
+    pub fn never_wait_first() -> Self {
+        Self {
+            wait_first_left: 0,
+            adapt: false,
+        }
+    }
+
+    /// `never_wait_first` when the environment says `ATOMIO_LOCK_WAIT_FIRST=0`, else the
+    /// default.
+    pub fn from_env() -> Self {
+        match std::env::var("ATOMIO_LOCK_WAIT_FIRST").as_deref() {
+            Ok("0") => Self::never_wait_first(),
+            _ => Self::default(),
+        }
+    }
+
+    /// How the next operation should open.
+    pub fn start(&self) -> Start {
+        if self.wait_first_left > 0 {
+            Start::WaitFirst
+        } else {
+            Start::Try
+        }
+    }
+
+    /// Learns from an operation that has finished acquiring (held or failed).
+    pub fn observe(&mut self, op: &LockOp) {
+        if !self.adapt || op.protocol == Protocol::TwoPhase || op.subs.len() < 2 {
+            return; // it never tries: nothing to learn
+        }
+        let st = op.stats;
+        let waited_after_try = match op.start {
+            Start::Try => st.two_phase_rounds > 0,
+            // Its opening wait is one two-phase round; a second means its try failed.
+            Start::WaitFirst => st.two_phase_rounds > 1 || st.truncations > 0,
+        };
+        if waited_after_try {
+            self.wait_first_left = WAIT_FIRST_OPS;
+        } else {
+            self.wait_first_left = self.wait_first_left.saturating_sub(1);
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Status {
     Acquiring,
@@ -142,6 +233,7 @@ pub struct LockOp {
     file: FileId,
     mode: LockMode,
     protocol: Protocol,
+    start: Start,
     subs: Vec<Sub>,
     /// Incomplete sub-requests by (tier, `next_abs_offset`, index).
     order: BTreeSet<(u32, u64, u32)>,
@@ -196,6 +288,7 @@ impl LockOp {
             file,
             mode,
             protocol,
+            start: Start::Try,
             subs,
             order,
             outstanding: 0,
@@ -205,6 +298,12 @@ impl LockOp {
             stats: OpStats::default(),
             faults: Faults::default(),
         }
+    }
+
+    /// Opens with `start` instead of the protocol's own try (see `Contention`).
+    pub fn with_start(mut self, start: Start) -> Self {
+        self.start = start;
+        self
     }
 
     pub fn sub_requests(&self) -> usize {
@@ -236,7 +335,9 @@ impl LockOp {
             // deadlock-free, and a conflict then costs one round trip, not a failed try
             // and a blocking one (contended single-server calls matched `bounding-extent`
             // only this way).
-            Protocol::OneTry | Protocol::AltTry if self.subs.len() > 1 => {
+            Protocol::OneTry | Protocol::AltTry
+                if self.subs.len() > 1 && self.start == Start::Try =>
+            {
                 self.optimistic_round(out)
             }
             _ => self.two_phase_round(out),
@@ -474,6 +575,13 @@ impl LockOp {
                     self.phase = Phase::Held;
                 } else {
                     match self.protocol {
+                        // One-try's one try, when it opened with a wait instead.
+                        Protocol::OneTry
+                            if self.start == Start::WaitFirst
+                                && self.stats.optimistic_rounds == 0 =>
+                        {
+                            self.optimistic_round(out)
+                        }
                         Protocol::TwoPhase | Protocol::OneTry => self.two_phase_round(out),
                         Protocol::AltTry => self.optimistic_round(out),
                     }

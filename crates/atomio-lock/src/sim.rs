@@ -43,7 +43,7 @@
 //! replays it exactly.
 
 use crate::plan::{plan, Method};
-use crate::protocol::{LockOp, Protocol, Send, Status};
+use crate::protocol::{LockOp, Protocol, Send, Start, Status};
 use crate::server::LockServer;
 use atomio_layout::{Access, Block, Layout, Order, Pattern, RangeList, ServerId};
 use atomio_proto::{ClientId, FileId, LockMode, Reply, Request};
@@ -557,7 +557,13 @@ pub fn run(cfg: &SimConfig) -> Result<SimReport, SimFailure> {
                     for s in &mut subs {
                         s.tier = if by_server { s.server.0 } else { 0 };
                     }
-                    let mut op = LockOp::new(FILE, mode, protocol, subs);
+                    // Both openings, so that waits taken first are in every interleaving.
+                    let start = if rng.gen_bool(0.5) {
+                        Start::Try
+                    } else {
+                        Start::WaitFirst
+                    };
+                    let mut op = LockOp::new(FILE, mode, protocol, subs).with_start(start);
                     op.inject(faults);
                     op.start(&mut sends);
                     cl.op = Some(op);

@@ -12,7 +12,7 @@
 use crate::actor::{ClientEvent, Event, ServerHandle};
 use crate::machine::{Machine, Progress};
 use atomio_layout::{Access, Layout, ServerId};
-use atomio_lock::{plan, LockOp, Method, OpStats, Protocol, Send, SubRequest};
+use atomio_lock::{plan, Contention, LockOp, Method, OpStats, Protocol, Send, SubRequest};
 use atomio_proto::{ClientFrame, ClientId, ErrorCode, FileId, LockMode, Reply, Request, WireError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -77,7 +77,12 @@ pub struct ClusterClient {
     txn_origin: u64,
     txn_seq: u64,
     unsettled: std::collections::BTreeSet<u64>,
+    /// Per file, what this client's lock operations met lately: how the next one opens.
+    contention: std::collections::HashMap<FileId, Contention>,
 }
+
+/// Files whose contention a client remembers; beyond that it starts over.
+const MAX_CONTENTION_FILES: usize = 1024;
 
 /// Most unsettled writes remembered; older ones are let go (their decisions are then
 /// kept by their deciders for good, which costs 17 bytes each).
@@ -97,6 +102,7 @@ impl ClusterClient {
             txn_origin: rand::random(),
             txn_seq: 0,
             unsettled: std::collections::BTreeSet::new(),
+            contention: std::collections::HashMap::new(),
         }
     }
 
@@ -329,10 +335,24 @@ impl ClusterClient {
         }
         self.seq += 1;
         let seq = self.seq;
-        let mut op = LockOp::new(file, mode, protocol, subs);
+        let start = self
+            .contention
+            .get(&file)
+            .copied()
+            .unwrap_or_else(Contention::from_env)
+            .start();
+        let mut op = LockOp::new(file, mode, protocol, subs).with_start(start);
         let mut sends = Vec::new();
         op.start(&mut sends);
-        self.drive(&mut op, seq, sends).await?;
+        let driven = self.drive(&mut op, seq, sends).await;
+        if self.contention.len() >= MAX_CONTENTION_FILES && !self.contention.contains_key(&file) {
+            self.contention.clear();
+        }
+        self.contention
+            .entry(file)
+            .or_insert_with(Contention::from_env)
+            .observe(&op);
+        driven?;
         Ok(HeldLock { op, seq })
     }
 
