@@ -8,10 +8,13 @@
  *
  *   mpiexec -n 4 ./strided_io [--block 4096] [--per-rank 67108864] [--calls 16]
  *       [--collective] [--atomic] [--path FILE] [--hint key=value]... [--no-verify]
- *       [--keep] [--label S] [--limit]
+ *       [--keep] [--label S] [--limit | --limit-pieces]
  *
  * --limit: the physical limit of the same bytes: each rank pwrite()s its bytes (same count)
  *   contiguously at offset r*bytes_per_rank of a fresh file, in --calls pieces, no MPI-IO.
+ * --limit-pieces: the physical limit of the same pieces: each rank pwrite()s its blocks one
+ *   by one at their strided offsets in a fresh file (the file the MPI modes write), no
+ *   MPI-IO and no locks: what any writer of this pattern pays the file system.
  *
  * Invariants of the method:
  *   - blocks per rank = per_rank / B (whole blocks; B a positive multiple of 8); the file
@@ -60,7 +63,7 @@ static void usage(void)
     if (g_rank == 0)
         fprintf(stderr, "usage: strided_io [--block B] [--per-rank BYTES] [--calls N]\n"
                         "  [--collective] [--atomic] [--path FILE] [--hint key=value]...\n"
-                        "  [--no-verify] [--keep] [--label S] [--limit]\n");
+                        "  [--no-verify] [--keep] [--label S] [--limit | --limit-pieces]\n");
     MPI_Finalize();
     exit(2);
 }
@@ -95,6 +98,8 @@ static void parse(int argc, char **argv, opts_t *o)
             o->keep = 1;
         else if (!strcmp(a, "--limit"))
             o->limit = 1;
+        else if (!strcmp(a, "--limit-pieces"))
+            o->limit = 2;
         else if (!v)
             usage();
         else {
@@ -135,7 +140,7 @@ static void parse(int argc, char **argv, opts_t *o)
 /* File offset of byte `i` of this rank's data (in write order). */
 static uint64_t file_offset(const opts_t *o, int64_t blocks, uint64_t i)
 {
-    if (o->limit)
+    if (o->limit == 1)
         return (uint64_t)g_rank * (uint64_t)blocks * (uint64_t)o->block + i;
     uint64_t j = i / (uint64_t)o->block;
     return (j * (uint64_t)g_size + (uint64_t)g_rank) * (uint64_t)o->block + i % (uint64_t)o->block;
@@ -272,6 +277,15 @@ int main(int argc, char **argv)
         int64_t b0 = blocks * c / o.calls, b1 = blocks * (c + 1) / o.calls;
         uint64_t off = (uint64_t)b0 * (uint64_t)o.block;
         uint64_t len = (uint64_t)(b1 - b0) * (uint64_t)o.block;
+        if (o.limit == 2) {
+            for (uint64_t at = off; at < off + len; at += (uint64_t)o.block)
+                if (write_posix(fd, buf + at, (size_t)o.block,
+                                file_offset(&o, blocks, at)) != 0) {
+                    fprintf(stderr, "strided_io: pwrite: %s\n", strerror(errno));
+                    MPI_Abort(MPI_COMM_WORLD, 3);
+                }
+            continue;
+        }
         if (o.limit) {
             if (write_posix(fd, buf + off, len, (uint64_t)g_rank * my_bytes + off) != 0) {
                 fprintf(stderr, "strided_io: pwrite: %s\n", strerror(errno));
