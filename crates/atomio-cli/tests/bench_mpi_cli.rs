@@ -299,15 +299,25 @@ fn bench_mpi_strided_tiny_has_a_limit_row_per_block_size_and_verifies_the_bytes(
         assert_eq!(rep["program"]["strided"]["block"], block);
         let rows = rep["rows"].as_array().unwrap();
         let names: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
-        assert_eq!(names, ["limit", "mpich", "mpich-atomic", "atomio:rma"]);
+        assert_eq!(
+            names,
+            [
+                "limit",
+                "limit-pieces",
+                "mpich",
+                "mpich-atomic",
+                "atomio:rma"
+            ]
+        );
         // Disjoint writes: every row that ran must leave exactly the expected bytes.
-        for r in &rows[..3] {
+        for r in &rows[..4] {
             assert_eq!(r["verified"], "atomic", "{r}");
             assert!(r["mib_per_s"].as_f64().unwrap() > 0.0, "{r}");
             assert_eq!(r["runs"].as_array().unwrap().len(), 2);
         }
         assert_eq!(rows[0]["kind"], "limit");
-        assert_eq!(rows[3]["verified"], "skipped");
+        assert_eq!(rows[1]["kind"], "limit");
+        assert_eq!(rows[4]["verified"], "skipped");
     }
     assert!(std::fs::read_to_string(&chart).unwrap().starts_with("<svg"));
     let _ = std::fs::remove_dir_all(&dir);

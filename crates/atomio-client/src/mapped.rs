@@ -198,7 +198,7 @@ pub fn write_runs(
     // size it saw, and a mapped store racing that is lost; `pwrite` stores under the
     // page's lock and moves the size itself.
     let edges = [
-        (size < end && size > hull.start).then_some(size / PAGE * PAGE),
+        (size < end).then_some(size / PAGE * PAGE),
         Some((end - 1) / PAGE * PAGE),
     ];
     let on_edge = |x: u64| edges.iter().flatten().any(|&p| p <= x && x < p + PAGE);

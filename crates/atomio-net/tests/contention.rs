@@ -11,13 +11,19 @@ use std::time::Duration;
 const FILE: FileId = FileId(42);
 const SERVERS: u32 = 4;
 
-/// 16 one-byte locks 64 bytes apart: four at each of the four servers.
-fn setup() -> (Layout, Access) {
+/// 16 one-byte locks 64 bytes apart: four at each of the four servers; and `a`'s four
+/// among them at server 0, the first server in order (where a waiter queues). `a` holds
+/// nothing elsewhere, so whether `b`'s try after its wait succeeds does not depend on how
+/// soon the other servers take in `a`'s releases (a race of the real protocol, which then
+/// falls back to waiting in order).
+fn setup() -> (Layout, Access, Access) {
     let layout = Layout::round_robin(64, SERVERS, SERVERS, 0).expect("layout");
     let one = Pattern::bytes(1).expect("pattern");
     let access =
         Access::new(0, Pattern::hvector(16, 1, 64, &one).expect("pattern")).expect("access");
-    (layout, access)
+    let at_first =
+        Access::new(0, Pattern::hvector(4, 1, 256, &one).expect("pattern")).expect("access");
+    (layout, access, at_first)
 }
 
 async fn cycle(c: &mut ClusterClient, layout: &Layout, access: &Access) -> OpStats {
@@ -35,10 +41,11 @@ async fn cycle(c: &mut ClusterClient, layout: &Layout, access: &Access) -> OpSta
     c.unlock(held).await.expect("unlock")
 }
 
-/// `b` takes the locks while `a` holds them: `a` lets go only once `b` has had time to
-/// be refused and to wait.
+/// `b` takes the locks while `a` holds `a_access` (some of them): `a` lets go only once
+/// `b` has had time to be refused and to wait.
 async fn contended_cycle(
     a: &mut ClusterClient,
+    a_access: &Access,
     b: ClusterClient,
     layout: &Layout,
     access: &Access,
@@ -47,7 +54,7 @@ async fn contended_cycle(
         .lock(
             FILE,
             LockMode::Write,
-            access,
+            a_access,
             layout,
             Method::Datatype,
             Protocol::OneTry,
@@ -71,7 +78,7 @@ async fn after_a_failed_try_contended_cycles_cost_what_free_ones_do() {
     let cluster = EmbeddedCluster::start(SERVERS);
     let mut a = cluster.connect().await.expect("a");
     let b = cluster.connect().await.expect("b");
-    let (layout, access) = setup();
+    let (layout, access, at_first) = setup();
 
     // A free cycle: one try at every server, then the releases.
     let mut b = b;
@@ -80,13 +87,13 @@ async fn after_a_failed_try_contended_cycles_cost_what_free_ones_do() {
     assert_eq!(free.messages, 2 * SERVERS as u64);
 
     // The first contended cycle tries, is refused, and waits: more messages.
-    let (b, first) = contended_cycle(&mut a, b, &layout, &access).await;
+    let (b, first) = contended_cycle(&mut a, &at_first, b, &layout, &access).await;
     assert_eq!(first.optimistic_rounds, 1, "{first:?}");
     assert!(first.two_phase_rounds >= 1, "{first:?}");
     assert!(first.messages > free.messages, "{first:?} vs {free:?}");
 
     // Now b opens with a wait: contended, it costs what a free cycle costs.
-    let (mut b, waited) = contended_cycle(&mut a, b, &layout, &access).await;
+    let (mut b, waited) = contended_cycle(&mut a, &at_first, b, &layout, &access).await;
     assert_eq!(
         (
             waited.two_phase_rounds,

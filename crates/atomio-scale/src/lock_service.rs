@@ -18,7 +18,9 @@ use crate::costs::Costs;
 use crate::engine::{ActorId, Ns, Out};
 use crate::held::Holders;
 use atomio_layout::ServerId;
-use atomio_lock::{LockOp, LockServer, Outgoing, Protocol, Send, ServerStats, Status, SubRequest};
+use atomio_lock::{
+    Contention, LockOp, LockServer, Outgoing, Protocol, Send, ServerStats, Status, SubRequest,
+};
 use atomio_proto::{ClientId, FileId, LockDesc, LockId, LockMode, Reply, Request};
 use std::collections::HashMap;
 
@@ -288,6 +290,9 @@ pub struct ClientLocks {
     pub believe_early: bool,
     /// Messages sent (acquires and releases), over all operations.
     pub messages: u64,
+    /// What this client's operations met lately: how the next one opens, as in the
+    /// product's clients (`atomio_lock::Contention`).
+    contention: Contention,
 }
 
 impl ClientLocks {
@@ -312,7 +317,7 @@ impl ClientLocks {
         self.servers = subs.iter().map(|s| s.server).collect();
         self.servers.sort_unstable();
         self.servers.dedup();
-        let mut op = LockOp::new(file, mode, protocol, subs);
+        let mut op = LockOp::new(file, mode, protocol, subs).with_start(self.contention.start());
         if self.believe_early {
             op.believe_held_after_optimistic_for_negative_control();
         }
@@ -353,6 +358,7 @@ impl ClientLocks {
         let Some(op) = self.op.as_mut() else {
             return 0;
         };
+        self.contention.observe(op);
         op.release(&mut self.sends);
         let sent = self.flush(out);
         if detached {
