@@ -655,16 +655,7 @@ mod tests {
                 });
             }
         });
-        let bytes = std::fs::read(&p).unwrap();
-        assert_eq!(bytes.len() as u64, writers * block * per_call * calls);
-        for (i, chunk) in bytes.chunks(block as usize).enumerate() {
-            let w = i as u64 % writers;
-            assert!(
-                chunk.iter().all(|&b| b == w as u8 + 1),
-                "block {i} is not writer {w}'s"
-            );
-        }
-        std::fs::remove_file(&p).unwrap();
+        assert_blocks_by_writer(&p, writers, block, per_call * calls);
     }
 
     /// The same growers while another thread keeps starting writeback of the file: a
@@ -710,8 +701,20 @@ mod tests {
             done.store(true, std::sync::atomic::Ordering::Relaxed);
             flusher.join().unwrap();
         });
+        assert_blocks_by_writer(p, writers, block, per_call * calls);
+    }
+
+    /// The file at `p` holds `blocks_per_writer` blocks of `block` bytes from each of
+    /// `writers` growers, interleaved, each filled with its writer's number + 1; then it is
+    /// removed.
+    fn assert_blocks_by_writer(
+        p: &std::path::Path,
+        writers: u64,
+        block: u64,
+        blocks_per_writer: u64,
+    ) {
         let bytes = std::fs::read(p).unwrap();
-        assert_eq!(bytes.len() as u64, writers * block * per_call * calls);
+        assert_eq!(bytes.len() as u64, writers * block * blocks_per_writer);
         for (i, chunk) in bytes.chunks(block as usize).enumerate() {
             let w = i as u64 % writers;
             assert!(
