@@ -370,6 +370,9 @@ pub struct KeyFigure {
     /// The limit-pieces row's MiB/s (the pattern's own limit), when measured.
     #[serde(default)]
     pub pieces_limit_mib_per_s: Option<f64>,
+    /// The limit row that set `needed_mib_per_s` (`limit` or `limit-pieces`), if one did.
+    #[serde(default)]
+    pub binding_limit: Option<String>,
     /// MiB/s that meets the target: target × MPI atomic, or the lower limit if lower.
     #[serde(default)]
     pub needed_mib_per_s: f64,
@@ -766,10 +769,13 @@ pub fn key_figure(rows: &[MpiBenchRow], flavor: Flavor, target: f64) -> Option<K
     let best_mpi = get(&nods_name).map_or(base, |n| n.max(base));
     let limit = get("limit");
     let pieces_limit = get("limit-pieces");
-    let needed = [limit, pieces_limit]
+    // The lowest limit row below target × base, which then is the target.
+    let binding = [("limit", limit), ("limit-pieces", pieces_limit)]
         .into_iter()
-        .flatten()
-        .fold(target * base, f64::min);
+        .filter_map(|(n, l)| Some((n, l?)))
+        .filter(|&(_, l)| l < target * base)
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let needed = binding.map_or(target * base, |(_, l)| l);
     Some(KeyFigure {
         best: best.0.config.clone(),
         best_mib_per_s: best.1,
@@ -779,6 +785,7 @@ pub fn key_figure(rows: &[MpiBenchRow], flavor: Flavor, target: f64) -> Option<K
         target,
         limit_mib_per_s: limit,
         pieces_limit_mib_per_s: pieces_limit,
+        binding_limit: binding.map(|(n, _)| n.to_string()),
         needed_mib_per_s: needed,
         met: best.1 >= needed,
     })

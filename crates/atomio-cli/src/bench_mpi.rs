@@ -403,15 +403,8 @@ pub fn report(r: &MpiBenchReport) -> String {
                 "  best atomio ({}) / {atomic_name} = {:.1} / {:.1} MiB/s = {:.2}x [>= {}x",
                 k.best, k.best_mib_per_s, k.mpi_atomic_mib_per_s, k.ratio, k.target,
             );
-            let binding = [
-                ("limit", k.limit_mib_per_s),
-                ("limit-pieces", k.pieces_limit_mib_per_s),
-            ]
-            .into_iter()
-            .filter_map(|(n, l)| Some((n, l?)))
-            .filter(|&(_, l)| l < k.target * k.mpi_atomic_mib_per_s)
-            .min_by(|a, b| a.1.total_cmp(&b.1));
-            if let Some((name, l)) = binding {
+            if let Some(name) = &k.binding_limit {
+                let l = k.needed_mib_per_s;
                 out += &format!(
                     ", out of reach: the {name} row is {l:.1} MiB/s = {:.2}x, so the target is that limit",
                     l / k.mpi_atomic_mib_per_s

@@ -335,23 +335,20 @@ impl ClusterClient {
         }
         self.seq += 1;
         let seq = self.seq;
-        let start = self
-            .contention
-            .get(&file)
-            .copied()
-            .unwrap_or_else(Contention::from_env)
-            .start();
-        let mut op = LockOp::new(file, mode, protocol, subs).with_start(start);
-        let mut sends = Vec::new();
-        op.start(&mut sends);
-        let driven = self.drive(&mut op, seq, sends).await;
         if self.contention.len() >= MAX_CONTENTION_FILES && !self.contention.contains_key(&file) {
             self.contention.clear();
         }
-        self.contention
+        let memory = *self
+            .contention
             .entry(file)
-            .or_insert_with(Contention::from_env)
-            .observe(&op);
+            .or_insert_with(Contention::from_env);
+        let mut op = LockOp::new(file, mode, protocol, subs).with_start(memory.start());
+        let mut sends = Vec::new();
+        op.start(&mut sends);
+        let driven = self.drive(&mut op, seq, sends).await;
+        if let Some(m) = self.contention.get_mut(&file) {
+            m.observe(&op);
+        }
         driven?;
         Ok(HeldLock { op, seq })
     }
