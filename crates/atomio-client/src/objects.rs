@@ -21,7 +21,7 @@
 use crate::direct::io_err;
 use atomio_data::{object_file_name, IN_DOUBT_FILE, STORE_ID_FILE};
 use atomio_layout::{ByteRange, ServerId};
-use atomio_net::data_op::chunks;
+use atomio_net::data_op::object_chunks;
 use atomio_net::{ClusterClient, FileInfo};
 use atomio_proto::{Reply, Request, WireError};
 use std::collections::HashMap;
@@ -102,7 +102,7 @@ impl ObjectFiles {
         ranges: impl Iterator<Item = ByteRange>,
         data: &[u8],
     ) -> Result<(), WireError> {
-        for c in chunks(&info.layout, ranges) {
+        for c in object_chunks(&info.layout, ranges) {
             let f = self.file(info, c.server, c.object)?;
             if let Some((runs, hull)) = mappable(&c) {
                 let dense = crate::mapped::dense(c.bytes as u64, hull.len());
@@ -124,7 +124,7 @@ impl ObjectFiles {
         ranges: impl Iterator<Item = ByteRange>,
         out: &mut [u8],
     ) -> Result<(), WireError> {
-        for c in chunks(&info.layout, ranges) {
+        for c in object_chunks(&info.layout, ranges) {
             let f = self.file(info, c.server, c.object)?;
             for (p, &(at, len)) in c.pieces.iter().zip(&c.spans) {
                 let dst = &mut out[at..at + len];

@@ -56,9 +56,26 @@ pub struct Chunk {
     pub bytes: usize,
 }
 
-/// Cuts `ranges` (increasing, disjoint) into per-object chunks (also what clients on a
-/// server's host use to reach the object files directly).
+/// Cuts `ranges` (increasing, disjoint) into per-object chunks of at most one message each.
 pub fn chunks(layout: &Layout, ranges: impl Iterator<Item = ByteRange>) -> Vec<Chunk> {
+    chunks_within(layout, ranges, MAX_MESSAGE_DATA, MAX_MESSAGE_PIECES)
+}
+
+/// All of a call's pieces in each object, one chunk per object, in object order: what a
+/// client on a server's host uses to reach the object files directly, where no message
+/// bounds a chunk (one mapping per object per call instead of one per MiB: S3D's 384-byte
+/// pieces cut at 1 MiB gave hulls just sparse enough to skip the populate and fault page
+/// by page).
+pub fn object_chunks(layout: &Layout, ranges: impl Iterator<Item = ByteRange>) -> Vec<Chunk> {
+    chunks_within(layout, ranges, usize::MAX, usize::MAX)
+}
+
+fn chunks_within(
+    layout: &Layout,
+    ranges: impl Iterator<Item = ByteRange>,
+    max_data: usize,
+    max_pieces: usize,
+) -> Vec<Chunk> {
     let mut open: HashMap<u32, Chunk> = HashMap::new();
     let mut done = Vec::new();
     let mut at = 0usize;
@@ -76,7 +93,7 @@ pub fn chunks(layout: &Layout, ranges: impl Iterator<Item = ByteRange>) -> Vec<C
                     bytes: 0,
                 });
                 // (A full chunk was moved out: there is room in this one.)
-                let len = left.min(MAX_MESSAGE_DATA - c.bytes);
+                let len = left.min(max_data - c.bytes);
                 c.pieces.push(ObjPiece {
                     offset,
                     len: len as u64,
@@ -86,7 +103,7 @@ pub fn chunks(layout: &Layout, ranges: impl Iterator<Item = ByteRange>) -> Vec<C
                 at += len;
                 offset += len as u64;
                 left -= len;
-                if c.bytes >= MAX_MESSAGE_DATA || c.pieces.len() >= MAX_MESSAGE_PIECES {
+                if c.bytes >= max_data || c.pieces.len() >= max_pieces {
                     done.push(open.remove(&object).expect("just used"));
                 }
             }
@@ -553,6 +570,54 @@ mod tests {
             }
         }
         assert_eq!(at, len);
+    }
+
+    /// Without message bounds a call's pieces come back as one chunk per object, in object
+    /// order, every byte once with its buffer offset; the same ranges cut by message
+    /// bounds give more chunks over the same pieces.
+    #[test]
+    fn object_chunks_hold_each_objects_pieces_whole() {
+        let layout = Layout::round_robin(64 << 10, 4, 4, 0).unwrap();
+        // 384-byte blocks every 768 bytes, as S3D's x-split rows: 6 MiB of pieces.
+        let ranges: Vec<ByteRange> = (0..1u64 << 14)
+            .map(|i| ByteRange::new(i * 768, i * 768 + 384).unwrap())
+            .collect();
+        let whole = object_chunks(&layout, ranges.iter().copied());
+        assert_eq!(
+            whole.iter().map(|c| c.object).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+        let mut seen: Vec<(u64, usize, usize)> = Vec::new();
+        for c in &whole {
+            assert_eq!(c.bytes, c.spans.iter().map(|s| s.1).sum::<usize>());
+            for (p, &(at, len)) in c.pieces.iter().zip(&c.spans) {
+                let (object, offset) = layout.object_offset(file_offset_of(&ranges, at));
+                assert_eq!((object, offset, p.len as usize), (c.object, p.offset, len));
+                seen.push((p.offset, at, len));
+            }
+        }
+        seen.sort_by_key(|s| s.1);
+        let mut at = 0;
+        for &(_, a, l) in &seen {
+            assert_eq!(a, at, "every buffer byte once, in order");
+            at += l;
+        }
+        assert_eq!(at as u64, 384 << 14);
+        let bounded = chunks(&layout, ranges.iter().copied());
+        assert!(bounded.len() > whole.len());
+        let pieces = |cs: &[Chunk]| cs.iter().map(|c| c.bytes).sum::<usize>();
+        assert_eq!(pieces(&bounded), pieces(&whole));
+    }
+
+    /// The file offset of byte `at` of the packed buffer of `ranges`.
+    fn file_offset_of(ranges: &[ByteRange], mut at: usize) -> u64 {
+        for r in ranges {
+            if (at as u64) < r.len() {
+                return r.start + at as u64;
+            }
+            at -= r.len() as usize;
+        }
+        panic!("{at} is past the buffer")
     }
 
     #[test]
