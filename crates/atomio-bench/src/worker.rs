@@ -54,8 +54,13 @@ pub enum Target {
         interval_file: bool,
     },
     /// The physical limit: every client `pwrite`s its calls' bytes contiguously, one after
-    /// another, rank after rank, into `file` (no locks, no layout).
-    Limit { file: PathBuf },
+    /// another, rank after rank, into `file` (no locks, no layout); with `pieces`, each
+    /// piece where the workload puts it instead (the pattern's own limit).
+    Limit {
+        file: PathBuf,
+        #[serde(default)]
+        pieces: bool,
+    },
 }
 
 impl Target {
@@ -143,8 +148,12 @@ enum Io {
         client: Option<Box<ClusterClient>>,
         file: Box<File>,
     },
-    /// `pwrite`s at `offset` onwards (the limit row).
-    Limit { file: std::fs::File, offset: u64 },
+    /// `pwrite`s at `offset` onwards (the limit row), or of every piece in place.
+    Limit {
+        file: std::fs::File,
+        offset: u64,
+        pieces: bool,
+    },
 }
 
 /// One call ready to run: its write buffer is already filled with tags.
@@ -303,7 +312,7 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
                 file: Box::new(file),
             }
         }
-        Target::Limit { file } => {
+        Target::Limit { file, pieces } => {
             let offset = plan
                 .clients
                 .iter()
@@ -318,7 +327,11 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
                 .truncate(false)
                 .open(file)
                 .map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", file.display())))?;
-            Io::Limit { file, offset }
+            Io::Limit {
+                file,
+                offset,
+                pieces: *pieces,
+            }
         }
     };
     let pinger = match (&job.target, job.ping_per_call) {
@@ -380,12 +393,29 @@ async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
                         file,
                     } => file.write(c, a, data).await?,
                     Io::File { client: None, file } => file.write_local(a, data)?,
-                    Io::Limit { file, offset } => {
+                    Io::Limit {
+                        file,
+                        offset,
+                        pieces: false,
+                    } => {
                         use std::os::unix::fs::FileExt;
                         file.write_all_at(data, *offset).map_err(|e| {
                             WireError::new(ErrorCode::Io, format!("pwrite at {offset}: {e}"))
                         })?;
                         *offset += data.len() as u64;
+                    }
+                    Io::Limit {
+                        file, pieces: true, ..
+                    } => {
+                        use std::os::unix::fs::FileExt;
+                        let mut at = 0usize;
+                        for r in a.ranges() {
+                            let n = r.len() as usize;
+                            file.write_all_at(&data[at..at + n], r.start).map_err(|e| {
+                                WireError::new(ErrorCode::Io, format!("pwrite at {}: {e}", r.start))
+                            })?;
+                            at += n;
+                        }
                     }
                 }
                 bytes += a.size();

@@ -10,7 +10,10 @@
 //! run k of every row (order rotated by k) before run k+1 of any. Rows: each strategy on
 //! its placement (`--data direct|servers`; the fcntl baselines always on a direct file),
 //! and `limit` — every client `pwrite`s its bytes contiguously into a fresh local file, the
-//! physical limit of this machine for the same bytes (not verified: no layout). `rtt-floor`
+//! physical limit of this machine for the same bytes (not verified: no layout) — and
+//! `limit-pieces`, every client `pwrite`s each of its pieces in place, no atomio: the plain
+//! way to write the pattern (verified like `none`; for small pieces, a system call each is
+//! what atomio's mapped copies beat). `rtt-floor`
 //! is `none` plus one round trip to a lock server (a `Ping`) before each call: the least any
 //! lock-server technique adds on this machine, since a call may not write before a server
 //! has answered it.
@@ -50,6 +53,9 @@ pub enum Deploy {
 pub enum RowSpec {
     /// The physical limit: each client `pwrite`s its bytes contiguously (not verified).
     Limit,
+    /// The pattern's plain limit: each client `pwrite`s its own pieces, one by one, where
+    /// they go in one local file (no atomio, no locks; verified like `none`).
+    LimitPieces,
     /// `none` plus one lock-server round trip per call: the floor of lock-server techniques.
     RttFloor,
     Strategy(Strategy),
@@ -62,6 +68,7 @@ impl RowSpec {
     pub fn name(&self) -> String {
         match self {
             RowSpec::Limit => "limit".into(),
+            RowSpec::LimitPieces => "limit-pieces".into(),
             RowSpec::RttFloor => "rtt-floor".into(),
             RowSpec::Strategy(s) => s.name(),
             RowSpec::IntervalFile(s) => format!("{s}+ifile"),
@@ -74,6 +81,7 @@ impl std::str::FromStr for RowSpec {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "limit" => Ok(RowSpec::Limit),
+            "limit-pieces" => Ok(RowSpec::LimitPieces),
             "rtt-floor" => Ok(RowSpec::RttFloor),
             s => match s.strip_suffix("+ifile") {
                 Some(base) => {
@@ -506,6 +514,11 @@ fn target_for(
     Ok(match spec {
         RowSpec::Limit => Target::Limit {
             file: local("limit")?,
+            pieces: false,
+        },
+        RowSpec::LimitPieces => Target::Limit {
+            file: local("limit-pieces")?,
+            pieces: true,
         },
         // Techniques that run only on atomio's servers (cached-lock DLMs) run there.
         RowSpec::Strategy(s)
@@ -769,7 +782,7 @@ pub async fn read_back(c: &mut ClusterClient, target: &Target) -> Result<Vec<u8>
                 .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
             Ok(out)
         }
-        Target::Direct { file, .. } | Target::Limit { file } => {
+        Target::Direct { file, .. } | Target::Limit { file, .. } => {
             std::fs::read(file).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))
         }
     }
@@ -780,7 +793,7 @@ async fn cleanup(c: &mut ClusterClient, target: &Target, dump_dir: &Path) {
         Target::Servers { path, .. } => {
             let _ = c.remove(path).await;
         }
-        Target::Direct { file, .. } | Target::Limit { file } => {
+        Target::Direct { file, .. } | Target::Limit { file, .. } => {
             let _ = std::fs::remove_file(file);
         }
     }

@@ -11,11 +11,12 @@ use atomio_workloads::Workload;
 use clap::{Args, Parser};
 use std::path::{Path, PathBuf};
 
-/// The rows a workload runs unless told otherwise: the physical limit, no atomicity,
+/// The rows a workload runs unless told otherwise: the physical limits (contiguous, and
+/// the workload's own pieces by plain `pwrite`), no atomicity,
 /// today's baselines (`romio`: what MPI users have; `posix-fcntl`), and the lock
 /// strategies that matter.
 pub const DEFAULT_STRATEGIES: &str =
-    "limit,none,rtt-floor,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try";
+    "limit,limit-pieces,none,rtt-floor,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try";
 
 #[derive(Args, Clone)]
 pub struct CommonArgs {
@@ -26,7 +27,9 @@ pub struct CommonArgs {
     #[arg(long, default_value_t = 4)]
     pub servers: u32,
     /// Strategies, comma-separated, or "all"; `limit` adds the physical-limit row (each
-    /// client `pwrite`s its bytes contiguously into a local file), `rtt-floor` the floor of
+    /// client `pwrite`s its bytes contiguously into a local file), `limit-pieces` the
+    /// pattern's plain limit (each client `pwrite`s each of its pieces in place in a local
+    /// file: no atomio, no locks), `rtt-floor` the floor of
     /// lock-server techniques (`none` plus one round trip to each lock server a call's
     /// bytes map to, before each call).
     #[arg(long, default_value = DEFAULT_STRATEGIES)]
@@ -109,7 +112,7 @@ pub fn parse_strategies(s: &str) -> anyhow::Result<Vec<RowSpec>> {
             Strategy::block(atomio_client::BlockSize::Stripe),
         ];
         v.extend(Strategy::ching_all());
-        let mut rows = vec![RowSpec::Limit, RowSpec::RttFloor];
+        let mut rows = vec![RowSpec::Limit, RowSpec::LimitPieces, RowSpec::RttFloor];
         rows.extend(v.into_iter().map(RowSpec::Strategy));
         return Ok(rows);
     }

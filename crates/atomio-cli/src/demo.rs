@@ -189,7 +189,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         print!("{}", table(&rows));
         let atomic: Vec<&WorkloadRow> = rows
             .iter()
-            .filter(|r| r.strategy != "none" && r.strategy != "limit")
+            .filter(|r| r.strategy != "none" && !r.strategy.starts_with("limit"))
             .collect();
         for r in atomic.iter().filter(|r| r.verified == Some(false)) {
             failures.push(format!("{}: {}", part.name, r.strategy));
@@ -235,7 +235,10 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
                     label: r.strategy.clone(),
                     value: r.mib_per_s,
                     bad: r.verified == Some(false),
-                    muted: matches!(r.strategy.as_str(), "none" | "limit" | "romio"),
+                    muted: matches!(
+                        r.strategy.as_str(),
+                        "none" | "limit" | "limit-pieces" | "romio"
+                    ),
                 })
                 .collect::<Vec<_>>(),
         ));

@@ -274,10 +274,10 @@ async fn one_row(
                 .open(&local)
                 .map_err(|e| io(&local, e))?,
         ),
-        RowSpec::RttFloor => {
+        RowSpec::RttFloor | RowSpec::LimitPieces => {
             return Err(WireError::new(
                 atomio_proto::ErrorCode::InvalidArgument,
-                "rtt-floor is a row of the workload benchmarks",
+                format!("{} is a row of the workload benchmarks", spec.name()),
             ))
         }
         RowSpec::IntervalFile(s) => {

@@ -724,10 +724,10 @@ fn place_for(
                 path: format!("/version-readers/{tag}"),
             }
         }
-        RowSpec::RttFloor => {
+        RowSpec::RttFloor | RowSpec::LimitPieces => {
             return Err(WireError::new(
                 atomio_proto::ErrorCode::InvalidArgument,
-                "rtt-floor is a row of the workload benchmarks",
+                format!("{} is a row of the workload benchmarks", spec.name()),
             ))
         }
         RowSpec::IntervalFile(s) => {
@@ -748,7 +748,7 @@ fn job(role: Role, id: u32, spec: &RowSpec, place: &Place, access: &Access) -> C
         role,
         id,
         strategy: match spec {
-            RowSpec::Limit | RowSpec::RttFloor => "none".into(),
+            RowSpec::Limit | RowSpec::LimitPieces | RowSpec::RttFloor => "none".into(),
             RowSpec::Strategy(s) | RowSpec::IntervalFile(s) => s.name(),
         },
         place: place.clone(),

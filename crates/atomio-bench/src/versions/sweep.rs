@@ -211,10 +211,10 @@ impl Env<'_> {
                     .open(&local)
                     .map_err(|e| io(&local, e))?,
             ),
-            RowSpec::RttFloor => {
+            RowSpec::RttFloor | RowSpec::LimitPieces => {
                 return Err(WireError::new(
                     atomio_proto::ErrorCode::InvalidArgument,
-                    "rtt-floor is a row of the workload benchmarks",
+                    format!("{} is a row of the workload benchmarks", spec.name()),
                 ))
             }
             RowSpec::IntervalFile(s) => {
