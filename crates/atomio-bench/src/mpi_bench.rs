@@ -201,11 +201,12 @@ impl Program {
         }
     }
 
-    /// The target of the key figure: best atomio / MPI atomic. mpi-tile: 3× (the earlier
-    /// issue's); strided (issue 8): 1.5× independent, 3× collective.
+    /// The target of the key figure: best atomio / MPI atomic. mpi-tile (issue 8): 1.0×,
+    /// no loss where the overlap forces every strategy to serialize; strided (issue 8):
+    /// 1.5× independent, 3× collective.
     pub fn target(&self, collective: bool) -> f64 {
         match (self, collective) {
-            (Program::Tile(_), _) => TARGET_SPEEDUP,
+            (Program::Tile(_), _) => TILE_TARGET,
             (Program::Strided(_), false) => 1.5,
             (Program::Strided(_), true) => 3.0,
         }
@@ -379,8 +380,11 @@ pub struct KeyFigure {
     pub met: bool,
 }
 
-/// mpi-tile's target (the issue that introduced it): best atomio ≥ 3× MPI atomic.
-pub const TARGET_SPEEDUP: f64 = 3.0;
+/// mpi-tile's target (issue 8): best atomio ≥ 1.0× MPI atomic. The issue that introduced
+/// the bench asked 3×, more than MPICH's own non-atomic mode without data sieving reaches
+/// here (1.9–2.0× its atomic mode: `results/issue8/stop34/mpi-tile.txt`), where overlapping
+/// tiles leave every atomic strategy to serialize.
+pub const TILE_TARGET: f64 = 1.0;
 
 #[derive(Clone, Debug)]
 pub struct Progress {
@@ -988,11 +992,11 @@ mod tests {
             row("atomio:b", "atomio", Some(250.0), "atomic"),
             row("atomio:skipped", "atomio", None, "skipped"),
         ];
-        let k = key_figure(&rows, Flavor::Mpich, TARGET_SPEEDUP).unwrap();
+        let k = key_figure(&rows, Flavor::Mpich, 3.0).unwrap();
         assert_eq!(k.best, "atomio:a");
         assert!((k.ratio - 3.2).abs() < 1e-12 && k.met);
         assert!((k.ratio_to_best_mpi_atomic.unwrap() - 320.0 / 150.0).abs() < 1e-12);
-        assert!(key_figure(&rows[..2], Flavor::Mpich, TARGET_SPEEDUP).is_none());
+        assert!(key_figure(&rows[..2], Flavor::Mpich, 3.0).is_none());
         // A limit below target × base becomes the target: 320 ≥ 300 meets it; 250 does not.
         let mut with_limit = rows.clone();
         with_limit.push(row("limit", "limit", Some(300.0), "atomic"));
