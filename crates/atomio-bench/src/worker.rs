@@ -27,6 +27,7 @@ use atomio_net::ClusterClient;
 use atomio_proto::{ErrorCode, WireError};
 use atomio_workloads::{CallKind, Workload};
 use serde::{Deserialize, Serialize};
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
@@ -398,7 +399,6 @@ async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
                         offset,
                         pieces: false,
                     } => {
-                        use std::os::unix::fs::FileExt;
                         file.write_all_at(data, *offset).map_err(|e| {
                             WireError::new(ErrorCode::Io, format!("pwrite at {offset}: {e}"))
                         })?;
@@ -407,7 +407,6 @@ async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
                     Io::Limit {
                         file, pieces: true, ..
                     } => {
-                        use std::os::unix::fs::FileExt;
                         let mut at = 0usize;
                         for r in a.ranges() {
                             let n = r.len() as usize;
