@@ -270,6 +270,7 @@ int main(int argc, char **argv)
                                 info));
     }
 
+    bu_warm(o.path, my_bytes);
     /* the timed region: all of this rank's calls */
     relaxed_barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();

@@ -489,6 +489,8 @@ int main(int argc, char **argv)
                 fill_elem(buf + (ty * o.tile_x + tx) * o.elem, o.elem, nonce,
                           (uint32_t)g_rank, (uint32_t)it, idx);
             }
+        if (it == 0)
+            bu_warm(o.path, (uint64_t)g.tile_bytes);
         relaxed_barrier(MPI_COMM_WORLD);
         MPI_Status st;
         double t0 = MPI_Wtime();

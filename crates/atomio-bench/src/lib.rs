@@ -6,6 +6,7 @@ pub mod chart;
 pub mod locks;
 pub mod mpi_bench;
 pub mod mpi_run;
+pub mod page_warm;
 pub mod progress;
 pub mod rma;
 pub mod seqdlm;

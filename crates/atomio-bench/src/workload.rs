@@ -3,8 +3,9 @@
 //! it atomic (or not) with the verifier.
 //!
 //! Per strategy and run: a fresh file; every worker prepares (connects, opens, fills its
-//! write buffers with verifier tags) and says ready; the coordinator sends "go" to all and
-//! times until the last "done". Seconds are the median over runs; bandwidth is bytes moved
+//! write buffers with verifier tags) and says ready; the coordinator warms the page cache
+//! (`page_warm`: writes and deletes a file of the run's size, so no row pays for memory
+//! the VM's host took back), sends "go" to all and times until the last "done". Seconds are the median over runs; bandwidth is bytes moved
 //! (writes + reads) over that. The first run of each strategy is verified: the file's bytes
 //! against every write of the plan, plus every read's dump. Repetitions are interleaved:
 //! run k of every row (order rotated by k) before run k+1 of any. Rows: each strategy on
@@ -25,6 +26,7 @@
 use crate::stats::median;
 use crate::worker::{FromWorker, Job, JobResult, Target, ToWorker};
 use atomio_client::{PlacementKind, Strategy};
+use atomio_layout::Access;
 use atomio_net::{ClusterClient, EmbeddedCluster, LocalServers};
 use atomio_proto::{ErrorCode, WireError};
 use atomio_verify::{Read, Report, Write};
@@ -309,6 +311,12 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
         .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
     std::fs::create_dir_all(&cfg.scratch)
         .map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", cfg.scratch.display())))?;
+    let warm_bytes = plan
+        .clients
+        .iter()
+        .flat_map(|c| c.calls.iter())
+        .filter_map(|c| c.access.as_ref().map(Access::size))
+        .sum();
     let servers = match &cfg.deploy {
         Deploy::Embedded { memory } => {
             let cluster = if *memory {
@@ -366,7 +374,8 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 std::fs::create_dir_all(&dump_dir)
                     .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
                 let target = target_for(cfg, spec, &addrs, &plan.workload, &tag)?;
-                let results = run_once(&mut workers, cfg, spec, &target, &dump_dir).await?;
+                let results =
+                    run_once(&mut workers, cfg, spec, &target, &dump_dir, warm_bytes).await?;
                 a.data = match target.placement() {
                     "servers" if results.1.iter().all(|r| r.object_files) => "servers (files)",
                     p => p,
@@ -552,6 +561,7 @@ async fn run_once(
     spec: &RowSpec,
     target: &Target,
     dump_dir: &Path,
+    warm_bytes: u64,
 ) -> Result<(f64, Vec<JobResult>, Option<f64>), WireError> {
     let n = workers.len() as u32;
     for (rank, w) in workers.iter_mut().enumerate() {
@@ -587,6 +597,9 @@ async fn run_once(
                 ))
             }
         }
+    }
+    if std::env::var_os("ATOMIO_BENCH_WARM").is_none_or(|v| v != "0") {
+        crate::page_warm::warm(&cfg.scratch, warm_bytes)?;
     }
     let pids: Vec<Option<u32>> = std::iter::once(Some(std::process::id()))
         .chain(workers.iter().map(|w| w.child.id()))
