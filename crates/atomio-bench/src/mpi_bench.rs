@@ -12,7 +12,10 @@
 //! * `strided_io` only: the *limit* row, the same bytes `pwrite`n contiguously by each rank
 //!   into a fresh file (no MPI-IO): what the machine does with those bytes; and the
 //!   *limit-pieces* row, the same pieces `pwrite`n one by one at their strided offsets into
-//!   one fresh file, no locks: what the file system makes any writer of the pattern pay.
+//!   one fresh file, no locks: what the file system makes any writer of the pattern pay;
+//!   and the *limit-mapped* row, the same pieces copied through a shared mapping of that
+//!   file as atomio's direct placement copies small pieces, no locks: the faster of the
+//!   two is the most a writer of only its own pieces reaches here.
 //!
 //! **Invariants:** repetition `k` runs every runnable configuration once before repetition
 //! `k+1` starts, the order rotated by one each repetition (so slow drift and position
@@ -279,6 +282,9 @@ pub enum Variant {
     /// The same pieces, `pwrite`n one by one at their strided offsets into one file (no
     /// MPI-IO, no locks): what any writer of the pattern pays the file system.
     LimitPieces,
+    /// The same pieces copied through a shared mapping of one file, per call (no MPI-IO,
+    /// no locks): atomio's own way of writing small pieces, without atomio.
+    LimitMapped,
     Baseline(Baseline),
     Atomio(String),
 }
@@ -352,10 +358,11 @@ pub struct MpiBenchReport {
 
 /// The project's target: atomio's best strategy ≥ `target` × the MPI library's own atomic
 /// mode; where a limit row is below that, the lower limit is the target (physically out of
-/// reach): `limit` (each rank's bytes written contiguously) or `limit-pieces` (the same
-/// pieces written one by one into one file, no locks: what a writer that writes only its
-/// own pieces, as atomio does, pays the file system; ROMIO's data sieving can beat it at
-/// small B by writing its neighbours' bytes back under a lock on the whole extent).
+/// reach): `limit` (each rank's bytes written contiguously) or the pattern's limit, the
+/// faster of `limit-pieces` and `limit-mapped` (the same pieces written one by one, or
+/// copied through a mapping, into one file with no locks: the most a writer that writes
+/// only its own pieces, as atomio does, gets from the file system; ROMIO's data sieving
+/// can beat it by writing its neighbours' bytes back under a lock on the whole extent).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KeyFigure {
     pub best: String,
@@ -371,7 +378,11 @@ pub struct KeyFigure {
     /// The limit-pieces row's MiB/s (the pattern's own limit), when measured.
     #[serde(default)]
     pub pieces_limit_mib_per_s: Option<f64>,
-    /// The limit row that set `needed_mib_per_s` (`limit` or `limit-pieces`), if one did.
+    /// The limit-mapped row's MiB/s (the pattern through a mapping), when measured.
+    #[serde(default)]
+    pub mapped_limit_mib_per_s: Option<f64>,
+    /// The limit row that set `needed_mib_per_s` (`limit`, `limit-pieces` or
+    /// `limit-mapped`), if one did.
     #[serde(default)]
     pub binding_limit: Option<String>,
     /// MiB/s that meets the target: target × MPI atomic, or the lower limit if lower.
@@ -405,6 +416,7 @@ impl MpiBenchConfig {
         if self.limit {
             v.push(Variant::Limit);
             v.push(Variant::LimitPieces);
+            v.push(Variant::LimitMapped);
         }
         v.extend(self.baselines.iter().map(|&b| Variant::Baseline(b)));
         v.extend(self.strategies.iter().cloned().map(Variant::Atomio));
@@ -415,6 +427,7 @@ impl MpiBenchConfig {
         match v {
             Variant::Limit => "limit".into(),
             Variant::LimitPieces => "limit-pieces".into(),
+            Variant::LimitMapped => "limit-mapped".into(),
             Variant::Baseline(b) => b.name(self.flavor),
             Variant::Atomio(s) => format!("atomio:{s}"),
         }
@@ -488,6 +501,10 @@ impl MpiBenchConfig {
             }
             Variant::LimitPieces => {
                 c.push("--limit-pieces".into());
+                (file.display().to_string(), false)
+            }
+            Variant::LimitMapped => {
+                c.push("--limit-mapped".into());
                 (file.display().to_string(), false)
             }
             Variant::Baseline(b) => {
@@ -621,7 +638,7 @@ pub fn run(cfg: &MpiBenchConfig, mut progress: impl FnMut(&Progress)) -> Result<
             .as_ref()
             .filter(|l| !l.is_file())
             .map(|l| format!("skipped: {} does not exist", l.display())),
-        Variant::Baseline(_) | Variant::Limit | Variant::LimitPieces => None,
+        Variant::Baseline(_) | Variant::Limit | Variant::LimitPieces | Variant::LimitMapped => None,
     };
     let skipped: Vec<Option<String>> = variants.iter().map(skip_reason).collect();
     let runnable: Vec<usize> = (0..variants.len())
@@ -694,7 +711,9 @@ pub fn run(cfg: &MpiBenchConfig, mut progress: impl FnMut(&Progress)) -> Result<
     for (i, v) in variants.iter().enumerate() {
         let m = med(i);
         let (atomic, no_sieving, strategy, kind) = match v {
-            Variant::Limit | Variant::LimitPieces => (false, false, None, "limit"),
+            Variant::Limit | Variant::LimitPieces | Variant::LimitMapped => {
+                (false, false, None, "limit")
+            }
             Variant::Baseline(b) => (b.atomic, b.no_sieving, None, "baseline"),
             Variant::Atomio(s) => (true, false, Some(s.clone()), "atomio"),
         };
@@ -773,12 +792,25 @@ pub fn key_figure(rows: &[MpiBenchRow], flavor: Flavor, target: f64) -> Option<K
     let best_mpi = get(&nods_name).map_or(base, |n| n.max(base));
     let limit = get("limit");
     let pieces_limit = get("limit-pieces");
-    // The lowest limit row below target × base, which then is the target.
-    let binding = [("limit", limit), ("limit-pieces", pieces_limit)]
-        .into_iter()
-        .filter_map(|(n, l)| Some((n, l?)))
-        .filter(|&(_, l)| l < target * base)
-        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let mapped_limit = get("limit-mapped");
+    // A writer of only its own pieces takes the faster way to write them: that is the
+    // pattern's limit.
+    let pattern = [
+        ("limit-pieces", pieces_limit),
+        ("limit-mapped", mapped_limit),
+    ]
+    .into_iter()
+    .filter_map(|(n, l)| Some((n, l?)))
+    .max_by(|a, b| a.1.total_cmp(&b.1));
+    // The lower of that and the contiguous limit, when below target × base, is the target.
+    let binding = [
+        ("limit", limit),
+        pattern.map_or(("limit-pieces", None), |(n, l)| (n, Some(l))),
+    ]
+    .into_iter()
+    .filter_map(|(n, l)| Some((n, l?)))
+    .filter(|&(_, l)| l < target * base)
+    .min_by(|a, b| a.1.total_cmp(&b.1));
     let needed = binding.map_or(target * base, |(_, l)| l);
     Some(KeyFigure {
         best: best.0.config.clone(),
@@ -789,6 +821,7 @@ pub fn key_figure(rows: &[MpiBenchRow], flavor: Flavor, target: f64) -> Option<K
         target,
         limit_mib_per_s: limit,
         pieces_limit_mib_per_s: pieces_limit,
+        mapped_limit_mib_per_s: mapped_limit,
         binding_limit: binding.map(|(n, _)| n.to_string()),
         needed_mib_per_s: needed,
         met: best.1 >= needed,
@@ -872,6 +905,7 @@ mod tests {
             [
                 "limit",
                 "limit-pieces",
+                "limit-mapped",
                 "mpich-atomic",
                 "atomio:ching:list:one-try"
             ]
@@ -880,6 +914,13 @@ mod tests {
         assert!(
             l.ends_with("./strided_io --block 384 --per-rank 1048576 --calls 16 --limit --path /s/atomio_mpi_strided_io_t.dat --label limit"),
             "{l}"
+        );
+        let m = cfg.command_line(&Variant::LimitMapped, "t").join(" ");
+        assert!(
+            m.ends_with(
+                "--limit-mapped --path /s/atomio_mpi_strided_io_t.dat --label limit-mapped"
+            ),
+            "{m}"
         );
         let p = cfg.command_line(&Variant::LimitPieces, "t").join(" ");
         assert!(
@@ -1009,5 +1050,16 @@ mod tests {
         let k = key_figure(&with_limit, Flavor::Mpich, 5.0).unwrap();
         assert_eq!((k.needed_mib_per_s, k.met), (240.0, true));
         assert_eq!(k.pieces_limit_mib_per_s, Some(240.0));
+        // The pattern's limit is its faster way: limit-mapped at 270 binds, 250 misses it.
+        with_limit.push(row("limit-mapped", "limit", Some(270.0), "atomic"));
+        let k = key_figure(&with_limit, Flavor::Mpich, 5.0).unwrap();
+        assert_eq!(k.binding_limit.as_deref(), Some("limit-mapped"));
+        assert_eq!((k.needed_mib_per_s, k.met), (270.0, false));
+        // … and a slower mapped row leaves limit-pieces binding.
+        with_limit.retain(|r| r.config != "limit-mapped");
+        with_limit.push(row("limit-mapped", "limit", Some(200.0), "atomic"));
+        let k = key_figure(&with_limit, Flavor::Mpich, 5.0).unwrap();
+        assert_eq!(k.binding_limit.as_deref(), Some("limit-pieces"));
+        assert_eq!((k.needed_mib_per_s, k.met), (240.0, true));
     }
 }

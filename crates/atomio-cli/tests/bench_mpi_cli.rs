@@ -304,20 +304,22 @@ fn bench_mpi_strided_tiny_has_a_limit_row_per_block_size_and_verifies_the_bytes(
             [
                 "limit",
                 "limit-pieces",
+                "limit-mapped",
                 "mpich",
                 "mpich-atomic",
                 "atomio:rma"
             ]
         );
         // Disjoint writes: every row that ran must leave exactly the expected bytes.
-        for r in &rows[..4] {
+        for r in &rows[..5] {
             assert_eq!(r["verified"], "atomic", "{r}");
             assert!(r["mib_per_s"].as_f64().unwrap() > 0.0, "{r}");
             assert_eq!(r["runs"].as_array().unwrap().len(), 2);
         }
         assert_eq!(rows[0]["kind"], "limit");
         assert_eq!(rows[1]["kind"], "limit");
-        assert_eq!(rows[4]["verified"], "skipped");
+        assert_eq!(rows[2]["kind"], "limit");
+        assert_eq!(rows[5]["verified"], "skipped");
     }
     assert!(std::fs::read_to_string(&chart).unwrap().starts_with("<svg"));
     let _ = std::fs::remove_dir_all(&dir);
