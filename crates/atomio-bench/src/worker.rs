@@ -54,14 +54,27 @@ pub enum Target {
         #[serde(default)]
         interval_file: bool,
     },
-    /// The physical limit: every client `pwrite`s its calls' bytes contiguously, one after
-    /// another, rank after rank, into `file` (no locks, no layout); with `pieces`, each
-    /// piece where the workload puts it instead (the pattern's own limit).
+    /// The physical limit: every client writes its calls' bytes into the local `file`
+    /// with no locks and no atomio, the `way` says how.
     Limit {
         file: PathBuf,
         #[serde(default)]
-        pieces: bool,
+        way: LimitWay,
     },
+}
+
+/// How a limit row writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LimitWay {
+    /// The calls' bytes contiguously, one after another, rank after rank (no layout).
+    #[default]
+    Contiguous,
+    /// Each piece where the workload puts it, one `pwrite` each.
+    Pieces,
+    /// Each piece where the workload puts it, the way direct placement writes a call's
+    /// pieces (through a shared mapping when that pays), with no locks: the most a writer
+    /// of only its own pieces gets from this machine.
+    Mapped,
 }
 
 impl Target {
@@ -149,11 +162,13 @@ enum Io {
         client: Option<Box<ClusterClient>>,
         file: Box<File>,
     },
-    /// `pwrite`s at `offset` onwards (the limit row), or of every piece in place.
+    /// The limit rows (`way`); `offset`: where the next contiguous write goes.
     Limit {
         file: std::fs::File,
         offset: u64,
-        pieces: bool,
+        way: LimitWay,
+        /// The same file as direct placement writes it (`LimitWay::Mapped`).
+        direct: Option<Box<DirectData>>,
     },
 }
 
@@ -313,7 +328,7 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
                 file: Box::new(file),
             }
         }
-        Target::Limit { file, pieces } => {
+        Target::Limit { file: path, way } => {
             let offset = plan
                 .clients
                 .iter()
@@ -326,12 +341,17 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
                 .write(true)
                 .create(true)
                 .truncate(false)
-                .open(file)
-                .map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", file.display())))?;
+                .open(path)
+                .map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", path.display())))?;
+            let direct = match way {
+                LimitWay::Mapped => Some(Box::new(DirectData::open(path, true)?)),
+                LimitWay::Contiguous | LimitWay::Pieces => None,
+            };
             Io::Limit {
                 file,
                 offset,
-                pieces: *pieces,
+                way: *way,
+                direct,
             }
         }
     };
@@ -397,7 +417,8 @@ async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
                     Io::Limit {
                         file,
                         offset,
-                        pieces: false,
+                        way: LimitWay::Contiguous,
+                        ..
                     } => {
                         file.write_all_at(data, *offset).map_err(|e| {
                             WireError::new(ErrorCode::Io, format!("pwrite at {offset}: {e}"))
@@ -405,8 +426,11 @@ async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
                         *offset += data.len() as u64;
                     }
                     Io::Limit {
-                        file, pieces: true, ..
-                    } => {
+                        direct: Some(d),
+                        way: LimitWay::Mapped,
+                        ..
+                    } => d.write_pieces(a, data)?,
+                    Io::Limit { file, .. } => {
                         let mut at = 0usize;
                         for r in a.ranges() {
                             let n = r.len() as usize;

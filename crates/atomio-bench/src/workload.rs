@@ -24,7 +24,7 @@
 //! a slow row.
 
 use crate::stats::median;
-use crate::worker::{FromWorker, Job, JobResult, Target, ToWorker};
+use crate::worker::{FromWorker, Job, JobResult, LimitWay, Target, ToWorker};
 use atomio_client::{PlacementKind, Strategy};
 use atomio_layout::Access;
 use atomio_net::{ClusterClient, EmbeddedCluster, LocalServers};
@@ -58,6 +58,10 @@ pub enum RowSpec {
     /// The pattern's plain limit: each client `pwrite`s its own pieces, one by one, where
     /// they go in one local file (no atomio, no locks; verified like `none`).
     LimitPieces,
+    /// The pattern's limit through a mapping: each client writes its pieces the way direct
+    /// placement does (through a shared mapping when that pays), with no atomio client and
+    /// no locks, into one local file (verified like `none`).
+    LimitMapped,
     /// `none` plus one lock-server round trip per call: the floor of lock-server techniques.
     RttFloor,
     Strategy(Strategy),
@@ -71,6 +75,7 @@ impl RowSpec {
         match self {
             RowSpec::Limit => "limit".into(),
             RowSpec::LimitPieces => "limit-pieces".into(),
+            RowSpec::LimitMapped => "limit-mapped".into(),
             RowSpec::RttFloor => "rtt-floor".into(),
             RowSpec::Strategy(s) => s.name(),
             RowSpec::IntervalFile(s) => format!("{s}+ifile"),
@@ -84,6 +89,7 @@ impl std::str::FromStr for RowSpec {
         match s {
             "limit" => Ok(RowSpec::Limit),
             "limit-pieces" => Ok(RowSpec::LimitPieces),
+            "limit-mapped" => Ok(RowSpec::LimitMapped),
             "rtt-floor" => Ok(RowSpec::RttFloor),
             s => match s.strip_suffix("+ifile") {
                 Some(base) => {
@@ -523,11 +529,15 @@ fn target_for(
     Ok(match spec {
         RowSpec::Limit => Target::Limit {
             file: local("limit")?,
-            pieces: false,
+            way: LimitWay::Contiguous,
         },
         RowSpec::LimitPieces => Target::Limit {
             file: local("limit-pieces")?,
-            pieces: true,
+            way: LimitWay::Pieces,
+        },
+        RowSpec::LimitMapped => Target::Limit {
+            file: local("limit-mapped")?,
+            way: LimitWay::Mapped,
         },
         // Techniques that run only on atomio's servers (cached-lock DLMs) run there.
         RowSpec::Strategy(s)

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 /// today's baselines (`romio`: what MPI users have; `posix-fcntl`), and the lock
 /// strategies that matter.
 pub const DEFAULT_STRATEGIES: &str =
-    "limit,limit-pieces,none,rtt-floor,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try";
+    "limit,limit-pieces,limit-mapped,none,rtt-floor,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try";
 
 #[derive(Args, Clone)]
 pub struct CommonArgs {
@@ -29,7 +29,9 @@ pub struct CommonArgs {
     /// Strategies, comma-separated, or "all"; `limit` adds the physical-limit row (each
     /// client `pwrite`s its bytes contiguously into a local file), `limit-pieces` the
     /// pattern's plain limit (each client `pwrite`s each of its pieces in place in a local
-    /// file: no atomio, no locks), `rtt-floor` the floor of
+    /// file: no atomio, no locks), `limit-mapped` the pattern's limit through a mapping
+    /// (each client writes its pieces in place as direct placement does: through a shared
+    /// mapping when that pays; no atomio client, no locks), `rtt-floor` the floor of
     /// lock-server techniques (`none` plus one round trip to each lock server a call's
     /// bytes map to, before each call).
     #[arg(long, default_value = DEFAULT_STRATEGIES)]
@@ -112,7 +114,12 @@ pub fn parse_strategies(s: &str) -> anyhow::Result<Vec<RowSpec>> {
             Strategy::block(atomio_client::BlockSize::Stripe),
         ];
         v.extend(Strategy::ching_all());
-        let mut rows = vec![RowSpec::Limit, RowSpec::LimitPieces, RowSpec::RttFloor];
+        let mut rows = vec![
+            RowSpec::Limit,
+            RowSpec::LimitPieces,
+            RowSpec::LimitMapped,
+            RowSpec::RttFloor,
+        ];
         rows.extend(v.into_iter().map(RowSpec::Strategy));
         return Ok(rows);
     }

@@ -252,7 +252,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
                     bad: r.verified == Some(false),
                     muted: matches!(
                         r.strategy.as_str(),
-                        "none" | "limit" | "limit-pieces" | "romio"
+                        "none" | "limit" | "limit-pieces" | "limit-mapped" | "romio"
                     ),
                 })
                 .collect::<Vec<_>>(),

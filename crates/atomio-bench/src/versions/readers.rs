@@ -724,7 +724,7 @@ fn place_for(
                 path: format!("/version-readers/{tag}"),
             }
         }
-        RowSpec::RttFloor | RowSpec::LimitPieces => {
+        RowSpec::RttFloor | RowSpec::LimitPieces | RowSpec::LimitMapped => {
             return Err(WireError::new(
                 atomio_proto::ErrorCode::InvalidArgument,
                 format!("{} is a row of the workload benchmarks", spec.name()),
@@ -748,7 +748,9 @@ fn job(role: Role, id: u32, spec: &RowSpec, place: &Place, access: &Access) -> C
         role,
         id,
         strategy: match spec {
-            RowSpec::Limit | RowSpec::LimitPieces | RowSpec::RttFloor => "none".into(),
+            RowSpec::Limit | RowSpec::LimitPieces | RowSpec::LimitMapped | RowSpec::RttFloor => {
+                "none".into()
+            }
             RowSpec::Strategy(s) | RowSpec::IntervalFile(s) => s.name(),
         },
         place: place.clone(),
