@@ -162,14 +162,20 @@ enum Io {
         client: Option<Box<ClusterClient>>,
         file: Box<File>,
     },
-    /// The limit rows (`way`); `offset`: where the next contiguous write goes.
-    Limit {
+    /// A limit row's local file.
+    Limit(LimitIo),
+}
+
+/// A limit row's local file, opened for its way of writing (`LimitWay`).
+enum LimitIo {
+    /// `offset`: where this client's next contiguous write goes.
+    Contiguous {
         file: std::fs::File,
         offset: u64,
-        way: LimitWay,
-        /// The same file as direct placement writes it (`LimitWay::Mapped`).
-        direct: Option<Box<DirectData>>,
     },
+    Pieces(std::fs::File),
+    /// Opened as direct placement opens the user's file.
+    Mapped(Box<DirectData>),
 }
 
 /// One call ready to run: its write buffer is already filled with tags.
@@ -337,22 +343,22 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
                 .filter(|c| c.kind == CallKind::Write)
                 .filter_map(|c| c.access.as_ref().map(Access::size))
                 .sum();
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
-                .map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", path.display())))?;
-            let direct = match way {
-                LimitWay::Mapped => Some(Box::new(DirectData::open(path, true)?)),
-                LimitWay::Contiguous | LimitWay::Pieces => None,
+            let open = || {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", path.display())))
             };
-            Io::Limit {
-                file,
-                offset,
-                way: *way,
-                direct,
-            }
+            Io::Limit(match way {
+                LimitWay::Contiguous => LimitIo::Contiguous {
+                    file: open()?,
+                    offset,
+                },
+                LimitWay::Pieces => LimitIo::Pieces(open()?),
+                LimitWay::Mapped => LimitIo::Mapped(Box::new(DirectData::open(path, true)?)),
+            })
         }
     };
     let pinger = match (&job.target, job.ping_per_call) {
@@ -414,23 +420,14 @@ async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
                         file,
                     } => file.write(c, a, data).await?,
                     Io::File { client: None, file } => file.write_local(a, data)?,
-                    Io::Limit {
-                        file,
-                        offset,
-                        way: LimitWay::Contiguous,
-                        ..
-                    } => {
+                    Io::Limit(LimitIo::Contiguous { file, offset }) => {
                         file.write_all_at(data, *offset).map_err(|e| {
                             WireError::new(ErrorCode::Io, format!("pwrite at {offset}: {e}"))
                         })?;
                         *offset += data.len() as u64;
                     }
-                    Io::Limit {
-                        direct: Some(d),
-                        way: LimitWay::Mapped,
-                        ..
-                    } => d.write_pieces(a, data)?,
-                    Io::Limit { file, .. } => {
+                    Io::Limit(LimitIo::Mapped(d)) => d.write_pieces(a, data)?,
+                    Io::Limit(LimitIo::Pieces(file)) => {
                         let mut at = 0usize;
                         for r in a.ranges() {
                             let n = r.len() as usize;
@@ -451,14 +448,15 @@ async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
                         file,
                     } => file.read(c, a, &mut out).await?,
                     Io::File { client: None, file } => file.read_local(a, &mut out)?,
-                    Io::Limit { .. } => {}
+                    Io::Limit(_) => {}
                 }
                 bytes += a.size();
                 observed.push((*op, out));
             }
             (CallKind::Sync, _) => match &mut p.io {
                 Io::File { client, file } => file.sync(client.as_deref_mut()).await?,
-                Io::Limit { file, .. } => file
+                Io::Limit(LimitIo::Mapped(d)) => d.sync()?,
+                Io::Limit(LimitIo::Contiguous { file, .. } | LimitIo::Pieces(file)) => file
                     .sync_data()
                     .map_err(|e| WireError::new(ErrorCode::Io, format!("fsync: {e}")))?,
             },
@@ -492,17 +490,17 @@ async fn finish(p: &mut Prepared, called: Called) -> Result<JobResult, WireError
             }
             file.dlm_stats().await
         }
-        Io::Limit { .. } => None,
+        Io::Limit(_) => None,
     };
     let seconds = t0.elapsed().as_secs_f64();
     let object_files = matches!(&p.io, Io::File { file, .. } if file.bypasses_messages());
     let stats = match &p.io {
         Io::File { file, .. } => file.stats(),
-        Io::Limit { .. } => Default::default(),
+        Io::Limit(_) => Default::default(),
     };
     let chosen = match &p.io {
         Io::File { file, .. } => file.explain().cloned(),
-        Io::Limit { .. } => None,
+        Io::Limit(_) => None,
     };
     let mut reads = Vec::new();
     for (op, data) in observed {

@@ -50,8 +50,11 @@ pub const MAX_MEAN_PIECE: u64 = 16 << 10;
 /// At least this many pieces (below it, a few `pwrite`s cost less than a mapping).
 pub const MIN_PIECES: u64 = 32;
 
+/// Whether writable windows are advised `MADV_HUGEPAGE` (`ATOMIO_MMAP_HUGE=0`: no), read
+/// once per process.
 fn huge_folios() -> bool {
-    std::env::var("ATOMIO_MMAP_HUGE").as_deref() != Ok("0")
+    static HUGE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HUGE.get_or_init(|| std::env::var("ATOMIO_MMAP_HUGE").as_deref() != Ok("0"))
 }
 
 /// Whether `access` is cheaper as copies into a mapping than as one `pwrite` per piece.
