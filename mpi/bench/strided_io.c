@@ -235,8 +235,11 @@ static int write_mapped(const opts_t *o, int fd, int64_t blocks, const unsigned 
 {
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), b = (uint64_t)o->block;
     uint64_t lo = file_offset(o, blocks, off), hi = file_offset(o, blocks, off + len - b) + b;
-    if (posix_fallocate(fd, 0, (off_t)hi) != 0)
+    int rc = posix_fallocate(fd, 0, (off_t)hi);
+    if (rc != 0) {
+        errno = rc; /* posix_fallocate returns the error instead of setting errno */
         return -1;
+    }
     uint64_t base = lo / page * page, span = hi - base;
     unsigned char *m = mmap(NULL, (size_t)span, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                             (off_t)base);
