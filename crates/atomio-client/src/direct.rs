@@ -184,11 +184,11 @@ impl DirectData {
         Ok(())
     }
 
-    fn mapping_pays(&self, access: &Access) -> bool {
+    fn mapping_pays(&self, access: &Access, way: crate::mapped::Way) -> bool {
         !self.coherence.drop_after_acquire
             && match self.mapping {
                 Mapping::Off => false,
-                Mapping::Auto => crate::mapped::worth_mapping(access),
+                Mapping::Auto => crate::mapped::worth_mapping(access, way),
                 Mapping::Always => true,
             }
     }
@@ -197,7 +197,9 @@ impl DirectData {
     /// pays (`mapping`), else one `pwrite` per run.
     pub fn write_pieces(&self, access: &Access, data: &[u8]) -> Result<(), WireError> {
         crate::check_len("write", data.len(), access.size())?;
-        if self.mapping_pays(access) && crate::mapped::write(&self.file, access, data)? {
+        if self.mapping_pays(access, crate::mapped::Way::Write)
+            && crate::mapped::write(&self.file, access, data)?
+        {
             return Ok(());
         }
         self.write_each(access, data)
@@ -223,7 +225,12 @@ impl DirectData {
         let map = !self.coherence.drop_after_acquire
             && match self.mapping {
                 Mapping::Off => false,
-                Mapping::Auto => crate::mapped::worth(pieces.len() as u64, bytes, hull.len()),
+                Mapping::Auto => crate::mapped::worth(
+                    crate::mapped::Way::Write,
+                    pieces.len() as u64,
+                    bytes,
+                    hull.len(),
+                ),
                 Mapping::Always => true,
             };
         if map
@@ -268,7 +275,7 @@ impl DirectData {
         out: &mut [u8],
         holes_ok: bool,
     ) -> Result<(), WireError> {
-        if !self.mapping_pays(access) {
+        if !self.mapping_pays(access, crate::mapped::Way::Read) {
             return self.read_each(access, out, holes_ok);
         }
         crate::check_len("read", out.len(), access.size())?;
@@ -613,7 +620,7 @@ mod tests {
         let p = tmp("far");
         let d = DirectData::open(&p, true).unwrap();
         let a = strided(1 << 30, 256, 384, 1536);
-        assert!(crate::mapped::worth_mapping(&a));
+        assert!(crate::mapped::worth_mapping(&a, crate::mapped::Way::Write));
         let data = vec![5u8; a.size() as usize];
         d.write_pieces(&a, &data).unwrap();
         let m = std::fs::metadata(&p).unwrap();
@@ -648,7 +655,7 @@ mod tests {
                     for c in 0..calls {
                         let base = (c * per_call * writers + w) * block;
                         let a = strided(base, per_call, block, writers * block);
-                        assert!(crate::mapped::worth_mapping(&a));
+                        assert!(crate::mapped::worth_mapping(&a, crate::mapped::Way::Write));
                         let data = vec![w as u8 + 1; a.size() as usize];
                         d.write_pieces(&a, &data).unwrap();
                     }

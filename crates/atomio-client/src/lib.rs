@@ -22,7 +22,7 @@ pub mod write_cache;
 pub use direct::{Coherence, DirectData, Mapping};
 pub use file::{File, IoStats, Placement};
 /// The rule by which a direct-file call goes through a shared mapping (for models).
-pub use mapped::worth as mapped_worth;
+pub use mapped::{worth as mapped_worth, Way as MappedWay};
 pub use strategy::{BlockSize, Strategy};
 pub use technique::{IoMethod, LockGeometry, Locks, PlacementKind, Technique};
 

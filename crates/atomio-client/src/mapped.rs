@@ -45,8 +45,15 @@ const WINDOW: u64 = if cfg!(test) { 96 << 10 } else { 256 << 20 };
 const GRID: u64 = 64 << 10;
 /// The page size assumed for rounding (populating from a lower page boundary is harmless).
 const PAGE: u64 = 4096;
-/// Pieces at most this large on average go through a mapping.
-pub const MAX_MEAN_PIECE: u64 = 16 << 10;
+/// Pieces read at most this large on average go through a mapping.
+pub const MAX_MEAN_READ_PIECE: u64 = 16 << 10;
+/// Pieces written at most this large on average go through a mapping. Larger than for
+/// reads: writers of one file by `pwrite` take turns on its inode lock, while copies into a
+/// mapping run side by side (measured, `bench mpi-strided --block 47008`, 4 ranks: a
+/// `pwrite` per piece 0.95–0.98× MPICH's atomic mode, through a mapping 1.87–1.96×). Not
+/// much larger: a tile's 128 KiB rows, written one writer at a time under locks anyway,
+/// ran ~40 % slower through a mapping than as `pwrite`s (large folios on either path).
+pub const MAX_MEAN_WRITE_PIECE: u64 = 64 << 10;
 /// At least this many pieces (below it, a few `pwrite`s cost less than a mapping).
 pub const MIN_PIECES: u64 = 32;
 
@@ -57,12 +64,21 @@ fn huge_folios() -> bool {
     *HUGE.get_or_init(|| std::env::var("ATOMIO_MMAP_HUGE").as_deref() != Ok("0"))
 }
 
-/// Whether `access` is cheaper as copies into a mapping than as one `pwrite` per piece.
-pub fn worth_mapping(access: &Access) -> bool {
+/// Which way the bytes of a call go (the rule of `worth` differs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    Read,
+    Write,
+}
+
+/// Whether `access` is cheaper as copies through a mapping than as one system call per
+/// piece.
+pub fn worth_mapping(access: &Access, way: Way) -> bool {
     let Some(hull) = access.hull() else {
         return false;
     };
     worth(
+        way,
         access.pattern().run_count_upper(),
         access.size(),
         hull.len(),
@@ -70,9 +86,13 @@ pub fn worth_mapping(access: &Access) -> bool {
 }
 
 /// The same rule for `pieces` pieces of `bytes` bytes in all, spread over `hull` bytes.
-pub fn worth(pieces: u64, bytes: u64, hull: u64) -> bool {
+pub fn worth(way: Way, pieces: u64, bytes: u64, hull: u64) -> bool {
+    let max_mean = match way {
+        Way::Read => MAX_MEAN_READ_PIECE,
+        Way::Write => MAX_MEAN_WRITE_PIECE,
+    };
     // Touched pages must mostly be written pages: at least 1/16 of the hull selected.
-    pieces >= MIN_PIECES && bytes / pieces.max(1) <= MAX_MEAN_PIECE && bytes * 16 >= hull
+    pieces >= MIN_PIECES && bytes / pieces.max(1) <= max_mean && bytes * 16 >= hull
 }
 
 /// Whether runs of `bytes` bytes in all are dense enough in their `hull` to fault their
@@ -352,6 +372,26 @@ mod tests {
 
     /// Cutting at edge pages keeps every byte once, in order, with its buffer offset; each
     /// piece is on one edge page or on none.
+    #[test]
+    fn writes_map_larger_pieces_than_reads() {
+        // 64 interleaved pieces, a quarter of their hull (4 writers' strided blocks).
+        let of = |piece: u64| (64, 64 * piece, 4 * 64 * piece);
+        for (piece, read, write) in [
+            (384, true, true),
+            (16 << 10, true, true),
+            (47_008, false, true),
+            (64 << 10, false, true),
+            (128 << 10, false, false),
+        ] {
+            let (n, bytes, hull) = of(piece);
+            assert_eq!(worth(Way::Read, n, bytes, hull), read, "read {piece}");
+            assert_eq!(worth(Way::Write, n, bytes, hull), write, "write {piece}");
+        }
+        // Too few pieces, or too sparse in their hull: never.
+        assert!(!worth(Way::Write, MIN_PIECES - 1, 1 << 20, 4 << 20));
+        assert!(!worth(Way::Write, 64, 64 * 384, 17 * 64 * 384));
+    }
+
     #[test]
     fn runs_are_cut_only_at_edge_pages() {
         let edges = [Some(2 * PAGE), Some(5 * PAGE)];

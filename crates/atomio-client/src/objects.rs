@@ -178,6 +178,11 @@ fn mappable(c: &atomio_net::data_op::Chunk) -> Option<(Vec<(ByteRange, usize)>, 
         .collect();
     let start = runs.iter().map(|(r, _)| r.start).min()?;
     let end = runs.iter().map(|(r, _)| r.end).max()?;
-    crate::mapped::worth(runs.len() as u64, c.bytes as u64, end - start)
-        .then_some((runs, ByteRange { start, end }))
+    crate::mapped::worth(
+        crate::mapped::Way::Write,
+        runs.len() as u64,
+        c.bytes as u64,
+        end - start,
+    )
+    .then_some((runs, ByteRange { start, end }))
 }

@@ -176,7 +176,8 @@ pub fn io_cost(costs: &Costs, access: &Access, mapped_ok: bool) -> (Ns, bool) {
     let bytes = access.size();
     let hull = access.hull().map_or(0, |h| h.len());
     let runs = access.pattern().run_count_upper();
-    if mapped_ok && atomio_client::mapped_worth(runs, bytes, hull) {
+    if mapped_ok && atomio_client::mapped_worth(atomio_client::MappedWay::Write, runs, bytes, hull)
+    {
         let pages = pages_touched(access);
         (
             ns(pages as f64 * io.mmap_page_ns + bytes as f64 * io.mmap_byte_ns),
