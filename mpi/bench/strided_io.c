@@ -19,7 +19,8 @@
  *   atomio's direct placement writes small pieces, with no MPI-IO and no locks: per call,
  *   the file is grown (posix_fallocate, never shrinks) to the call's end, the call's page
  *   hull is mapped (with MADV_HUGEPAGE), the pages its pieces touch are faulted in by one
- *   madvise(MADV_POPULATE_WRITE) per span of adjacent touched pages, each piece is a
+ *   madvise(MADV_POPULATE_WRITE) per span of two or more adjacent touched pages (a lone
+ *   page is left to its fault), each piece is a
  *   memcpy, and the window is unmapped. The fastest plain way known here for a writer
  *   that may touch only its own bytes (data sieving rewrites its neighbours').
  *
@@ -265,7 +266,8 @@ static int write_mapped(const opts_t *o, int fd, int64_t blocks, const unsigned 
             }
         }
         if (at > off) {
-            madvise(m + (s0 - base), (size_t)(s1 - s0), MADV_POPULATE_WRITE);
+            if (s1 - s0 > page) /* as atomio: a one-page span is left to its fault */
+                madvise(m + (s0 - base), (size_t)(s1 - s0), MADV_POPULATE_WRITE);
             for (uint64_t c = first; c < at; c += b)
                 memcpy(m + (file_offset(o, blocks, c) - base), buf + c, (size_t)b);
         }
