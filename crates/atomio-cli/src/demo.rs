@@ -101,8 +101,9 @@ fn why(overlapping: bool, piece_bytes: f64, winner: &WorkloadRow, rows: &[Worklo
         (true, "posix-fcntl") => format!(
             "every tile overlaps its neighbours, so every atomic strategy must run overlapping calls \
              one after another; with the same serialization, a kernel fcntl lock on one host (~2 us) \
-             is cheaper than a round trip to a lock server (~20-40 us here); on a cluster both are \
-             network round trips. romio also re-reads and rewrites each call's whole extent \
+             is cheaper than a round trip to a lock server process (a wake-up each way: 44-60 us \
+             on the 2-core VM atomio is measured on, nothing of atomio included); on a cluster \
+             both are network round trips. romio also re-reads and rewrites each call's whole extent \
              (data sieving), which is why it trails at {romio:.0} MiB/s"
         ),
         (true, w) => format!(
