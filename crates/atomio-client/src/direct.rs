@@ -184,11 +184,13 @@ impl DirectData {
         Ok(())
     }
 
-    fn mapping_pays(&self, access: &Access, way: crate::mapped::Way) -> bool {
+    /// Whether a call goes through the mapping: never on incoherent caches, else as
+    /// `mapping` says, asking `worth` (the `mapped` rule for the call) only under `Auto`.
+    fn mapping_pays(&self, worth: impl FnOnce() -> bool) -> bool {
         !self.coherence.drop_after_acquire
             && match self.mapping {
                 Mapping::Off => false,
-                Mapping::Auto => crate::mapped::worth_mapping(access, way),
+                Mapping::Auto => worth(),
                 Mapping::Always => true,
             }
     }
@@ -197,7 +199,7 @@ impl DirectData {
     /// pays (`mapping`), else one `pwrite` per run.
     pub fn write_pieces(&self, access: &Access, data: &[u8]) -> Result<(), WireError> {
         crate::check_len("write", data.len(), access.size())?;
-        if self.mapping_pays(access, crate::mapped::Way::Write)
+        if self.mapping_pays(|| crate::mapped::worth_mapping(access, crate::mapped::Way::Write))
             && crate::mapped::write(&self.file, access, data)?
         {
             return Ok(());
@@ -222,17 +224,14 @@ impl DirectData {
             end: last.0.end,
         };
         let bytes: u64 = pieces.iter().map(|(r, _)| r.len()).sum();
-        let map = !self.coherence.drop_after_acquire
-            && match self.mapping {
-                Mapping::Off => false,
-                Mapping::Auto => crate::mapped::worth(
-                    crate::mapped::Way::Write,
-                    pieces.len() as u64,
-                    bytes,
-                    hull.len(),
-                ),
-                Mapping::Always => true,
-            };
+        let map = self.mapping_pays(|| {
+            crate::mapped::worth(
+                crate::mapped::Way::Write,
+                pieces.len() as u64,
+                bytes,
+                hull.len(),
+            )
+        });
         if map
             && crate::mapped::write_runs(
                 &self.file,
@@ -275,7 +274,7 @@ impl DirectData {
         out: &mut [u8],
         holes_ok: bool,
     ) -> Result<(), WireError> {
-        if !self.mapping_pays(access, crate::mapped::Way::Read) {
+        if !self.mapping_pays(|| crate::mapped::worth_mapping(access, crate::mapped::Way::Read)) {
             return self.read_each(access, out, holes_ok);
         }
         crate::check_len("read", out.len(), access.size())?;

@@ -375,8 +375,6 @@ pub fn read_runs(
 mod tests {
     use super::*;
 
-    /// Cutting at edge pages keeps every byte once, in order, with its buffer offset; each
-    /// piece is on one edge page or on none.
     #[test]
     fn writes_map_larger_pieces_than_reads() {
         // 64 interleaved pieces, a quarter of their hull (4 writers' strided blocks).
@@ -397,6 +395,8 @@ mod tests {
         assert!(!worth(Way::Write, 64, 64 * 384, 17 * 64 * 384));
     }
 
+    /// Cutting at edge pages keeps every byte once, in order, with its buffer offset; each
+    /// piece is on one edge page or on none.
     #[test]
     fn runs_are_cut_only_at_edge_pages() {
         let edges = [Some(2 * PAGE), Some(5 * PAGE)];
