@@ -136,6 +136,20 @@ fn worker() -> anyhow::Result<()> {
     Ok(())
 }
 
+impl Command {
+    /// Benchmarks, the demo and the model's calibration and validation: commands whose
+    /// figures depend on the machine (and not the processes they start for themselves,
+    /// whose standard output is a protocol).
+    fn measures_the_machine(&self) -> bool {
+        match self {
+            Command::Bench { which } => !matches!(which, Bench::List | Bench::VersionClient),
+            Command::Demo(_) => true,
+            Command::Sim(a) => a.measures_the_machine(),
+            _ => false,
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // A server says what happens to its clients (connects, disconnects, I/O errors) by
@@ -152,6 +166,12 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if cli.command.measures_the_machine() {
+        // What a first touch of memory costs here decides half the figures below.
+        if let Some(note) = atomio_bench::host_memory::machine_note() {
+            println!("{note}");
+        }
+    }
     let result = match cli.command {
         Command::Server(a) => server::run(a),
         Command::Bench {

@@ -120,6 +120,18 @@ enum SimCmd {
     CallClient(crate::sim_scale::PingClientArgs),
 }
 
+impl SimArgs {
+    /// Calibration, validation and the projection measure or model this machine; the
+    /// seeded simulations and the hidden helper processes do not.
+    pub fn measures_the_machine(&self) -> bool {
+        match self.cmd {
+            Some(SimCmd::Calibrate(_) | SimCmd::Validate(_)) => true,
+            Some(SimCmd::PingClient(_) | SimCmd::CallClient(_)) => false,
+            None => self.scale,
+        }
+    }
+}
+
 pub fn run(a: SimArgs) -> anyhow::Result<()> {
     match a.cmd {
         Some(SimCmd::Calibrate(c)) => return crate::sim_scale::calibrate(c),
