@@ -18,7 +18,7 @@
  * --limit-mapped: the same pieces copied through a shared mapping of that file, the way
  *   atomio's direct placement writes small pieces, with no MPI-IO and no locks: per call,
  *   the file is grown (posix_fallocate, never shrinks) to the call's end, the call's page
- *   hull is mapped (with MADV_HUGEPAGE), the pages its pieces touch are faulted in by one
+ *   hull is mapped (with MADV_HUGEPAGE and MADV_RANDOM), the pages its pieces touch are faulted in by one
  *   madvise(MADV_POPULATE_WRITE) per span of two or more adjacent touched pages (a lone
  *   page is left to its fault), each piece is a
  *   memcpy, and the window is unmapped. The fastest plain way known here for a writer
@@ -246,10 +246,14 @@ static int write_mapped(const opts_t *o, int fd, int64_t blocks, const unsigned 
                             (off_t)base);
     if (m == MAP_FAILED)
         return -1;
-    /* as atomio does (ATOMIO_MMAP_HUGE=0 turns it off in both): large folios */
+    /* as atomio does (ATOMIO_MMAP_HUGE=0 turns it off in both): large folios, and no
+     * readahead of the next folio (it races with the other ranks' faults; see atomio's
+     * mapped.rs) */
     const char *huge = getenv("ATOMIO_MMAP_HUGE");
-    if (!huge || strcmp(huge, "0"))
+    if (!huge || strcmp(huge, "0")) {
         madvise(m, (size_t)span, MADV_HUGEPAGE);
+        madvise(m, (size_t)span, MADV_RANDOM);
+    }
     /* populate each span of adjacent touched pages, then copy the pieces in it */
     uint64_t s0 = 0, s1 = 0, first = off;
     for (uint64_t at = off; at <= off + len; at += b) {
