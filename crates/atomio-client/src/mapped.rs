@@ -15,7 +15,8 @@
 //! `page_mkwrite` and dirtying are paid per folio, not per page (S3D: ~30 % less CPU per
 //! run, ~1.4× the bandwidth). `ATOMIO_MMAP_HUGE=0` turns the advice off.
 //!
-//! It is also advised `MADV_RANDOM`. A fault into a `MADV_HUGEPAGE` window otherwise reads
+//! A window of a call that reaches over more than two large folios (`SPREAD`) is also
+//! advised `MADV_RANDOM`. A fault into a `MADV_HUGEPAGE` window otherwise reads
 //! ahead the *next* 2 MiB folio too; when another writer (S3D's neighbours, every rank of a
 //! strided view) faults that region at the same moment, the loser's readahead falls back to
 //! 4 KiB folios there. Those, and a large folio whose first fault in a window came that
@@ -23,7 +24,8 @@
 //! its whole folio's buffer heads. With the advice a fault creates only its own folio and
 //! maps it whole. S3D, 4 clients: 201 of 216 (client, folio) pairs mapped whole instead of
 //! 101–122, a third of the page faults, ~20 % less CPU per byte and `none` +2 … +25 % in
-//! four alternating pairs (results/issue8/stop38).
+//! four alternating pairs (results/issue8/stop38). A call of one piece or a few (IOR's
+//! 47,008-byte transfers) keeps readahead: there the advice cost 1–9 % in three pairs.
 //!
 //! **When.** [`worth_mapping`]: many pieces, small on average, dense enough in their hull
 //! that the pages touched are mostly pages written. Never for file systems whose caches are
@@ -53,6 +55,9 @@ const WINDOW: u64 = if cfg!(test) { 96 << 10 } else { 256 << 20 };
 /// Windows start at multiples of this (memmap2 aligns offsets to the page itself; a coarse
 /// grid just keeps windows of neighbouring pieces identical).
 const GRID: u64 = 64 << 10;
+/// A writing call whose bytes from its first piece on reach further than this (two large
+/// folios) faults many folios other writers fault too: its windows get no readahead.
+const SPREAD: u64 = 4 << 20;
 /// The page size assumed for rounding (populating from a lower page boundary is harmless).
 const PAGE: u64 = 4096;
 /// Pieces read at most this large on average go through a mapping.
@@ -170,9 +175,12 @@ fn for_each_mapped(
                 first = false;
                 if writable && huge_folios() {
                     // Advice only: lets the page cache back the window with large folios,
-                    // and keeps each fault to its own folio (see the module doc).
+                    // and, for a call that spreads over several, keeps each fault to its
+                    // own folio (see the module doc).
                     let _ = map.advise(memmap2::Advice::HugePage);
-                    let _ = map.advise(memmap2::Advice::Random);
+                    if limit - s > SPREAD {
+                        let _ = map.advise(memmap2::Advice::Random);
+                    }
                 }
                 window = Some((map, ByteRange { start, end: stop }));
             }
