@@ -12,9 +12,10 @@
 //!
 //! Some kernels (this Firecracker build) have a `min_free_ms` parameter: a block is
 //! reported only after it stayed free that long. At 0 the warm-up of `page_warm` is undone
-//! as soon as its scratch file is deleted; at 60,000 (`scripts/hold-freed-memory`) the
-//! same ten passes all ran at ~14,000 MiB/s after the first. A physical node has no
-//! balloon: its figures are the held ones.
+//! as soon as its scratch file is deleted; at 60,000 the same ten passes all ran at
+//! ~14,000 MiB/s after the first. `scripts/hold-freed-memory` sets the largest hold the
+//! kernel accepts (300,000 here) and touches the free memory once. A physical node has
+//! no balloon: its figures are the held ones.
 //!
 //! **Invariant:** reading is all this module does; a machine without the parameters (no
 //! balloon, another kernel) is `None`, never an error.
@@ -84,7 +85,7 @@ impl FreePageReporting {
                 "machine: free page reporting hands freed{blocks} back to the host {hold}; \
                  first touches of memory run slow or fast by luck, so figures that allocate \
                  (fresh files, new folios) are bimodal; `scripts/hold-freed-memory` holds \
-                 freed memory for a minute (needs root)"
+                 freed memory as long as the kernel allows and warms it (root)"
             )
         } else {
             format!(

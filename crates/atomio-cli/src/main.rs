@@ -142,6 +142,10 @@ impl Command {
     /// whose standard output is a protocol).
     fn measures_the_machine(&self) -> bool {
         match self {
+            // A workload's options are parsed after this; its `--help` measures nothing.
+            Command::Bench {
+                which: Bench::Workload(args),
+            } => !args.iter().any(|a| a == "-h" || a == "--help"),
             Command::Bench { which } => !matches!(which, Bench::List | Bench::VersionClient),
             Command::Demo(_) => true,
             Command::Sim(a) => a.measures_the_machine(),
