@@ -18,7 +18,8 @@
  * --limit-mapped: the same pieces copied through a shared mapping of that file, the way
  *   atomio's direct placement writes small pieces, with no MPI-IO and no locks: per call,
  *   the file is grown (posix_fallocate, never shrinks) to the call's end, the call's page
- *   hull is mapped (with MADV_HUGEPAGE and MADV_RANDOM), the pages its pieces touch are faulted in by one
+ *   hull is mapped (with MADV_HUGEPAGE, and MADV_RANDOM when the call reaches over
+ *   4 MiB), the pages its pieces touch are faulted in by one
  *   madvise(MADV_POPULATE_WRITE) per span of two or more adjacent touched pages (a lone
  *   page is left to its fault), each piece is a
  *   memcpy, and the window is unmapped. The fastest plain way known here for a writer
@@ -246,13 +247,14 @@ static int write_mapped(const opts_t *o, int fd, int64_t blocks, const unsigned 
                             (off_t)base);
     if (m == MAP_FAILED)
         return -1;
-    /* as atomio does (ATOMIO_MMAP_HUGE=0 turns it off in both): large folios, and no
-     * readahead of the next folio (it races with the other ranks' faults; atomio's
-     * mapped.rs does this for calls reaching over 4 MiB, which every call here does) */
+    /* as atomio does (ATOMIO_MMAP_HUGE=0 turns it off in both): large folios, and for a
+     * call reaching over 4 MiB (mapped.rs's SPREAD) no readahead of the next folio, which
+     * races with the other ranks' faults */
     const char *huge = getenv("ATOMIO_MMAP_HUGE");
     if (!huge || strcmp(huge, "0")) {
         madvise(m, (size_t)span, MADV_HUGEPAGE);
-        madvise(m, (size_t)span, MADV_RANDOM);
+        if (hi - lo > ((uint64_t)4 << 20))
+            madvise(m, (size_t)span, MADV_RANDOM);
     }
     /* populate each span of adjacent touched pages, then copy the pieces in it */
     uint64_t s0 = 0, s1 = 0, first = off;

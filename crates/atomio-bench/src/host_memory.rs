@@ -30,15 +30,13 @@ pub const PARAMETERS: &str = "/sys/module/page_reporting/parameters";
 const SHORT_HOLD_MS: u64 = 10_000;
 
 /// Free page reporting as this machine has it set.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FreePageReporting {
     /// Blocks of 2^order pages and larger are reported.
-    pub order: Option<u32>,
+    pub order: u32,
     /// How long a block must stay free before it is reported; `None`: the kernel has no
     /// such parameter (upstream Linux reports after a fixed ~2 s).
     pub min_free_ms: Option<u64>,
-    /// KiB reported to the host since boot.
-    pub reported_kib: Option<u64>,
 }
 
 impl FreePageReporting {
@@ -51,12 +49,9 @@ impl FreePageReporting {
                 .parse()
                 .ok()
         };
-        let order = read("page_reporting_order").and_then(|o| u32::try_from(o).ok());
-        order?;
         Some(Self {
-            order,
+            order: u32::try_from(read("page_reporting_order")?).ok()?,
             min_free_ms: read("min_free_ms"),
-            reported_kib: read("reported_kib"),
         })
     }
 
@@ -73,9 +68,7 @@ impl FreePageReporting {
 
     /// One line for a benchmark's output: what the figures below were measured under.
     pub fn describe(&self) -> String {
-        let blocks = self.order.map_or_else(String::new, |o| {
-            format!(" blocks of {} KiB and up", 4u64 << o)
-        });
+        let blocks = format!(" blocks of {} KiB and up", 4u64 << self.order);
         let hold = match self.min_free_ms {
             Some(ms) => format!("after {ms} ms free"),
             None => "after ~2 s free".to_string(),
@@ -132,9 +125,8 @@ mod tests {
             ("reported_kib", "220291024"),
         ]);
         let r = FreePageReporting::read_from(quick.path()).unwrap();
-        assert_eq!(r.order, Some(9));
+        assert_eq!(r.order, 9);
         assert_eq!(r.min_free_ms, Some(0));
-        assert_eq!(r.reported_kib, Some(220_291_024));
         assert!(r.returns_freed_memory_quickly());
         let line = r.describe();
         assert!(
