@@ -6,6 +6,7 @@ mod bench_rma;
 mod bench_seqdlm;
 mod bench_versions;
 mod bench_workload;
+mod closed_stdout;
 mod demo;
 mod explain;
 mod files;
@@ -155,6 +156,7 @@ impl Command {
 }
 
 fn main() -> std::process::ExitCode {
+    closed_stdout::exit_quietly_when_the_reader_is_gone();
     let cli = Cli::parse();
     // A server says what happens to its clients (connects, disconnects, I/O errors) by
     // default; everything else keeps stderr for warnings, beside its tables and progress.
