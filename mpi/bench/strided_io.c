@@ -17,9 +17,9 @@
  *   MPI-IO and no locks: what any writer of this pattern pays the file system.
  * --limit-mapped: the same pieces copied through a shared mapping of that file, the way
  *   atomio's direct placement writes small pieces, with no MPI-IO and no locks: per call,
- *   the file is grown (posix_fallocate, never shrinks) to the call's end, the call's page
- *   hull is mapped (with MADV_HUGEPAGE, and MADV_RANDOM when the call reaches over
- *   4 MiB), the pages its pieces touch are faulted in by one
+ *   the file is grown (posix_fallocate, never shrinks) to the call's end, the call's hull
+ *   widened to whole 2 MiB folios is mapped (with MADV_HUGEPAGE, and MADV_RANDOM when the
+ *   call reaches over 4 MiB), the pages its pieces touch are faulted in by one
  *   madvise(MADV_POPULATE_WRITE) per span of two or more adjacent touched pages (a lone
  *   page is left to its fault), each piece is a
  *   memcpy, and the window is unmapped. The fastest plain way known here for a writer
@@ -242,16 +242,19 @@ static int write_mapped(const opts_t *o, int fd, int64_t blocks, const unsigned 
         errno = rc; /* posix_fallocate returns the error instead of setting errno */
         return -1;
     }
-    uint64_t base = lo / page * page, span = hi - base;
+    /* as atomio does (ATOMIO_MMAP_HUGE=0 turns it off in both): large folios, the window
+     * on whole 2 MiB folios at both ends (mapped.rs's LARGE_FOLIO; the bytes past hi are
+     * mapped, never touched), and for a call reaching over 4 MiB (mapped.rs's SPREAD) no
+     * readahead of the next folio, which races with the other ranks' faults */
+    const char *huge_env = getenv("ATOMIO_MMAP_HUGE");
+    const int huge = !huge_env || strcmp(huge_env, "0");
+    const uint64_t folio = (uint64_t)2 << 20, grain = huge ? folio : page;
+    uint64_t base = lo / grain * grain, span = (hi + grain - 1) / grain * grain - base;
     unsigned char *m = mmap(NULL, (size_t)span, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                             (off_t)base);
     if (m == MAP_FAILED)
         return -1;
-    /* as atomio does (ATOMIO_MMAP_HUGE=0 turns it off in both): large folios, and for a
-     * call reaching over 4 MiB (mapped.rs's SPREAD) no readahead of the next folio, which
-     * races with the other ranks' faults */
-    const char *huge = getenv("ATOMIO_MMAP_HUGE");
-    if (!huge || strcmp(huge, "0")) {
+    if (huge) {
         madvise(m, (size_t)span, MADV_HUGEPAGE);
         if (hi - lo > ((uint64_t)4 << 20))
             madvise(m, (size_t)span, MADV_RANDOM);
