@@ -827,11 +827,12 @@ fn unshared(s: LockServer) -> LockServer {
 
 /// Interleaved writers at one server: client 0 holds `locks` one-byte locks 64 bytes
 /// apart (in `method`'s requests: one structured request, or lists), each of the other
-/// `writers - 1` then locks the bytes `64 / writers` further on (2: halfway between them), every range inside client 0's hull — it joins the hull and each range is checked
+/// `writers - 1` then locks the bytes `64 / writers` further on (2: halfway between them),
+/// every range inside client 0's hull — it joins the hull and each range is checked
 /// against client 0's description (or, their accesses being provably disjoint boxes, the
-/// rest of the hull granted at once after a few) — then both release. `configure` sets the
-/// server up (`unshared`: client 1's every range carves client 0's hull, and both end with
-/// an entry per lock). Returns (server ns per range checked, per index entry released) and
+/// rest of the hull granted at once after a few) — then all release. `configure` sets the
+/// server up (`unshared`: every later range carves client 0's hull, and each writer ends
+/// with an entry per lock). Returns (server ns per range checked, per index entry released) and
 /// the server's counters: the model charges what the counters count.
 fn interleaved_lock_run(
     locks: u64,
@@ -1040,10 +1041,10 @@ fn mapped_secs(
     let one = Pattern::bytes(1).map_err(|e| e.to_string())?;
     let e = |e: atomio_layout::LayoutError| e.to_string();
     let groups = writers.div_ceil(of);
-    let run = Pattern::hvector(SPAN_PIECES, piece, of * piece, &one).map_err(e)?;
     let (pattern, region) = if groups > 1 && count.is_multiple_of(SPAN_PIECES) {
         // Groups take turns by spans of `SPAN_PIECES` of their pieces: every large folio
         // is written by every writer, as S3D's and a strided view's are.
+        let run = Pattern::hvector(SPAN_PIECES, piece, of * piece, &one).map_err(e)?;
         let span = SPAN_PIECES * of * piece;
         let p = Pattern::hvector(count / SPAN_PIECES, 1, groups * span, &run).map_err(e)?;
         (p, span)
@@ -1277,7 +1278,7 @@ pub fn measure_io(
     // tiles' neighbours share pages pairwise, whatever the client count), the pairs taking
     // turns by 36 KiB spans so that every writer touches every large folio (S3D's clients
     // do: at 4, 216 of 216 (client, folio) pairs; pairs in regions of their own touched
-    // half as many per writer, and the model charged S3D 0.6–0.7× its CPU per byte).
+    // half as many per writer, and the model charged S3D 0.5–0.8× its CPU per byte).
     // Each run is some tens of ms and runs minutes apart differ by a third: more of
     // them than elsewhere (the S3D rows hang on these figures).
     let (mut mmap_shared, mut mmap_spin) = (Vec::new(), Vec::new());
