@@ -157,6 +157,8 @@ fn for_each_mapped(
     populate: bool,
     mut f: impl FnMut(&MmapRaw, u64, ByteRange, usize),
 ) -> Result<bool, WireError> {
+    // Writable windows of large folios: whole folios at both ends, and the advice.
+    let huge = writable && huge_folios();
     let mut window: Option<(MmapRaw, ByteRange)> = None;
     let mut first = true;
     // The touched pages not yet populated (page-aligned, inside the window) and the runs
@@ -172,7 +174,7 @@ fn for_each_mapped(
             if !covered {
                 flush(&window, &mut span, &mut held, &mut f);
                 // Mapping is lazy: only the pages a copy touches cost anything.
-                let (start, stop) = if writable && huge_folios() {
+                let (start, stop) = if huge {
                     // Whole large folios at both ends (see the module doc); the bytes past
                     // `limit` are mapped, never touched.
                     let start = s / LARGE_FOLIO * LARGE_FOLIO;
@@ -199,7 +201,7 @@ fn for_each_mapped(
                     Err(e) => return Err(io_err("mmap", start, e)),
                 };
                 first = false;
-                if writable && huge_folios() {
+                if huge {
                     // Advice only: lets the page cache back the window with large folios,
                     // and, for a call that spreads over several, keeps each fault to its
                     // own folio (see the module doc).
