@@ -21,6 +21,10 @@ pub struct CalibrateArgs {
     /// before measuring; 0: measure at once (the load is still recorded).
     #[arg(long, default_value_t = 300)]
     patience: u64,
+    /// Calibrations to take the figure-by-figure median of (this VM's speed drifts
+    /// between minutes: one calibration's draw moved single figures by 20–40 %).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=25))]
+    rounds: u32,
 }
 
 #[derive(Args)]
@@ -37,6 +41,11 @@ pub struct ValidateArgs {
     /// Runs of each real benchmark row (the median is compared).
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Invocations of each real workload benchmark, taken in turn over the groups so
+    /// that they are minutes apart; the median invocation's figure is compared (this
+    /// VM's speed drifts between minutes: one invocation moved S3D's rows by 30 %).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=25))]
+    rounds: u32,
     /// One-byte locks per client in the lock benchmark rows.
     #[arg(long, default_value_t = 8192)]
     locks: u64,
@@ -144,9 +153,24 @@ pub fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
         patience: std::time::Duration::from_secs(a.patience),
     };
     let started = std::time::Instant::now();
-    let costs = atomio_scale::calibrate::calibrate(&cfg).map_err(|e| anyhow!(e));
+    let mut rounds = Vec::new();
+    for round in 1..=a.rounds {
+        if a.rounds > 1 {
+            eprintln!("calibrating: round {round} of {}", a.rounds);
+        }
+        match atomio_scale::calibrate::calibrate(&cfg) {
+            Ok(c) => rounds.push(c),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(anyhow!(e));
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    let costs = costs?;
+    let costs = Costs::median_of(&rounds).map_err(|e| anyhow!(e))?;
+    if a.rounds > 1 {
+        println!("the median of {} calibrations, figure by figure", a.rounds);
+    }
     print!("{}", describe(&costs));
     println!("calibrated in {:.1} s", started.elapsed().as_secs_f64());
     costs.save(&a.json)?;
@@ -324,7 +348,15 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
             }
             predict_workload(&a, group, strategies, clients, &costs, &platform, &mut rows)?;
             if beside {
-                measure_workload(&a, group, strategies, clients, &mut rows)?;
+                // Beside its own terms: one invocation (the terms are this minute's).
+                for m in measure_workload(&a, group, strategies, clients)? {
+                    if let Some(r) = rows
+                        .iter_mut()
+                        .find(|r| r.group == group && r.clients == clients && r.row == m.row)
+                    {
+                        m.fill(r);
+                    }
+                }
             }
         }
     }
@@ -333,7 +365,7 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
         measure(&a, !beside, &mut rows)?;
     }
     print!("{}", validation_table(&rows, costs.machine.cores));
-    print!("{}", validation_summary(&rows, beside));
+    print!("{}", validation_summary(&rows, beside, a.rounds));
     if let Some(p) = &a.json {
         crate::output::write_json(p, &rows)?;
     }
@@ -444,12 +476,32 @@ fn measure(a: &ValidateArgs, workloads: bool, rows: &mut [ValidationRow]) -> any
         }
     }
     if workloads {
-        for &(group, strategies) in WORKLOAD_ROWS {
-            if !a.groups.iter().any(|g| g == group) {
-                continue;
+        // Every group once per round, so that one group's invocations are minutes apart.
+        let mut seen: Vec<Vec<Measured>> = vec![Vec::new(); rows.len()];
+        for round in 1..=a.rounds {
+            if a.rounds > 1 {
+                eprintln!("measuring: round {round} of {}", a.rounds);
             }
-            for &clients in &a.clients {
-                measure_workload(a, group, strategies, clients, rows)?;
+            for &(group, strategies) in WORKLOAD_ROWS {
+                if !a.groups.iter().any(|g| g == group) {
+                    continue;
+                }
+                for &clients in &a.clients {
+                    let got = measure_workload(a, group, strategies, clients)?;
+                    for (r, seen) in rows.iter().zip(seen.iter_mut()) {
+                        if r.group != group || r.clients != clients {
+                            continue;
+                        }
+                        if let Some(m) = got.iter().find(|m| m.row == r.row) {
+                            seen.push(m.clone());
+                        }
+                    }
+                }
+            }
+        }
+        for (r, seen) in rows.iter_mut().zip(seen) {
+            if let Some(m) = median_invocation(seen) {
+                m.fill(r);
             }
         }
     }
@@ -462,14 +514,40 @@ fn measure(a: &ValidateArgs, workloads: bool, rows: &mut [ValidationRow]) -> any
     Ok(())
 }
 
-/// Runs the real `bench <group> --clients <clients>` and fills in its rows' `measured`.
+/// One real row of one invocation.
+#[derive(Clone)]
+struct Measured {
+    row: String,
+    mib_per_s: f64,
+    seconds: f64,
+    cpu_seconds: Option<f64>,
+    busy: Option<f64>,
+}
+
+impl Measured {
+    fn fill(self, r: &mut ValidationRow) {
+        r.measured = Some(self.mib_per_s);
+        r.measured_seconds = Some(self.seconds);
+        r.measured_cpu_seconds = self.cpu_seconds;
+        r.background_busy_cores = self.busy;
+    }
+}
+
+/// The invocation whose rate is the median (the lower middle of an even count): its
+/// figures stay together.
+fn median_invocation(mut seen: Vec<Measured>) -> Option<Measured> {
+    seen.sort_by(|x, y| x.mib_per_s.total_cmp(&y.mib_per_s));
+    let n = seen.len();
+    (n > 0).then(|| seen.swap_remove((n - 1) / 2))
+}
+
+/// Runs the real `bench <group> --clients <clients>` once: its rows.
 fn measure_workload(
     a: &ValidateArgs,
     group: &str,
     strategies: &[&str],
     clients: u32,
-    rows: &mut [ValidationRow],
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<Measured>> {
     let exe = std::env::current_exe().context("locating the atomio executable")?;
     let workload =
         atomio_workloads::Workload::from_name::<&str>(group, &[]).map_err(|e| anyhow!("{e}"))?;
@@ -494,18 +572,16 @@ fn measure_workload(
     };
     let busy = quiet(a.patience);
     let real = crate::bench_workload::run_config(&cfg)?;
-    for r in rows
-        .iter_mut()
-        .filter(|r| r.group == group && r.clients == clients)
-    {
-        if let Some(m) = real.iter().find(|x| x.strategy == r.row) {
-            r.measured = Some(m.mib_per_s);
-            r.measured_seconds = Some(m.seconds);
-            r.measured_cpu_seconds = m.cpu_seconds;
-            r.background_busy_cores = busy;
-        }
-    }
-    Ok(())
+    Ok(real
+        .iter()
+        .map(|m| Measured {
+            row: m.strategy.clone(),
+            mib_per_s: m.mib_per_s,
+            seconds: m.seconds,
+            cpu_seconds: m.cpu_seconds,
+            busy,
+        })
+        .collect())
 }
 
 fn validation_table(rows: &[ValidationRow], cores: u32) -> String {
@@ -557,7 +633,7 @@ fn validation_table(rows: &[ValidationRow], cores: u32) -> String {
     )
 }
 
-fn validation_summary(rows: &[ValidationRow], io_beside: bool) -> String {
+fn validation_summary(rows: &[ValidationRow], io_beside: bool, rounds: u32) -> String {
     let errs: Vec<f64> = rows.iter().filter_map(|r| r.error_pct).collect();
     if errs.is_empty() {
         return String::new();
@@ -571,9 +647,13 @@ fn validation_summary(rows: &[ValidationRow], io_beside: bool) -> String {
         abs[abs.len() / 2],
         abs[abs.len() - 1],
         if io_beside {
-            "one calibration for every row; the data path's terms measured again before each workload benchmark"
+            "one cost file for every row; the data path's terms measured again before each workload benchmark".to_string()
+        } else if rounds > 1 {
+            format!(
+                "one cost file for every row; workload rows: the median of {rounds} invocations"
+            )
         } else {
-            "one calibration for every row"
+            "one cost file for every row".to_string()
         }
     )
 }

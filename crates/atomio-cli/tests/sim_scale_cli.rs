@@ -1,5 +1,5 @@
 //! The scale model end to end at a tiny scale: `atomio sim calibrate --quick` measures a
-//! cost file through real server processes, `sim validate --predict-only` and `sim --scale
+//! cost file through real server processes (twice, and keeps the median), `sim validate --predict-only` and `sim --scale
 //! --quick` read it, print their tables and write JSON and a chart; bad cost files are
 //! refused with a message, never a panic.
 
@@ -30,6 +30,8 @@ fn calibrate_then_validate_and_project() {
         "sim",
         "calibrate",
         "--quick",
+        "--rounds",
+        "2",
         "--patience",
         "0",
         "--json",
@@ -38,12 +40,14 @@ fn calibrate_then_validate_and_project() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("net.server_batch_ns"), "{stdout}");
+    assert!(stdout.contains("the median of 2 calibrations"), "{stdout}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&costs).unwrap()).unwrap();
     for field in ["client_msg_ns", "server_batch_ns"] {
         assert!(v["net"][field].as_f64().unwrap() > 0.0, "{field}: {v}");
     }
     assert!(v["lock"]["server_pattern_range_ns"].as_f64().unwrap() > 0.0);
+    assert!(v["net"]["wake_ns"].as_f64().unwrap() >= 0.0);
     assert!(v["io"]["pwrite_curve"].as_array().unwrap().len() >= 2);
 
     let out = atomio(&[

@@ -11,6 +11,10 @@
 //!   cores, as in every benchmark here. (A pair alone on an idle machine pays two to three
 //!   times more CPU per round trip in this VM — idle virtual CPUs are slow to wake — and
 //!   that figure is recorded, not used.)
+//! * **waking an idle core** — two threads ping-ponging a byte through pipes, pinned to
+//!   two cores (every wake-up finds its core idle) and to one (every wake-up finds it
+//!   busy): half the difference per round trip. The model makes a job that finds its core
+//!   idle wait that long (`engine`'s `wake_ns`).
 //! * **lock work** — the sans-IO `LockOp`s and `LockServer`s in this process (plans,
 //!   grants, releases, for POSIX, list and datatype requests), timed call by call and
 //!   fitted to per-request and per-range costs; frame encode/decode per explicit range;
@@ -73,7 +77,9 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let net = rt.block_on(measure_messages(cfg, &mut samples))?;
+    let mut net = rt.block_on(measure_messages(cfg, &mut samples))?;
+    step("waking an idle core (a pipe ping-pong across cores and on one)");
+    net.wake_ns = measure_wake(if cfg.quick { 3 } else { 5 }, &mut samples)?;
     step("memcpy, pwrite into fresh files, copies through a mapping");
     let io = measure_io(&cfg.scratch, cfg.quick, &mut samples)?;
     let mut costs = Costs {
@@ -368,6 +374,8 @@ async fn measure_messages(
             server_msg_ns: pipe_s / 2.0,
             server_batch_ns: (loaded_s - pipe_s).max(0.0),
             wire_ns: ((seq_wall - seq_c - seq_s) / 2.0).max(0.0),
+            // Measured apart (`measure_wake`).
+            wake_ns: 0.0,
             ping_rtt_ns: seq_wall,
         })
     }
@@ -927,6 +935,95 @@ fn io_err(what: &str, e: impl std::fmt::Display) -> String {
 }
 
 /// ns per byte of `memcpy` of `bytes`-long buffers.
+/// Round trips of one byte through two pipes between two threads pinned to cores
+/// `(first, other)`, the machine otherwise idle: wall ns per round trip.
+fn pinned_ping_pong_ns(first: usize, other: usize, round_trips: u32) -> Result<f64, String> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    use std::io::{Read, Write};
+    let pin = |core: usize| -> Result<(), String> {
+        let mut set = CpuSet::new();
+        set.set(core).map_err(|e| format!("core {core}: {e}"))?;
+        // This thread (pid 0: the caller).
+        sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+            .map_err(|e| format!("pinning to core {core}: {e}"))
+    };
+    let io = |e: std::io::Error| format!("pipe: {e}");
+    let me = nix::unistd::Pid::from_raw(0);
+    let before = nix::sched::sched_getaffinity(me).map_err(|e| format!("affinity: {e}"))?;
+    let (mut to_r, mut to_w) = std::io::pipe().map_err(io)?;
+    let (mut back_r, mut back_w) = std::io::pipe().map_err(io)?;
+    let warm = 200;
+    let echo = std::thread::spawn(move || -> Result<(), String> {
+        pin(other)?;
+        let mut b = [0u8; 1];
+        for _ in 0..warm + round_trips {
+            to_r.read_exact(&mut b).map_err(io)?;
+            back_w.write_all(&b).map_err(io)?;
+        }
+        Ok(())
+    });
+    let ours = (|| -> Result<f64, String> {
+        pin(first)?;
+        let mut b = [0u8; 1];
+        let mut t0 = Instant::now();
+        for k in 0..warm + round_trips {
+            if k == warm {
+                t0 = Instant::now();
+            }
+            to_w.write_all(&b).map_err(io)?;
+            back_r.read_exact(&mut b).map_err(io)?;
+        }
+        Ok(t0.elapsed().as_nanos() as f64 / f64::from(round_trips))
+    })();
+    // Unpinned again: what runs after this measurement may use every core it could.
+    let _ = sched_setaffinity(me, &before);
+    // If we failed, the echo thread may wait on its pipe: closing ours ends it.
+    drop(to_w);
+    drop(back_r);
+    let echoed = echo
+        .join()
+        .map_err(|_| "the echo thread panicked".to_string())?;
+    let ns = ours?;
+    echoed?;
+    Ok(ns)
+}
+
+/// How long an idle core takes to start a woken thread: a ping-pong between two cores
+/// (each wake-up finds the other core idle) against the same on one core (each wake-up
+/// finds the core busy with its waker, which then blocks: a switch, no wake). Half the
+/// difference per round trip. On this VM ~20 µs: a halted virtual CPU's interrupt goes
+/// through the host. One core allowed: 0.
+pub fn measure_wake(reps: usize, samples: &mut Vec<Sample>) -> Result<f64, String> {
+    use nix::sched::{sched_getaffinity, CpuSet};
+    let set =
+        sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_err(|e| format!("affinity: {e}"))?;
+    let allowed: Vec<usize> = (0..CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .collect();
+    let [a, b, ..] = allowed[..] else {
+        return Ok(0.0);
+    };
+    let (mut cross, mut same) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        cross.push(pinned_ping_pong_ns(a, b, 5_000)?);
+        same.push(pinned_ping_pong_ns(a, a, 5_000)?);
+    }
+    let (cross, same) = (median(cross), median(same));
+    sample(
+        samples,
+        "pipe ping-pong between two idle cores, per round trip",
+        cross,
+        "ns",
+    );
+    sample(
+        samples,
+        "pipe ping-pong on one core, per round trip",
+        same,
+        "ns",
+    );
+    Ok(((cross - same) / 2.0).max(0.0))
+}
+
 fn memcpy_ns(bytes: usize) -> f64 {
     let src = vec![7u8; bytes];
     let mut dst = vec![0u8; bytes];
@@ -1110,13 +1207,19 @@ pub fn measure_io(
     let path = scratch.join("calibrate-pwrite.dat");
     // Per call at sizes from a page to 4 MiB (no line fits them all: small writes pay
     // per call, large ones per byte, with a knee in between).
+    // The sizes take turns, rep by rep: a slow spell of this VM (one put 128 KiB at 54 µs
+    // between neighbours at 28) then costs each size one rep, which the median drops,
+    // instead of every rep of one size.
+    const SIZES: [u64; 6] = [4_096, 16_384, 47_008, 131_072, 1 << 20, 4 << 20];
+    let mut secs_by_size = vec![Vec::new(); SIZES.len()];
+    for _ in 0..reps {
+        for (i, &size) in SIZES.iter().enumerate() {
+            secs_by_size[i].push(pwrite_secs(&path, total, size, (1, 1), 0)?.secs);
+        }
+    }
     let mut curve = Vec::new();
-    for size in [4_096u64, 16_384, 47_008, 131_072, 1 << 20, 4 << 20] {
-        let secs = median(
-            (0..reps)
-                .map(|_| pwrite_secs(&path, total, size, (1, 1), 0).map(|r| r.secs))
-                .collect::<Result<Vec<_>, _>>()?,
-        );
+    for (size, secs) in SIZES.into_iter().zip(secs_by_size) {
+        let secs = median(secs);
         let per_call = secs * 1e9 / (total / size) as f64;
         sample(
             samples,
@@ -1191,8 +1294,10 @@ pub fn measure_io(
     let pwrite_shared = {
         let (size, k) = (131_072u64, 4u64);
         let overlap = size / 8;
+        // A ratio of two runs of ~50 ms each: at five pairs, one calibration in five read
+        // 1.39× where the others read 1.11–1.19×, and put every tile row at −30 %.
         let (factor, _, _) = contention_factor(
-            reps,
+            if quick { reps } else { 15 },
             || pwrite_secs(&path, total / k, size, (k, k), overlap),
             || pwrite_secs(&path, total / k, size, (k, k), 0),
         )?;
@@ -1346,6 +1451,25 @@ mod tests {
             let (term, _) = call_path_term(&mut costs, bytes, 1.0, 1.0).unwrap();
             assert_eq!(term, 0.0);
         }
+    }
+
+    #[test]
+    fn an_idle_core_wake_is_half_the_cross_core_ping_pong_beyond_the_same_core_one() {
+        let before = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+        let mut s = Vec::new();
+        let wake = measure_wake(1, &mut s).unwrap();
+        let got = |name: &str| s.iter().find(|x| x.name.contains(name)).map(|x| x.value);
+        match (got("two idle cores"), got("on one core")) {
+            (Some(cross), Some(same)) => {
+                assert!(cross > 0.0 && same > 0.0, "{cross} {same}");
+                assert_eq!(wake, ((cross - same) / 2.0).max(0.0));
+            }
+            // One core: nothing to wake, nothing measured.
+            _ => assert_eq!(wake, 0.0),
+        }
+        // The pinning is undone: whatever runs next may use every core it could before.
+        let me = nix::unistd::Pid::from_raw(0);
+        assert_eq!(nix::sched::sched_getaffinity(me).unwrap(), before);
     }
 
     #[test]

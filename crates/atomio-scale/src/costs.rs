@@ -48,6 +48,12 @@ pub struct NetCosts {
     /// One-way delay that is nobody's CPU (loopback: scheduling; on a cluster the
     /// platform's latency replaces it).
     pub wire_ns: f64,
+    /// Time an idle core takes to start a woken job (this VM's halted virtual CPUs: the
+    /// interrupt goes through the host), measured by a ping-pong across two idle cores
+    /// against one on a single core (`calibrate::measure_wake`). Cost files from before
+    /// it: 0.
+    #[serde(default)]
+    pub wake_ns: f64,
     /// The sequential ping round trip these come from (for the record).
     pub ping_rtt_ns: f64,
 }
@@ -136,7 +142,8 @@ pub struct IoCosts {
     pub mmap_shared_byte_ns: Vec<[f64; 2]>,
     /// `[writers, busy]` of the same runs: their CPU beyond one core per second of wall.
     /// No lock serializes these copies (page faults and zeroing contend; perf shows no
-    /// spinning): the model runs them in parallel at the CPU per byte this makes.
+    /// spinning), but they leave cores idle: recorded, and the model charges core time
+    /// (`mmap_shared_core_byte_ns`), not this CPU.
     pub mmap_spin: Vec<[f64; 2]>,
 }
 
@@ -203,6 +210,30 @@ impl Costs {
         }
         let text = serde_json::to_string_pretty(self).expect("costs serialize");
         std::fs::write(path, text + "\n").map_err(|err| CostsError::Io { path: p, err })
+    }
+
+    /// The figure-by-figure median of several calibrations of one machine (every number at
+    /// the same place in the files, curves point by point; a flag by majority), their
+    /// samples all kept. This VM's speed drifts from minute to minute and one calibration's
+    /// draw moved single figures by 20–40 % (`results/issue13/scale/stop40`); rounds a
+    /// minute apart and their median set the model's terms instead.
+    pub fn median_of(all: &[Costs]) -> Result<Costs, String> {
+        let values = all
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).map_err(|e| e.to_string())?;
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("samples");
+                }
+                Ok(v)
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let mut med: Costs =
+            serde_json::from_value(median_value(&values, "")?).map_err(|e| e.to_string())?;
+        med.samples = all.iter().flat_map(|c| c.samples.clone()).collect();
+        med.validate("the median of the calibrations")
+            .map_err(|e| e.to_string())?;
+        Ok(med)
     }
 
     /// Every figure finite and ≥ 0, at least one core, this schema.
@@ -307,13 +338,16 @@ impl Costs {
         interpolate(&self.io.pwrite_spin, [1.0, 0.0], writers)
     }
 
-    /// CPU per byte of copies through mappings of one file by `writers` writers whose
-    /// neighbours share pages, summed over the writers: the wall per byte
-    /// (`mmap_shared_byte_ns`) times the cores they kept busy (1 + `mmap_spin`); `None`
-    /// without a measurement.
-    pub fn mmap_shared_cpu_byte_ns(&self, writers: f64) -> Option<f64> {
-        let busy = 1.0 + interpolate(&self.io.mmap_spin, [1.0, 0.0], writers);
-        self.mmap_shared_byte_ns(writers).map(|b| b * busy)
+    /// Core time per byte of copies through mappings of one file by `writers` writers
+    /// whose neighbours share pages, summed over the writers: the wall per byte
+    /// (`mmap_shared_byte_ns`) times the cores they had (`writers`, at most the machine's).
+    /// Not the CPU they burnt (1 + `mmap_spin` cores): the rest of the cores' time they
+    /// sat idle, waiting on each other's faults of shared folios, and a model that charged
+    /// only the CPU ran the calibration's own writers 1.2–1.3× faster than they ran.
+    /// `None` without a measurement.
+    pub fn mmap_shared_core_byte_ns(&self, writers: f64) -> Option<f64> {
+        let cores = writers.min(f64::from(self.machine.cores)).max(1.0);
+        self.mmap_shared_byte_ns(writers).map(|b| b * cores)
     }
 
     /// How much slower `pwrite`s into a file are when its writers share `sharing` writers
@@ -367,6 +401,7 @@ impl Costs {
             ("net.server_msg_ns", n.server_msg_ns),
             ("net.server_batch_ns", n.server_batch_ns),
             ("net.wire_ns", n.wire_ns),
+            ("net.wake_ns", n.wake_ns),
             ("net.ping_rtt_ns", n.ping_rtt_ns),
             ("lock.client_op_ns", l.client_op_ns),
             ("lock.client_send_ns", l.client_send_ns),
@@ -403,6 +438,7 @@ impl Costs {
                 server_msg_ns: 400.0,
                 server_batch_ns: 10_000.0,
                 wire_ns: 1_000.0,
+                wake_ns: 0.0,
                 ping_rtt_ns: 22_000.0,
             },
             lock: LockCosts {
@@ -452,6 +488,69 @@ fn interpolate(curve: &[[f64; 2]], start: [f64; 2], x: f64) -> f64 {
     prev[1]
 }
 
+/// The median, place by place, of JSON values of one shape (`at`: where, for errors).
+fn median_value(vs: &[serde_json::Value], at: &str) -> Result<serde_json::Value, String> {
+    use serde_json::Value;
+    let first = vs.first().ok_or("nothing to take a median of")?;
+    let differ = || format!("the calibrations differ in shape at '{at}'");
+    Ok(match first {
+        Value::Number(_) => {
+            if let Some(mut ints) = vs.iter().map(Value::as_u64).collect::<Option<Vec<_>>>() {
+                // Counts (schema, cores): the lower middle, still an integer.
+                ints.sort_unstable();
+                Value::from(ints[(ints.len() - 1) / 2])
+            } else {
+                let mut xs = vs
+                    .iter()
+                    .map(|v| v.as_f64().ok_or_else(differ))
+                    .collect::<Result<Vec<_>, _>>()?;
+                xs.sort_by(f64::total_cmp);
+                let n = xs.len();
+                let m = if n % 2 == 1 {
+                    xs[n / 2]
+                } else {
+                    (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+                };
+                Value::from(m)
+            }
+        }
+        Value::Bool(_) => {
+            let yes = vs.iter().filter(|v| v.as_bool() == Some(true)).count();
+            Value::Bool(2 * yes > vs.len())
+        }
+        Value::Array(a) => {
+            let arrays = vs
+                .iter()
+                .map(|v| {
+                    v.as_array()
+                        .filter(|x| x.len() == a.len())
+                        .ok_or_else(differ)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            (0..a.len())
+                .map(|i| {
+                    let column: Vec<Value> = arrays.iter().map(|x| x[i].clone()).collect();
+                    median_value(&column, &format!("{at}[{i}]"))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+                .into()
+        }
+        Value::Object(o) => {
+            let mut out = serde_json::Map::new();
+            for k in o.keys() {
+                let column = vs
+                    .iter()
+                    .map(|v| v.get(k).cloned().ok_or_else(differ))
+                    .collect::<Result<Vec<_>, _>>()?;
+                out.insert(k.clone(), median_value(&column, &format!("{at}.{k}"))?);
+            }
+            Value::Object(out)
+        }
+        // Names (the CPU, the kernel): the first round's.
+        other => other.clone(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,6 +563,48 @@ mod tests {
         c.save(&path).unwrap();
         assert_eq!(Costs::load(&path).unwrap(), c);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_median_of_calibrations_is_taken_figure_by_figure() {
+        let base = Costs::for_tests();
+        let rounds: Vec<Costs> = [1.0, 3.0, 2.0]
+            .iter()
+            .map(|&k| {
+                let mut c = base.clone();
+                c.net.wake_ns = 10_000.0 * k;
+                c.io.pwrite_curve = vec![[4096.0, 1_000.0 * k], [1e6, 90_000.0 + k]];
+                c.io.pwrite_serialized = k != 3.0;
+                c.samples = vec![Sample {
+                    name: format!("round {k}"),
+                    value: k,
+                    unit: "x".into(),
+                }];
+                c
+            })
+            .collect();
+        let m = Costs::median_of(&rounds).unwrap();
+        assert_eq!(m.net.wake_ns, 20_000.0);
+        // Curves point by point: the sizes stay, each cost is its own median.
+        assert_eq!(m.io.pwrite_curve, vec![[4096.0, 2_000.0], [1e6, 90_002.0]]);
+        assert!(m.io.pwrite_serialized, "two of three said so");
+        assert_eq!(
+            (m.schema, m.machine.cores),
+            (base.schema, base.machine.cores)
+        );
+        assert_eq!(m.lock, base.lock);
+        assert_eq!(m.samples.len(), 3, "every round's samples kept");
+        // Two rounds: the middle of the two.
+        assert_eq!(
+            Costs::median_of(&rounds[..2]).unwrap().net.wake_ns,
+            20_000.0
+        );
+        // Curves of different lengths are not one shape: an error, not a guess.
+        let mut odd = rounds.clone();
+        odd[1].io.pwrite_curve.pop();
+        let e = Costs::median_of(&odd).unwrap_err();
+        assert!(e.contains("pwrite_curve"), "{e}");
+        assert!(Costs::median_of(&[]).is_err());
     }
 
     #[test]
@@ -520,7 +661,11 @@ mod tests {
         assert_eq!(c.pwrite_spin(8.0), 0.6);
         c.io.mmap_shared_byte_ns = vec![[2.0, 0.5], [4.0, 0.6]];
         c.io.mmap_spin = vec![[2.0, 0.5], [4.0, 0.8]];
-        assert!((c.mmap_shared_cpu_byte_ns(4.0).unwrap() - 0.6 * 1.8).abs() < 1e-12);
+        // Core time, whatever they burnt: four writers on two cores had both.
+        c.machine.cores = 2;
+        assert!((c.mmap_shared_core_byte_ns(4.0).unwrap() - 0.6 * 2.0).abs() < 1e-12);
+        c.machine.cores = 8;
+        assert!((c.mmap_shared_core_byte_ns(4.0).unwrap() - 0.6 * 4.0).abs() < 1e-12);
         // The call path by bytes per call: flat below the first point and above the last.
         c.lock.client_call_curve = vec![[8.0, 10_000.0], [47_008.0, 20_000.0]];
         assert_eq!(c.client_call_ns(1), 10_000.0);

@@ -261,6 +261,7 @@ pub fn place<M>(
             cores,
             nic_bytes_per_s: None,
             switch_ns: 0,
+            wake_ns: platform.wake_ns,
         })
     });
     let mut make = |cores: u32, n: u32| -> Vec<ActorId> {
@@ -271,6 +272,7 @@ pub fn place<M>(
                         cores,
                         nic_bytes_per_s: platform.nic_bytes_per_s,
                         switch_ns: 0,
+                        wake_ns: platform.wake_ns,
                     })
                 });
                 engine.add_actor(h)

@@ -25,6 +25,9 @@ pub struct Platform {
     pub server_cores: u32,
     /// One-way network latency between hosts.
     pub latency_ns: Ns,
+    /// Time an idle core takes to start a job (`NetCosts::wake_ns`: this VM's; the
+    /// papers' bare-metal nodes: 0).
+    pub wake_ns: Ns,
     /// Each host's NIC, bytes/s each way (`None`: not a limit).
     pub nic_bytes_per_s: Option<f64>,
     /// A data server's storage, bytes/s (`None`: its page cache, `pwrite` costs).
@@ -58,6 +61,7 @@ impl Platform {
             client_cores: 1,
             server_cores: 1,
             latency_ns: costs.net.wire_ns.round() as Ns,
+            wake_ns: costs.net.wake_ns.round() as Ns,
             nic_bytes_per_s: None,
             server_disk_bytes_per_s: None,
             shared_file_lock: costs.io.pwrite_serialized,
@@ -75,6 +79,7 @@ impl Platform {
             client_cores: 1,
             server_cores: 1,
             latency_ns: wire_for_rtt(costs, 50_000.0),
+            wake_ns: 0,
             nic_bytes_per_s: Some(250e6),
             server_disk_bytes_per_s: None,
             shared_file_lock: false,
@@ -93,6 +98,7 @@ impl Platform {
             client_cores: 2,
             server_cores: 2,
             latency_ns: wire_for_rtt(costs, 0.0).max(500),
+            wake_ns: 0,
             nic_bytes_per_s: Some(12.5e9),
             server_disk_bytes_per_s: Some(3e9),
             shared_file_lock: false,

@@ -11,8 +11,8 @@
 //! cores — as ext4 serializes them on the inode lock (the calibration measures whether it
 //! does), each slowed as much as the calibration's writers at once slowed each other, and
 //! a writer waiting for the file spins on a core of its own meanwhile. Copies through the
-//! mapping take no such lock: each writer copies on its own core, at the CPU per byte the
-//! calibration's writers sharing pages paid together.
+//! mapping take no such lock: each writer copies on its own core, at the core time per
+//! byte the calibration's writers sharing pages took together.
 //!
 //! On atomio's data servers (`DataPath::Servers`, for projections) a call's bytes go to
 //! each server it touches as messages over the NICs; an atomic call's are *staged* and
@@ -340,11 +340,12 @@ impl WorkloadModel<'_> {
                 (spin, false)
             }
             // Copies through the mapping run in parallel, each writer on its own core, at
-            // the CPU per byte the calibration's writers sharing pages paid together
-            // (page faults and zeroing contend, nothing waits for a lock). A mapping
-            // nobody shares costs what one writer's does.
+            // the core time per byte the calibration's writers sharing pages took
+            // together (page faults and zeroing contend; the cores they left idle waiting
+            // on each other's faults count). A mapping nobody shares costs what one
+            // writer's does.
             Some(_) if self.shared_file_lock && self.page_sharing >= 1.5 => {
-                let per_byte = self.costs.mmap_shared_cpu_byte_ns(self.writers);
+                let per_byte = self.costs.mmap_shared_core_byte_ns(self.writers);
                 (per_byte.map_or(cpu, |b| ns(b * access.size() as f64)), true)
             }
             _ => (cpu, true),
@@ -628,6 +629,7 @@ pub fn run(
                 cores: 1,
                 nic_bytes_per_s: None,
                 switch_ns: 0,
+                wake_ns: platform.wake_ns,
             }),
         };
         engine.add_actor(h)
