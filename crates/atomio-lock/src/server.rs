@@ -230,6 +230,9 @@ pub struct ServerStats {
     /// Of those, ranges granted past the horizon: checked one by one against other
     /// requests' hulls and descriptions (interleaved writers), not on the fast path.
     pub ranges_checked: u64,
+    /// Of those, walked inside a hull shared with other requests: the other owners each
+    /// was checked against, summed (a walk costs more the more owners its hull has).
+    pub owners_checked: u64,
     /// Index entries (write hulls, read ranges) removed by releases: what a release costs
     /// beyond its message (a hull other grants carved releases piece by piece).
     pub entries_released: u64,
@@ -1066,6 +1069,7 @@ impl LockServer {
             .expect("open request has a table");
         let mut ranges = 0u64;
         let mut checked = 0u64;
+        let mut owners = 0u64;
         let before = req.held.entries();
         let outcome = if req.next.is_none() {
             Grant::Complete
@@ -1077,7 +1081,7 @@ impl LockServer {
                 table,
                 &mut self.requests,
                 &mut self.entries,
-                (&mut ranges, &mut checked),
+                (&mut ranges, &mut checked, &mut owners),
                 &mut self.budget,
                 self.ignore_conflicts,
                 match self.hull_owners {
@@ -1094,6 +1098,7 @@ impl LockServer {
         self.requests.insert(lock, req);
         self.stats.ranges_granted += ranges;
         self.stats.ranges_checked += checked;
+        self.stats.owners_checked += owners;
         outcome
     }
 
@@ -1600,7 +1605,7 @@ fn grant_into(
     table: &mut FileTable,
     others: &mut HashMap<LockId, LockRequest>,
     entries: &mut Entries,
-    (ranges, checked): (&mut u64, &mut u64),
+    (ranges, checked, owners): (&mut u64, &mut u64, &mut u64),
     budget: &mut u64,
     ignore_conflicts: bool,
     hull_owners: usize,
@@ -1795,6 +1800,7 @@ fn grant_into(
             );
             *ranges += walked.granted;
             *checked += walked.granted;
+            *owners += walked.owners_checked;
             carry = walked.rest;
         }
         if slow {
@@ -1834,6 +1840,8 @@ fn leap(
 struct Walked {
     /// Ranges granted.
     granted: u64,
+    /// Other owners' walkers the granted ranges were checked against, summed.
+    owners_checked: u64,
     /// The range it stopped at (taken from the source), for the caller's checks.
     rest: Option<ByteRange>,
 }
@@ -1884,6 +1892,7 @@ fn walk_shared_hull(
         })
         .collect();
     let mut granted = 0;
+    let mut owners_checked = 0;
     while *budget > 0 {
         if walkers.is_empty() && granted >= leap_after {
             // Nobody else's bytes can be in this hull's rest: take it at once.
@@ -1895,12 +1904,14 @@ fn walk_shared_hull(
             }
             return Walked {
                 granted,
+                owners_checked,
                 rest: None,
             };
         }
         let Some(n) = src.next_range() else {
             return Walked {
                 granted,
+                owners_checked,
                 rest: None,
             };
         };
@@ -1918,16 +1929,19 @@ fn walk_shared_hull(
         if !clear {
             return Walked {
                 granted,
+                owners_checked,
                 rest: Some(n),
             };
         }
         *budget -= 1;
         granted += 1;
+        owners_checked += walkers.len() as u64;
         *cursor = n.end;
         *last = n.end;
     }
     Walked {
         granted,
+        owners_checked,
         rest: None,
     }
 }

@@ -11,6 +11,8 @@
 //!   cores, as in every benchmark here. (A pair alone on an idle machine pays two to three
 //!   times more CPU per round trip in this VM — idle virtual CPUs are slow to wake — and
 //!   that figure is recorded, not used.)
+//! * **how calls differ** — one writer's `pwrite`s timed call by call: the log-σ the
+//!   model spreads every job's cost by;
 //! * **waking an idle core** — two threads ping-ponging a byte through pipes, pinned to
 //!   two cores (every wake-up finds its core idle) and to one (every wake-up finds it
 //!   busy): half the difference per round trip. The model makes a job that finds its core
@@ -715,6 +717,7 @@ pub fn measure_lock_work(quick: bool, samples: &mut Vec<Sample>) -> Result<LockC
             server_list_range_ns: list_range,
             server_pattern_range_ns: pattern_range,
             server_checked_range_ns: 0.0,
+            server_owner_check_ns: 0.0,
             server_release_ns: release,
             server_entry_release_ns: 0.0,
             server_decode_range_ns: 0.0,
@@ -722,32 +725,44 @@ pub fn measure_lock_work(quick: bool, samples: &mut Vec<Sample>) -> Result<LockC
     }
     let m = |f: fn(&LockCosts) -> f64| median(fits.iter().map(f).collect());
     let (encode, decode) = wire_range_costs()?;
-    let mut checked = Vec::new();
+    let (mut checked, mut per_owner) = (Vec::new(), Vec::new());
     let mut entry = Vec::new();
     for _ in 0..reps {
         // Checked ranges as interleaved list writers make servers check them (in a shared
-        // hull, range by range against the other owners, 1 to 3 of them as S3D's 4 clients
-        // share a stripe's hull: lists never leap there); index entries as a server
-        // releases them where every interleaved range is an entry of its own (a hull that
-        // has no room for another owner is carved).
-        let (c, _, _) = interleaved_lock_run(
-            locks,
-            4,
-            Method::List {
-                max_ranges: atomio_lock::DEFAULT_LIST_RANGES,
-            },
-            walks_every_range,
-        )?;
+        // hull, range by range against the other owners: lists never leap there), 2, 4
+        // and 8 writers sharing the hull (S3D's 4 and 8 clients share a lock stripe's
+        // hull as many ways): per range checked and per other owner it was checked
+        // against, fitted. Index entries as a server releases them where every
+        // interleaved range is an entry of its own (a hull that has no room for another
+        // owner is carved).
+        let rows = [2, 4, 8]
+            .into_iter()
+            .map(|writers| {
+                let (c, _, st) = interleaved_lock_run(
+                    locks,
+                    writers,
+                    Method::List {
+                        max_ranges: atomio_lock::DEFAULT_LIST_RANGES,
+                    },
+                    walks_every_range,
+                )?;
+                let n = st.ranges_checked as f64;
+                Ok((n, st.owners_checked as f64, c * n))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let (range, owner) = fit2(&rows);
         let (_, e, _) = interleaved_lock_run(locks, 2, Method::Datatype, unshared)?;
-        checked.push(c);
+        checked.push(range);
+        per_owner.push(owner);
         entry.push(e);
     }
     // What a check adds to a list range's grant: the model charges the grant and its
     // share of the request beside each check.
     let list = atomio_lock::DEFAULT_LIST_RANGES as f64;
-    let (checked, entry) = (
+    let (checked, owner_check, entry) = (
         (median(checked) - m(|c| c.server_list_range_ns) - m(|c| c.server_request_ns) / list)
             .max(0.0),
+        median(per_owner),
         median(entry),
     );
     let costs = LockCosts {
@@ -760,6 +775,7 @@ pub fn measure_lock_work(quick: bool, samples: &mut Vec<Sample>) -> Result<LockC
         server_list_range_ns: m(|c| c.server_list_range_ns),
         server_pattern_range_ns: m(|c| c.server_pattern_range_ns),
         server_checked_range_ns: checked,
+        server_owner_check_ns: owner_check,
         server_release_ns: m(|c| c.server_release_ns),
         server_entry_release_ns: entry,
         server_decode_range_ns: decode,
@@ -783,6 +799,10 @@ pub fn measure_lock_work(quick: bool, samples: &mut Vec<Sample>) -> Result<LockC
         (
             "LockServer per range checked (interleaved with another's hull)",
             checked,
+        ),
+        (
+            "LockServer per other owner a checked range was checked against",
+            owner_check,
         ),
         ("LockServer per release", costs.server_release_ns),
         ("LockServer per index entry released", entry),
@@ -1069,6 +1089,27 @@ fn pwrite_secs(
     drop(file);
     let _ = std::fs::remove_file(path);
     Ok(secs)
+}
+
+/// `calls` `pwrite`s of `size` bytes into a fresh file, in order, each timed: the standard
+/// deviation of the log of their times.
+fn pwrite_spread(path: &Path, calls: u64, size: u64) -> Result<f64, String> {
+    use std::os::unix::fs::FileExt;
+    let _ = std::fs::remove_file(path);
+    let file = std::fs::File::create(path).map_err(|e| io_err("create", e))?;
+    let buf = vec![0x5au8; size as usize];
+    let mut logs = Vec::with_capacity(calls as usize);
+    for k in 0..calls {
+        let t = Instant::now();
+        file.write_all_at(&buf, k * size)
+            .map_err(|e| io_err("pwrite", e))?;
+        logs.push((t.elapsed().as_nanos().max(1) as f64).ln());
+    }
+    drop(file);
+    let _ = std::fs::remove_file(path);
+    let n = logs.len().max(1) as f64;
+    let mean = logs.iter().sum::<f64>() / n;
+    Ok((logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / n).sqrt())
 }
 
 /// A run of writers at once: its wall seconds, and this process's CPU over them (the
@@ -1410,6 +1451,22 @@ pub fn measure_io(
         mmap_shared.push([k as f64, secs * 1e9 / bytes]);
         mmap_spin.push([k as f64, spin]);
     }
+    // How much one writer's calls of one size differ, call by call.
+    let spread = median(
+        [4_096u64, 47_008, 131_072]
+            .into_iter()
+            .map(|size| {
+                let sigma = pwrite_spread(&path, if quick { 500 } else { 2_000 }, size)?;
+                sample(
+                    samples,
+                    &format!("pwrite of {size} B, one writer: log-σ of a call's time"),
+                    sigma,
+                    "",
+                );
+                Ok(sigma)
+            })
+            .collect::<Result<Vec<_>, String>>()?,
+    );
     Ok(IoCosts {
         memcpy_byte_ns: memcpy,
         pwrite_curve: curve,
@@ -1423,6 +1480,7 @@ pub fn measure_io(
         mmap_byte_ns: per_byte,
         mmap_shared_byte_ns: mmap_shared,
         mmap_spin,
+        cost_spread: spread,
     })
 }
 
@@ -1514,9 +1572,15 @@ mod tests {
         for cfg in [walks_every_range, |s| s] {
             let (_, _, st) = interleaved_lock_run(1_000, 2, list, cfg).unwrap();
             assert!(st.ranges_checked >= 1_000, "{st:?}");
-            // Four writers: the three after the first check every range.
+            // Walked in the shared hull against the one other owner, all but the first
+            // of each list request (checked before it joins the hull).
+            assert!(st.owners_checked <= st.ranges_checked, "{st:?}");
+            assert!(st.owners_checked * 10 >= st.ranges_checked * 9, "{st:?}");
+            // Four writers: the three after the first check every range, against one,
+            // two and three other owners.
             let (_, _, st) = interleaved_lock_run(1_000, 4, list, cfg).unwrap();
             assert!(st.ranges_checked >= 3_000, "{st:?}");
+            assert!(st.owners_checked >= 5_000, "{st:?}");
         }
     }
 

@@ -88,6 +88,12 @@ pub struct LockCosts {
     /// the hull and description of another request it interleaves with, splitting that
     /// hull (interleaved writers: S3D's neighbours), instead of the fast path's run.
     pub server_checked_range_ns: f64,
+    /// Server table CPU per other owner a checked range was checked against (a walk in a
+    /// hull of k owners checks each range against k − 1 descriptions: S3D's 8 clients
+    /// share a lock stripe's hull 8 ways, its 4 clients 4 ways). Cost files from before
+    /// it: 0 (everything in the per-range figure).
+    #[serde(default)]
+    pub server_owner_check_ns: f64,
     /// Server table CPU per release handled.
     pub server_release_ns: f64,
     /// Server table CPU per index entry a release removes beyond its first (a hull that
@@ -145,6 +151,13 @@ pub struct IoCosts {
     /// spinning), but they leave cores idle: recorded, and the model charges core time
     /// (`mmap_shared_core_byte_ns`), not this CPU.
     pub mmap_spin: Vec<[f64; 2]>,
+    /// How much calls of one kind differ: the standard deviation of the log of one
+    /// `pwrite`'s time, a writer alone writing 4 KiB, 47,008 B and 128 KiB calls (the
+    /// median of the three; 0.2–0.35 here). The model spreads every job's cost by a
+    /// log-normal factor of mean 1 and this σ (`Engine::with_jitter`). Cost files from
+    /// before it: 0.
+    #[serde(default)]
+    pub cost_spread: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -411,6 +424,7 @@ impl Costs {
             ("lock.server_list_range_ns", l.server_list_range_ns),
             ("lock.server_pattern_range_ns", l.server_pattern_range_ns),
             ("lock.server_checked_range_ns", l.server_checked_range_ns),
+            ("lock.server_owner_check_ns", l.server_owner_check_ns),
             ("lock.server_release_ns", l.server_release_ns),
             ("lock.server_entry_release_ns", l.server_entry_release_ns),
             ("lock.server_decode_range_ns", l.server_decode_range_ns),
@@ -418,6 +432,7 @@ impl Costs {
             ("io.direct_call_ns", i.direct_call_ns),
             ("io.pwrite_parallel_speedup", i.pwrite_parallel_speedup),
             ("io.mmap_page_ns", i.mmap_page_ns),
+            ("io.cost_spread", i.cost_spread),
             ("io.mmap_byte_ns", i.mmap_byte_ns),
         ]
     }
@@ -451,6 +466,7 @@ impl Costs {
                 server_list_range_ns: 2.0,
                 server_pattern_range_ns: 14.0,
                 server_checked_range_ns: 300.0,
+                server_owner_check_ns: 0.0,
                 server_release_ns: 400.0,
                 server_entry_release_ns: 100.0,
                 server_decode_range_ns: 5.0,
@@ -468,6 +484,7 @@ impl Costs {
                 mmap_byte_ns: 0.15,
                 mmap_shared_byte_ns: vec![[2.0, 0.5], [4.0, 0.7]],
                 mmap_spin: vec![[2.0, 0.2], [4.0, 0.4]],
+                cost_spread: 0.0,
             },
             samples: Vec::new(),
         }

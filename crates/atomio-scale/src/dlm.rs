@@ -28,7 +28,7 @@
 //! when every write was copied and every byte flushed, every lock released.
 
 use crate::costs::Costs;
-use crate::engine::{ActorId, Engine, EngineStats, Model, Ns, Out};
+use crate::engine::{ActorId, Engine, EngineStats, Model, Ns, Out, JITTER_SEED};
 use crate::platform::Platform;
 use atomio_layout::{ByteRange, Layout};
 use atomio_lock::seqdlm::{Config, GrantId, Mode, Out as ROut, ReqId, Resource, State};
@@ -743,7 +743,7 @@ pub fn run(
     let layout =
         Layout::round_robin(stripe_size, stripes, servers, 0).map_err(|e| e.to_string())?;
     let calls = pieces_of(plan, &layout);
-    let mut engine = Engine::new(platform.latency_ns);
+    let mut engine = Engine::new(platform.latency_ns).with_jitter(platform.jitter, JITTER_SEED);
     let (client_actors, lock_actors) =
         crate::lockbench::place(&mut engine, platform, clients, servers);
     // Each server's data actor shares its host with the lock actor.

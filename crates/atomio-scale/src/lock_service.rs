@@ -44,17 +44,37 @@ fn ns(x: f64) -> Ns {
     x.max(0.0).round() as Ns
 }
 
-/// What a table step did between two snapshots of its counters: ranges granted on the
-/// fast path, ranges checked one by one (past the horizon: interleaved writers), and
-/// index entries its releases removed.
-fn index_work(before: &ServerStats, after: &ServerStats) -> (f64, f64, f64) {
-    let checked = after.ranges_checked - before.ranges_checked;
-    let granted = after.ranges_granted - before.ranges_granted;
-    (
-        (granted - checked) as f64,
-        checked as f64,
-        (after.entries_released - before.entries_released) as f64,
-    )
+/// What a table step did between two snapshots of its counters.
+struct IndexWork {
+    /// Ranges granted on the fast path.
+    fast: f64,
+    /// Ranges checked one by one (past the horizon: interleaved writers).
+    checked: f64,
+    /// Other owners those were checked against, summed.
+    owners: f64,
+    /// Index entries its releases removed.
+    released: f64,
+}
+
+impl IndexWork {
+    fn between(before: &ServerStats, after: &ServerStats) -> Self {
+        let checked = after.ranges_checked - before.ranges_checked;
+        let granted = after.ranges_granted - before.ranges_granted;
+        IndexWork {
+            fast: (granted - checked) as f64,
+            checked: checked as f64,
+            owners: (after.owners_checked - before.owners_checked) as f64,
+            released: (after.entries_released - before.entries_released) as f64,
+        }
+    }
+
+    /// Its CPU, `range` per fast range.
+    fn cost(&self, l: &crate::costs::LockCosts, range: f64) -> f64 {
+        self.fast * range
+            + self.checked * l.server_checked_range_ns
+            + self.owners * l.server_owner_check_ns
+            + self.released * l.server_entry_release_ns
+    }
 }
 
 /// Explicit ranges a request carries (POSIX and list methods; a pattern counts none).
@@ -131,7 +151,7 @@ impl SimServer {
         let before = self.table.stats();
         self.table
             .handle(ClientId(u64::from(client)), tag, request, out);
-        let (granted, checked, released) = index_work(&before, &self.table.stats());
+        let work = IndexWork::between(&before, &self.table.stats());
         // A release grants to the waiters it wakes: their kind decides.
         pattern |= self.learn(out) && release;
         let (l, n) = (&costs.lock, &costs.net);
@@ -148,9 +168,7 @@ impl SimServer {
         let pick_up = if first { n.server_batch_ns } else { 0.0 };
         ns(n.server_msg_ns * (1 + out.len()) as f64
             + table
-            + granted * range
-            + checked * l.server_checked_range_ns
-            + released * l.server_entry_release_ns
+            + work.cost(l, range)
             + explicit * l.server_decode_range_ns
             + pick_up)
     }
@@ -162,11 +180,8 @@ impl SimServer {
         let before = self.table.stats();
         self.table.work(out);
         self.learn(out);
-        let (granted, checked, released) = index_work(&before, &self.table.stats());
-        let l = &costs.lock;
-        ns(granted * l.server_pattern_range_ns
-            + checked * l.server_checked_range_ns
-            + released * l.server_entry_release_ns
+        let work = IndexWork::between(&before, &self.table.stats());
+        ns(work.cost(&costs.lock, costs.lock.server_pattern_range_ns)
             + out.len() as f64 * costs.net.server_msg_ns)
     }
 

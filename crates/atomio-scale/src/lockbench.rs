@@ -15,7 +15,7 @@
 //! empty, or an error (a conflict, a failed operation, a stall) — never a partial result.
 
 use crate::costs::Costs;
-use crate::engine::{ActorId, Engine, EngineStats, HostSpec, Model, Ns, Out};
+use crate::engine::{ActorId, Engine, EngineStats, HostSpec, Model, Ns, Out, JITTER_SEED};
 use crate::held::{Holders, Owner};
 use crate::lock_service::{ClientLocks, SimServer, Wire};
 use crate::platform::Platform;
@@ -303,7 +303,7 @@ pub fn run(
         None => region,
         Some(ov) => region / 100 * u64::from(100 - ov.min(100)),
     };
-    let mut engine = Engine::new(platform.latency_ns);
+    let mut engine = Engine::new(platform.latency_ns).with_jitter(platform.jitter, JITTER_SEED);
     let (client_actors, server_actors) = place(&mut engine, platform, spec.clients, spec.servers);
     let mut clients = Vec::new();
     for i in 0..spec.clients {

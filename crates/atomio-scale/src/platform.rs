@@ -28,6 +28,9 @@ pub struct Platform {
     /// Time an idle core takes to start a job (`NetCosts::wake_ns`: this VM's; the
     /// papers' bare-metal nodes: 0).
     pub wake_ns: Ns,
+    /// The spread of job costs (`IoCosts::cost_spread`; atomio's own code, so every
+    /// platform's).
+    pub jitter: f64,
     /// Each host's NIC, bytes/s each way (`None`: not a limit).
     pub nic_bytes_per_s: Option<f64>,
     /// A data server's storage, bytes/s (`None`: its page cache, `pwrite` costs).
@@ -62,6 +65,7 @@ impl Platform {
             server_cores: 1,
             latency_ns: costs.net.wire_ns.round() as Ns,
             wake_ns: costs.net.wake_ns.round() as Ns,
+            jitter: costs.io.cost_spread,
             nic_bytes_per_s: None,
             server_disk_bytes_per_s: None,
             shared_file_lock: costs.io.pwrite_serialized,
@@ -80,6 +84,7 @@ impl Platform {
             server_cores: 1,
             latency_ns: wire_for_rtt(costs, 50_000.0),
             wake_ns: 0,
+            jitter: costs.io.cost_spread,
             nic_bytes_per_s: Some(250e6),
             server_disk_bytes_per_s: None,
             shared_file_lock: false,
@@ -99,6 +104,7 @@ impl Platform {
             server_cores: 2,
             latency_ns: wire_for_rtt(costs, 0.0).max(500),
             wake_ns: 0,
+            jitter: costs.io.cost_spread,
             nic_bytes_per_s: Some(12.5e9),
             server_disk_bytes_per_s: Some(3e9),
             shared_file_lock: false,

@@ -21,7 +21,7 @@
 //! **Invariants:** a run returns only when every write was published and answered.
 
 use crate::costs::Costs;
-use crate::engine::{ActorId, Engine, EngineStats, Model, Ns, Out};
+use crate::engine::{ActorId, Engine, EngineStats, Model, Ns, Out, JITTER_SEED};
 use crate::platform::Platform;
 use atomio_layout::RangeList;
 use atomio_version::manager::FileVersions;
@@ -381,7 +381,7 @@ pub fn run(
             ..Writer::default()
         })
         .collect();
-    let mut engine = Engine::new(platform.latency_ns);
+    let mut engine = Engine::new(platform.latency_ns).with_jitter(platform.jitter, JITTER_SEED);
     let (client_actors, data_actors) =
         crate::lockbench::place(&mut engine, platform, clients, servers);
     let mut model = VersionModel {

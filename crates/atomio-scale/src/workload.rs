@@ -29,7 +29,7 @@
 //! empty; errors (a conflict, a failed operation, a stall) are returned, never hidden.
 
 use crate::costs::Costs;
-use crate::engine::{ActorId, Engine, EngineStats, HostSpec, Model, Ns, Out};
+use crate::engine::{ActorId, Engine, EngineStats, HostSpec, Model, Ns, Out, JITTER_SEED};
 use crate::held::{Holders, Owner};
 use crate::lock_service::{ClientLocks, SimServer, Wire};
 use crate::lockbench::{place, Fault};
@@ -618,7 +618,7 @@ pub fn run(
         central,
         intervals: None,
     };
-    let mut engine = Engine::new(platform.latency_ns);
+    let mut engine = Engine::new(platform.latency_ns).with_jitter(platform.jitter, JITTER_SEED);
     let (client_actors, server_actors) = place(&mut engine, platform, clients, servers);
     let direct = data == DataPath::Direct;
     let file_actor = (direct && platform.shared_file_lock).then(|| {
