@@ -1091,9 +1091,9 @@ fn pwrite_secs(
     Ok(secs)
 }
 
-/// `calls` `pwrite`s of `size` bytes into a fresh file, in order, each timed: the standard
-/// deviation of the log of their times.
-fn pwrite_spread(path: &Path, calls: u64, size: u64) -> Result<f64, String> {
+/// `calls` `pwrite`s of `size` bytes into a fresh file, in order, each timed: the geometric
+/// mean of their times (ns) and the standard deviation of their logs.
+fn pwrite_spread(path: &Path, calls: u64, size: u64) -> Result<(f64, f64), String> {
     use std::os::unix::fs::FileExt;
     let _ = std::fs::remove_file(path);
     let file = std::fs::File::create(path).map_err(|e| io_err("create", e))?;
@@ -1109,7 +1109,8 @@ fn pwrite_spread(path: &Path, calls: u64, size: u64) -> Result<f64, String> {
     let _ = std::fs::remove_file(path);
     let n = logs.len().max(1) as f64;
     let mean = logs.iter().sum::<f64>() / n;
-    Ok((logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / n).sqrt())
+    let sigma = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / n).sqrt();
+    Ok((mean.exp(), sigma))
 }
 
 /// A run of writers at once: its wall seconds, and this process's CPU over them (the
@@ -1452,21 +1453,21 @@ pub fn measure_io(
         mmap_spin.push([k as f64, spin]);
     }
     // How much one writer's calls of one size differ, call by call.
-    let spread = median(
-        [4_096u64, 47_008, 131_072]
-            .into_iter()
-            .map(|size| {
-                let sigma = pwrite_spread(&path, if quick { 500 } else { 2_000 }, size)?;
-                sample(
-                    samples,
-                    &format!("pwrite of {size} B, one writer: log-σ of a call's time"),
-                    sigma,
-                    "",
-                );
-                Ok(sigma)
-            })
-            .collect::<Result<Vec<_>, String>>()?,
-    );
+    let spreads = [4_096u64, 47_008, 131_072]
+        .into_iter()
+        .map(|size| {
+            let (mean, sigma) = pwrite_spread(&path, if quick { 500 } else { 2_000 }, size)?;
+            sample(
+                samples,
+                &format!("pwrite of {size} B, one writer: log-σ of a call's time"),
+                sigma,
+                "",
+            );
+            Ok((mean, sigma))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let spread = median(spreads.iter().map(|s| s.1).collect());
+    let spread_ns = median(spreads.iter().map(|s| s.0).collect());
     Ok(IoCosts {
         memcpy_byte_ns: memcpy,
         pwrite_curve: curve,
@@ -1481,6 +1482,7 @@ pub fn measure_io(
         mmap_shared_byte_ns: mmap_shared,
         mmap_spin,
         cost_spread: spread,
+        cost_spread_ns: spread_ns,
     })
 }
 

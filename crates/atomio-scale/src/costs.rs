@@ -158,6 +158,10 @@ pub struct IoCosts {
     /// before it: 0.
     #[serde(default)]
     pub cost_spread: f64,
+    /// The call time that spread was measured on (the median of the three sizes'
+    /// geometric means): a job k times as long is spread by σ/√k.
+    #[serde(default)]
+    pub cost_spread_ns: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -433,6 +437,7 @@ impl Costs {
             ("io.pwrite_parallel_speedup", i.pwrite_parallel_speedup),
             ("io.mmap_page_ns", i.mmap_page_ns),
             ("io.cost_spread", i.cost_spread),
+            ("io.cost_spread_ns", i.cost_spread_ns),
             ("io.mmap_byte_ns", i.mmap_byte_ns),
         ]
     }
@@ -485,6 +490,7 @@ impl Costs {
                 mmap_shared_byte_ns: vec![[2.0, 0.5], [4.0, 0.7]],
                 mmap_spin: vec![[2.0, 0.2], [4.0, 0.4]],
                 cost_spread: 0.0,
+                cost_spread_ns: 0.0,
             },
             samples: Vec::new(),
         }

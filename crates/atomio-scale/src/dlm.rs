@@ -743,7 +743,11 @@ pub fn run(
     let layout =
         Layout::round_robin(stripe_size, stripes, servers, 0).map_err(|e| e.to_string())?;
     let calls = pieces_of(plan, &layout);
-    let mut engine = Engine::new(platform.latency_ns).with_jitter(platform.jitter, JITTER_SEED);
+    let mut engine = Engine::new(platform.latency_ns).with_jitter(
+        platform.jitter,
+        platform.jitter_ns,
+        JITTER_SEED,
+    );
     let (client_actors, lock_actors) =
         crate::lockbench::place(&mut engine, platform, clients, servers);
     // Each server's data actor shares its host with the lock actor.

@@ -249,9 +249,10 @@ pub struct Engine<M> {
     stats: EngineStats,
     /// A run stops with an error past this many events (a livelock, or a model bug).
     pub max_events: u64,
-    /// Spread of job costs (see `with_jitter`): σ of the log of the factor, and the
-    /// seeded generator's state.
+    /// Spread of job costs (see `with_jitter`): σ of the log of the factor for a job of
+    /// `jitter_ns` or less, and the seeded generator's state.
     jitter: f64,
+    jitter_ns: f64,
     rng: u64,
 }
 
@@ -268,19 +269,27 @@ impl<M> Engine<M> {
             stats: EngineStats::default(),
             max_events: u64::MAX,
             jitter: 0.0,
+            jitter_ns: 1.0,
             rng: 0,
         }
     }
 
     /// Every job's cost times a factor drawn (seeded: runs stay deterministic) from a
-    /// log-normal of mean 1 and log-σ `sigma`: real calls of one kind do not all cost the
-    /// same, and a model whose jobs do can settle into a schedule with no idle gap that no
-    /// real run keeps. 0: exact costs.
-    pub fn with_jitter(mut self, sigma: f64, seed: u64) -> Self {
+    /// log-normal of mean 1 and log-σ `sigma` for jobs of up to `unit_ns` (one call as
+    /// measured), σ·√(`unit_ns`/cost) for longer ones (many such calls' worth, whose
+    /// spreads average out): real calls of one kind do not all cost the same, and a model
+    /// whose jobs do can settle into a schedule with no idle gap that no real run keeps.
+    /// 0: exact costs.
+    pub fn with_jitter(mut self, sigma: f64, unit_ns: f64, seed: u64) -> Self {
         self.jitter = if sigma.is_finite() {
             sigma.max(0.0)
         } else {
             0.0
+        };
+        self.jitter_ns = if unit_ns.is_finite() {
+            unit_ns.max(1.0)
+        } else {
+            1.0
         };
         self.rng = seed | 1;
         self
@@ -301,7 +310,7 @@ impl<M> Engine<M> {
         };
         let (u, v) = (next(), next());
         let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
-        let s = self.jitter;
+        let s = self.jitter * (self.jitter_ns / cost as f64).sqrt().min(1.0);
         (cost as f64 * (s * z - s * s / 2.0).exp()).round() as Ns
     }
 
@@ -691,7 +700,7 @@ mod tests {
     #[test]
     fn jitter_spreads_costs_around_their_mean_and_runs_stay_deterministic() {
         let run = |sigma: f64, seed: u64| {
-            let mut e = Engine::new(0).with_jitter(sigma, seed);
+            let mut e = Engine::new(0).with_jitter(sigma, 1e9, seed);
             let h = e.add_host(HostSpec {
                 cores: 1,
                 nic_bytes_per_s: None,
@@ -713,6 +722,11 @@ mod tests {
         assert_ne!(spread, 8_000_000);
         assert_eq!(run(0.3, 1), spread, "same seed, same run");
         assert_ne!(run(0.3, 2), spread);
+        // A job many units long varies as many units' sum: far less.
+        let mut e: Engine<()> = Engine::new(0).with_jitter(0.3, 10.0, 1);
+        let big: Vec<Ns> = (0..1_000).map(|_| e.spread(1_000_000)).collect();
+        let (lo, hi) = (big.iter().min().unwrap(), big.iter().max().unwrap());
+        assert!(*lo > 990_000 && *hi < 1_010_000, "{lo} … {hi}");
     }
 
     #[test]

@@ -303,7 +303,11 @@ pub fn run(
         None => region,
         Some(ov) => region / 100 * u64::from(100 - ov.min(100)),
     };
-    let mut engine = Engine::new(platform.latency_ns).with_jitter(platform.jitter, JITTER_SEED);
+    let mut engine = Engine::new(platform.latency_ns).with_jitter(
+        platform.jitter,
+        platform.jitter_ns,
+        JITTER_SEED,
+    );
     let (client_actors, server_actors) = place(&mut engine, platform, spec.clients, spec.servers);
     let mut clients = Vec::new();
     for i in 0..spec.clients {

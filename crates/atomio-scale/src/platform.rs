@@ -28,9 +28,10 @@ pub struct Platform {
     /// Time an idle core takes to start a job (`NetCosts::wake_ns`: this VM's; the
     /// papers' bare-metal nodes: 0).
     pub wake_ns: Ns,
-    /// The spread of job costs (`IoCosts::cost_spread`; atomio's own code, so every
-    /// platform's).
+    /// The spread of job costs and the call time it was measured on
+    /// (`IoCosts::cost_spread`, `cost_spread_ns`; atomio's own code, so every platform's).
     pub jitter: f64,
+    pub jitter_ns: f64,
     /// Each host's NIC, bytes/s each way (`None`: not a limit).
     pub nic_bytes_per_s: Option<f64>,
     /// A data server's storage, bytes/s (`None`: its page cache, `pwrite` costs).
@@ -66,6 +67,7 @@ impl Platform {
             latency_ns: costs.net.wire_ns.round() as Ns,
             wake_ns: costs.net.wake_ns.round() as Ns,
             jitter: costs.io.cost_spread,
+            jitter_ns: costs.io.cost_spread_ns,
             nic_bytes_per_s: None,
             server_disk_bytes_per_s: None,
             shared_file_lock: costs.io.pwrite_serialized,
@@ -85,6 +87,7 @@ impl Platform {
             latency_ns: wire_for_rtt(costs, 50_000.0),
             wake_ns: 0,
             jitter: costs.io.cost_spread,
+            jitter_ns: costs.io.cost_spread_ns,
             nic_bytes_per_s: Some(250e6),
             server_disk_bytes_per_s: None,
             shared_file_lock: false,
@@ -105,6 +108,7 @@ impl Platform {
             latency_ns: wire_for_rtt(costs, 0.0).max(500),
             wake_ns: 0,
             jitter: costs.io.cost_spread,
+            jitter_ns: costs.io.cost_spread_ns,
             nic_bytes_per_s: Some(12.5e9),
             server_disk_bytes_per_s: Some(3e9),
             shared_file_lock: false,

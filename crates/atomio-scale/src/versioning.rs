@@ -381,7 +381,11 @@ pub fn run(
             ..Writer::default()
         })
         .collect();
-    let mut engine = Engine::new(platform.latency_ns).with_jitter(platform.jitter, JITTER_SEED);
+    let mut engine = Engine::new(platform.latency_ns).with_jitter(
+        platform.jitter,
+        platform.jitter_ns,
+        JITTER_SEED,
+    );
     let (client_actors, data_actors) =
         crate::lockbench::place(&mut engine, platform, clients, servers);
     let mut model = VersionModel {

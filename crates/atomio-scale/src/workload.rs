@@ -618,7 +618,11 @@ pub fn run(
         central,
         intervals: None,
     };
-    let mut engine = Engine::new(platform.latency_ns).with_jitter(platform.jitter, JITTER_SEED);
+    let mut engine = Engine::new(platform.latency_ns).with_jitter(
+        platform.jitter,
+        platform.jitter_ns,
+        JITTER_SEED,
+    );
     let (client_actors, server_actors) = place(&mut engine, platform, clients, servers);
     let direct = data == DataPath::Direct;
     let file_actor = (direct && platform.shared_file_lock).then(|| {
