@@ -3,7 +3,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 def summ(n):
     try: rows=json.load(open(f'{here}/validate-{n}.json'))
     except Exception: return None
-    rows=[r for r in rows if r.get('error_pct') is not None]
+    rows=[r for r in rows if r.get('error_pct') is not None and r['group'] != 'locks']
     w=sum(1 for r in rows if abs(r['error_pct'])<=25)
     med=statistics.median(abs(r['error_pct']) for r in rows)
     def g(group,cl,row):
