@@ -584,12 +584,7 @@ mod tests {
     /// An engine with `latency` between two one-core hosts, an actor on each.
     fn two_hosts<M>(latency: Ns) -> (Engine<M>, ActorId, ActorId) {
         let mut e = Engine::new(latency);
-        let spec = HostSpec {
-            cores: 1,
-            nic_bytes_per_s: None,
-            switch_ns: 0,
-            wake_ns: 0,
-        };
+        let spec = one_core(0, 0);
         let (h0, h1) = (e.add_host(spec), e.add_host(spec));
         let (a, b) = (e.add_actor(h0), e.add_actor(h1));
         (e, a, b)
@@ -653,15 +648,20 @@ mod tests {
         assert_eq!(s.now, 500);
     }
 
+    /// One core, no NIC limit, a switch and a wake of the given costs.
+    fn one_core(switch_ns: Ns, wake_ns: Ns) -> HostSpec {
+        HostSpec {
+            cores: 1,
+            nic_bytes_per_s: None,
+            switch_ns,
+            wake_ns,
+        }
+    }
+
     #[test]
     fn a_core_switching_actors_pays_the_switch() {
         let mut e = Engine::new(0);
-        let h = e.add_host(HostSpec {
-            cores: 1,
-            nic_bytes_per_s: None,
-            switch_ns: 50,
-            wake_ns: 0,
-        });
+        let h = e.add_host(one_core(50, 0));
         let (a, b) = (e.add_actor(h), e.add_actor(h));
         e.inject(0, a, ());
         e.inject(0, b, ());
@@ -676,12 +676,7 @@ mod tests {
     #[test]
     fn a_job_that_finds_its_core_idle_waits_for_it_to_wake() {
         let mut e = Engine::new(0);
-        let h = e.add_host(HostSpec {
-            cores: 1,
-            nic_bytes_per_s: None,
-            switch_ns: 0,
-            wake_ns: 300,
-        });
+        let h = e.add_host(one_core(0, 300));
         let (a, b) = (e.add_actor(h), e.add_actor(h));
         e.inject(0, a, ());
         e.inject(100, b, ());
@@ -701,12 +696,7 @@ mod tests {
     fn jitter_spreads_costs_around_their_mean_and_runs_stay_deterministic() {
         let run = |sigma: f64, seed: u64| {
             let mut e = Engine::new(0).with_jitter(sigma, 1e9, seed);
-            let h = e.add_host(HostSpec {
-                cores: 1,
-                nic_bytes_per_s: None,
-                switch_ns: 0,
-                wake_ns: 0,
-            });
+            let h = e.add_host(one_core(0, 0));
             let a = e.add_actor(h);
             for k in 0..4_000u64 {
                 // One message at a time, each a batch of its own (first: 2 × 1,000 ns).
