@@ -37,6 +37,8 @@
 //! pure function of the model and its inputs — deterministic; a host never runs more jobs than it has cores; an actor
 //! never runs two jobs at once.
 
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -253,7 +255,7 @@ pub struct Engine<M> {
     /// `jitter_ns` or less, and the seeded generator's state.
     jitter: f64,
     jitter_ns: f64,
-    rng: u64,
+    rng: ChaCha8Rng,
 }
 
 impl<M> Engine<M> {
@@ -270,7 +272,7 @@ impl<M> Engine<M> {
             max_events: u64::MAX,
             jitter: 0.0,
             jitter_ns: 1.0,
-            rng: 0,
+            rng: ChaCha8Rng::seed_from_u64(JITTER_SEED),
         }
     }
 
@@ -291,7 +293,7 @@ impl<M> Engine<M> {
         } else {
             1.0
         };
-        self.rng = seed | 1;
+        self.rng = ChaCha8Rng::seed_from_u64(seed);
         self
     }
 
@@ -300,15 +302,9 @@ impl<M> Engine<M> {
         if self.jitter == 0.0 || cost == 0 {
             return cost;
         }
-        // xorshift64*, two uniforms, Box–Muller.
-        let mut next = || {
-            self.rng ^= self.rng >> 12;
-            self.rng ^= self.rng << 25;
-            self.rng ^= self.rng >> 27;
-            let x = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D);
-            ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-        };
-        let (u, v) = (next(), next());
+        // A standard normal by Box–Muller from the project's seeded generator (u in (0, 1]).
+        let u = 1.0 - self.rng.gen::<f64>();
+        let v = self.rng.gen::<f64>();
         let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
         let s = self.jitter * (self.jitter_ns / cost as f64).sqrt().min(1.0);
         (cost as f64 * (s * z - s * s / 2.0).exp()).round() as Ns
