@@ -82,6 +82,8 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
     let mut net = rt.block_on(measure_messages(cfg, &mut samples))?;
     step("waking an idle core (a pipe ping-pong across cores and on one)");
     net.wake_ns = measure_wake(if cfg.quick { 3 } else { 5 }, &mut samples)?;
+    step("the scheduler's tick");
+    let tick_ns = measure_tick(&mut samples);
     step("memcpy, pwrite into fresh files, copies through a mapping");
     let io = measure_io(&cfg.scratch, cfg.quick, &mut samples)?;
     let mut costs = Costs {
@@ -94,6 +96,8 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default(),
+            tick_ns,
+            migration_cost_ns: migration_cost(&mut samples),
         },
         net,
         lock,
@@ -1008,6 +1012,58 @@ fn pinned_ping_pong_ns(first: usize, other: usize, round_trips: u32) -> Result<f
     Ok(ns)
 }
 
+/// The kernel's default `sched_migration_cost` (500 µs): a task that ran more recently
+/// is cache-hot, and a core running out of work leaves it on its queue. The live value is
+/// in debugfs (`sched/migration_cost_ns`), read when allowed.
+pub const MIGRATION_COST_NS: f64 = 500_000.0;
+
+/// The live `sched_migration_cost` if debugfs lets us read it, else the kernel's default.
+fn migration_cost(samples: &mut Vec<Sample>) -> f64 {
+    let live = std::fs::read_to_string("/sys/kernel/debug/sched/migration_cost_ns")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok());
+    let ns = live.unwrap_or(MIGRATION_COST_NS);
+    sample(
+        samples,
+        if live.is_some() {
+            "sched_migration_cost (debugfs)"
+        } else {
+            "sched_migration_cost (not readable: the kernel's default)"
+        },
+        ns,
+        "ns",
+    );
+    ns
+}
+
+/// The scheduler tick: jiffies (`/proc/timer_list`) counted over a quarter second, and
+/// snapped to the nearest `CONFIG_HZ` kernels build with. 0 when the jiffies cannot be
+/// read (not root): the model then keeps one shared run queue, as before it knew ticks.
+pub fn measure_tick(samples: &mut Vec<Sample>) -> f64 {
+    let jiffies = || -> Option<u64> {
+        let text = std::fs::read_to_string("/proc/timer_list").ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("jiffies:"))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let t0 = Instant::now();
+    let Some(j0) = jiffies() else {
+        sample(samples, "scheduler tick (jiffies not readable)", 0.0, "ns");
+        return 0.0;
+    };
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    let Some(j1) = jiffies() else {
+        return 0.0;
+    };
+    let hz = (j1.saturating_sub(j0)) as f64 / t0.elapsed().as_secs_f64();
+    sample(samples, "jiffies per second", hz, "Hz");
+    let snapped = [100.0, 250.0, 300.0, 1000.0]
+        .into_iter()
+        .min_by(|a: &f64, b: &f64| (a - hz).abs().total_cmp(&(b - hz).abs()))
+        .unwrap_or(250.0);
+    1e9 / snapped
+}
+
 /// How long an idle core takes to start a woken thread: a ping-pong between two cores
 /// (each wake-up finds the other core idle) against the same on one core (each wake-up
 /// finds the core busy with its waker, which then blocks: a switch, no wake). Half the
@@ -1489,6 +1545,19 @@ pub fn measure_io(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tick_is_a_kernel_hz_or_unmeasured() {
+        let mut s = Vec::new();
+        let tick = measure_tick(&mut s);
+        // Root reads jiffies; anyone else gets 0 (one shared run queue in the model).
+        let hz_ticks = [1e9 / 100.0, 1e9 / 250.0, 1e9 / 300.0, 1e9 / 1000.0];
+        assert!(tick == 0.0 || hz_ticks.contains(&tick), "tick {tick} ns");
+        assert!(!s.is_empty(), "the measurement is recorded");
+        let mut s = Vec::new();
+        let m = migration_cost(&mut s);
+        assert!(m > 0.0 && s.len() == 1);
+    }
 
     #[test]
     fn the_model_charges_the_call_scenario_what_calibration_measured() {

@@ -32,6 +32,31 @@ pub struct Machine {
     pub cores: u32,
     pub cpu: String,
     pub kernel: String,
+    /// The kernel's scheduler tick (1 s / `CONFIG_HZ`): how long a core left idle beside
+    /// a busy one with tasks queued can stay idle. Cost files from before it: 0 (the
+    /// model then keeps one shared run queue).
+    #[serde(default)]
+    pub tick_ns: f64,
+    /// How recently a task must have run to count as cache-hot, which a core running out
+    /// of work does not take from another core's queue (the kernel's
+    /// `sched_migration_cost`).
+    #[serde(default)]
+    pub migration_cost_ns: f64,
+}
+
+impl Machine {
+    /// How this machine's cores take ready processes: per-core run queues when the tick
+    /// was measured, else one shared queue.
+    pub fn placement(&self) -> crate::engine::Placement {
+        if self.tick_ns >= 1.0 {
+            crate::engine::Placement::PerCore {
+                hot_ns: self.migration_cost_ns.round() as crate::engine::Ns,
+                tick_ns: self.tick_ns.round() as crate::engine::Ns,
+            }
+        } else {
+            crate::engine::Placement::Shared
+        }
+    }
 }
 
 /// Messages through atomio's TCP transport (tokio, frames, the server's actors).
@@ -413,6 +438,8 @@ impl Costs {
     pub fn figures(&self) -> Vec<(&'static str, f64)> {
         let (n, l, i) = (&self.net, &self.lock, &self.io);
         vec![
+            ("machine.tick_ns", self.machine.tick_ns),
+            ("machine.migration_cost_ns", self.machine.migration_cost_ns),
             ("net.client_msg_ns", n.client_msg_ns),
             ("net.client_batch_ns", n.client_batch_ns),
             ("net.server_msg_ns", n.server_msg_ns),
@@ -451,6 +478,8 @@ impl Costs {
                 cores: 2,
                 cpu: "test".into(),
                 kernel: "test".into(),
+                tick_ns: 0.0,
+                migration_cost_ns: 0.0,
             },
             net: NetCosts {
                 client_msg_ns: 300.0,

@@ -27,6 +27,13 @@
 //! the core runs nobody (not counted as busy). A job that takes over a core as the one
 //! before it ends pays no wake.
 //!
+//! How ready actors find cores is the host's `Placement`: one shared queue (an ideal
+//! scheduler), or a queue per core as Linux keeps them — a woken actor waits for the core
+//! it last ran on even while another idles, a core out of work takes only a cold actor
+//! from another's queue, and an idle core takes queued work at the next tick. Work a
+//! *floating* actor does for a caller (the kernel's inode lock) runs on the caller's core
+//! as its job ends and hands the core back with its answer.
+//!
 //! Job costs may be spread (`Engine::with_jitter`): each times a log-normal factor of mean
 //! 1 from a seeded generator, as real calls of one kind differ; without it a model whose
 //! jobs all cost the same can settle into a schedule with no idle gap that no real run
@@ -35,7 +42,8 @@
 //! **Invariants:** time never goes back; events at the same time run in the order they
 //! were scheduled (a sequence number breaks ties), and the spread is seeded, so a run is a
 //! pure function of the model and its inputs — deterministic; a host never runs more jobs than it has cores; an actor
-//! never runs two jobs at once.
+//! never runs two jobs at once; an actor is queued in at most one place (its core's
+//! queue or its host's shared queue) and only while `Ready`.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -63,6 +71,23 @@ pub struct HostSpec {
     /// Time a core that sat idle takes to start a job (a halted virtual CPU woken by an
     /// interrupt): the core is taken, nobody's CPU runs. 0 on bare metal as modelled.
     pub wake_ns: Ns,
+    /// How ready actors find cores.
+    pub placement: Placement,
+}
+
+/// How a host's cores pick up ready actors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Placement {
+    /// One run queue: a ready actor takes any free core at once (an ideal scheduler).
+    Shared,
+    /// A run queue per core, as Linux keeps them: a woken actor queues on the core it last
+    /// ran on, even while another core idles (a wake-up goes to the wakee's previous or
+    /// the waker's core; on a small, busy machine the kernel does not search for an idle
+    /// one). A core that runs out of work takes another core's queued actor only if that
+    /// actor last ran `hot_ns` or longer ago (the kernel leaves cache-hot tasks where they
+    /// are); a core left idle while actors wait elsewhere takes them at the next scheduler
+    /// tick (`tick_ns`, the idle balance the busy core's tick kicks off).
+    PerCore { hot_ns: Ns, tick_ns: Ns },
 }
 
 /// How a message travels.
@@ -160,6 +185,10 @@ pub struct EngineStats {
     pub now: Ns,
     /// CPU time of every job, summed (≤ now × cores).
     pub busy: Ns,
+    /// Jobs that waited behind a busy core while another core of their host sat idle
+    /// (`Placement::PerCore`), and their waits summed: what one shared queue never does.
+    pub stranded: u64,
+    pub stranded_ns: Ns,
 }
 
 enum Event<M> {
@@ -177,6 +206,10 @@ enum Event<M> {
     Send {
         actor: ActorId,
         out: Out<M>,
+    },
+    /// A scheduler tick's idle balance on a host (`Placement::PerCore`).
+    Balance {
+        host: HostId,
     },
 }
 
@@ -204,6 +237,17 @@ impl<M> Ord for Scheduled<M> {
     }
 }
 
+/// Why the engine looks for jobs to start on a host.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Why {
+    /// An actor became ready.
+    Wake,
+    /// A job on this core ended.
+    Freed(usize),
+    /// A scheduler tick's idle balance.
+    Tick,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Run {
     Idle,
@@ -221,23 +265,35 @@ struct Actor<M> {
     /// Senders with messages waiting, oldest first (each once).
     senders: VecDeque<ActorId>,
     run: Run,
+    /// The core it ran on last, and when that job ended (`Placement::PerCore`).
+    core: Option<usize>,
+    /// Runs on whichever core is free, never queued on one (`Engine::float`).
+    floating: bool,
+    ended: Ns,
+    /// It became ready at this time on a busy core while another idled: a stranded wait.
+    stranded_since: Option<Ns>,
 }
 
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct Core {
     busy: bool,
     last: Option<ActorId>,
     /// When its last job ended: a job starting later finds it idle (halted).
     free_since: Ns,
+    /// Actors queued on this core (`Placement::PerCore`).
+    queue: VecDeque<ActorId>,
 }
 
 struct Host {
     spec: HostSpec,
     free: u32,
     cores: Vec<Core>,
+    /// The shared run queue (`Placement::Shared`; under `PerCore`, actors that never ran).
     ready: VecDeque<ActorId>,
     nic_out_free: Ns,
     nic_in_free: Ns,
+    /// A `Balance` event is scheduled.
+    balance_due: bool,
 }
 
 /// The engine: hosts, actors, the event queue.
@@ -321,6 +377,7 @@ impl<M> Engine<M> {
             ready: VecDeque::new(),
             nic_out_free: 0,
             nic_in_free: 0,
+            balance_due: false,
         });
         HostId(self.hosts.len() as u32 - 1)
     }
@@ -334,8 +391,20 @@ impl<M> Engine<M> {
             senders: VecDeque::new(),
             run: Run::Idle,
             busy: 0,
+            core: None,
+            floating: false,
+            ended: 0,
+            stranded_since: None,
         });
         ActorId(self.actors.len() as u32 - 1)
+    }
+
+    /// `actor` takes any free core, never waits on one (work the kernel does for whoever
+    /// calls it, such as a file's writes under its inode lock, not a process of its own).
+    pub fn float(&mut self, actor: ActorId) {
+        if let Some(a) = self.actors.get_mut(actor.0 as usize) {
+            a.floating = true;
+        }
     }
 
     pub fn now(&self) -> Ns {
@@ -392,17 +461,8 @@ impl<M> Engine<M> {
             }
             match event {
                 Event::Deliver { from, to, msg } => {
-                    let a = &mut self.actors[to.0 as usize];
-                    let q = a.inbox.entry(from).or_default();
-                    if q.is_empty() {
-                        a.senders.push_back(from);
-                    }
-                    q.push_back(msg);
-                    if a.run == Run::Idle {
-                        a.run = Run::Ready;
-                        let h = a.host;
-                        self.hosts[h.0 as usize].ready.push_back(to);
-                        self.dispatch(h, model, &mut outs)?;
+                    if let Some(h) = self.deliver(from, to, msg, None) {
+                        self.dispatch(h, Why::Wake, model, &mut outs)?;
                     }
                 }
                 Event::Done {
@@ -415,100 +475,260 @@ impl<M> Engine<M> {
                     host.free += 1;
                     host.cores[core].busy = false;
                     host.cores[core].free_since = self.now;
+                    let per_core = matches!(host.spec.placement, Placement::PerCore { .. });
+                    self.actors[actor.0 as usize].ended = self.now;
                     for o in sent {
-                        self.send(actor, h, o);
+                        // Work a floating actor does for its caller, and its answer, stay
+                        // on the caller's core: the caller does that work itself, in one
+                        // run (a `pwrite` and what follows it), no wake-up between.
+                        let floating = |e: &Self, a: ActorId| e.actors[a.0 as usize].floating;
+                        let handoff = per_core
+                            && o.via == Via::Local
+                            && o.after == 0
+                            && (floating(self, actor) || floating(self, o.to))
+                            && self.actors[o.to.0 as usize].host == h;
+                        if handoff {
+                            self.stats.messages += 1;
+                            self.deliver(actor, o.to, o.msg, Some(core));
+                        } else {
+                            self.send(actor, h, o);
+                        }
                     }
                     let a = &mut self.actors[actor.0 as usize];
                     if a.senders.is_empty() {
                         a.run = Run::Idle;
                     } else {
                         a.run = Run::Ready;
-                        self.hosts[h.0 as usize].ready.push_back(actor);
+                        self.enqueue(actor);
                     }
-                    self.dispatch(h, model, &mut outs)?;
+                    self.dispatch(h, Why::Freed(core), model, &mut outs)?;
                 }
                 Event::Send { actor, out } => {
                     let h = self.actors[actor.0 as usize].host;
                     self.send(actor, h, out);
+                }
+                Event::Balance { host } => {
+                    self.hosts[host.0 as usize].balance_due = false;
+                    self.dispatch(host, Why::Tick, model, &mut outs)?;
+                    self.balance_later(host);
                 }
             }
         }
         Ok(self.stats())
     }
 
+    /// Puts `msg` in `to`'s inbox; returns its host if `to` became ready (the caller then
+    /// dispatches). `handoff`: `to` goes first on that core (see the `Done` arm).
+    fn deliver(
+        &mut self,
+        from: ActorId,
+        to: ActorId,
+        msg: M,
+        handoff: Option<usize>,
+    ) -> Option<HostId> {
+        let a = &mut self.actors[to.0 as usize];
+        let q = a.inbox.entry(from).or_default();
+        if q.is_empty() {
+            a.senders.push_back(from);
+        }
+        q.push_back(msg);
+        if a.run != Run::Idle {
+            return None;
+        }
+        a.run = Run::Ready;
+        let h = a.host;
+        match handoff {
+            Some(k) => {
+                a.core = Some(k);
+                self.hosts[h.0 as usize].cores[k].queue.push_front(to);
+            }
+            None => self.enqueue(to),
+        }
+        Some(h)
+    }
+
+    /// Queues a ready actor: on the core it last ran on (`Placement::PerCore`), else on
+    /// its host's shared queue.
+    fn enqueue(&mut self, id: ActorId) {
+        let a = &self.actors[id.0 as usize];
+        let host = &mut self.hosts[a.host.0 as usize];
+        match (host.spec.placement, a.core) {
+            (Placement::PerCore { .. }, Some(c)) if !a.floating => {
+                let stranded =
+                    host.cores[c].busy && host.cores.iter().any(|k| !k.busy && k.queue.is_empty());
+                host.cores[c].queue.push_back(id);
+                if stranded {
+                    self.actors[id.0 as usize].stranded_since = Some(self.now);
+                }
+            }
+            _ => host.ready.push_back(id),
+        }
+    }
+
     /// Starts jobs on `h` while it has free cores and ready actors.
     fn dispatch<T: Model<Msg = M>>(
         &mut self,
         h: HostId,
+        why: Why,
         model: &mut T,
         outs: &mut Vec<Out<M>>,
     ) -> Result<(), String> {
-        loop {
-            let host = &mut self.hosts[h.0 as usize];
-            if host.free == 0 {
-                return Ok(());
+        let placement = self.hosts[h.0 as usize].spec.placement;
+        match placement {
+            Placement::Shared => loop {
+                let host = &mut self.hosts[h.0 as usize];
+                if host.free == 0 {
+                    return Ok(());
+                }
+                let Some(id) = host.ready.pop_front() else {
+                    return Ok(());
+                };
+                // The core it ran on last if free (no switch), else any free one.
+                let core = host
+                    .cores
+                    .iter()
+                    .position(|c| !c.busy && c.last == Some(id))
+                    .or_else(|| host.cores.iter().position(|c| !c.busy))
+                    .expect("a free core exists");
+                self.start(h, core, id, model, outs)?;
+            },
+            Placement::PerCore { hot_ns, .. } => {
+                // A tick's balance moves any queued actor to a core that sat idle; a core
+                // that just ran out of work takes only a cold one; a wake-up moves nobody.
+                for k in 0..self.hosts[h.0 as usize].cores.len() {
+                    let host = &mut self.hosts[h.0 as usize];
+                    if host.cores[k].busy {
+                        continue;
+                    }
+                    let mut pick = host.cores[k].queue.pop_front();
+                    if pick.is_none() {
+                        pick = host.ready.pop_front();
+                    }
+                    if pick.is_none() {
+                        let hot = match why {
+                            Why::Freed(c) if c == k => Some(hot_ns),
+                            Why::Tick if host.cores[k].free_since < self.now => Some(0),
+                            _ => None,
+                        };
+                        if let Some(hot) = hot {
+                            pick = self.steal(h, k, hot);
+                        }
+                    }
+                    if let Some(id) = pick {
+                        self.start(h, k, id, model, outs)?;
+                    }
+                }
+                self.balance_later(h);
+                Ok(())
             }
-            let Some(id) = host.ready.pop_front() else {
-                return Ok(());
-            };
-            host.free -= 1;
-            // The core it ran on last if free (no switch), else any free one.
-            let core = host
-                .cores
-                .iter()
-                .position(|c| !c.busy && c.last == Some(id))
-                .or_else(|| host.cores.iter().position(|c| !c.busy))
-                .expect("a free core exists");
-            let switch = match host.cores[core].last {
-                Some(other) if other != id => host.spec.switch_ns,
-                _ => 0,
-            };
-            // A core whose last job ended before now has been idle: it wakes first.
-            let start = if host.cores[core].free_since < self.now {
-                self.now + host.spec.wake_ns
-            } else {
-                self.now
-            };
-            host.cores[core] = Core {
-                busy: true,
-                last: Some(id),
-                free_since: start,
-            };
-            let a = &mut self.actors[id.0 as usize];
-            a.run = Run::Running;
-            let from = a.senders.pop_front().expect("a ready actor has a message");
-            let q = a.inbox.get_mut(&from).expect("a queue per waiting sender");
-            let n = q.len().min(MAX_BATCH);
-            let batch: Vec<M> = q.drain(..n).collect();
-            if q.is_empty() {
-                a.inbox.remove(&from);
-            } else {
-                // The rest is another read, after the others waiting.
-                a.senders.push_back(from);
-            }
-            outs.clear();
-            let mut done = start + switch;
-            for (i, msg) in batch.into_iter().enumerate() {
-                let cost = model.handle(done, id, from, msg, i == 0, outs)?;
-                done = done.saturating_add(self.spread(cost));
-            }
-            self.stats.jobs += 1;
-            self.stats.busy += done - start;
-            self.actors[id.0 as usize].busy += done - start;
-            let mut sent = std::mem::take(outs);
-            for o in sent.extract_if(.., |o| o.at.is_some()) {
-                let at = o.at.unwrap_or(done).clamp(start, done);
-                self.schedule(at, Event::Send { actor: id, out: o });
-            }
-            self.schedule(
-                done,
-                Event::Done {
-                    actor: id,
-                    core,
-                    outs: sent,
-                },
-            );
         }
+    }
+
+    /// Takes from the longest queue of another core than `k` the first actor that last
+    /// ran `hot_ns` or longer ago.
+    fn steal(&mut self, h: HostId, k: usize, hot_ns: Ns) -> Option<ActorId> {
+        let now = self.now;
+        let actors = &self.actors;
+        let host = &mut self.hosts[h.0 as usize];
+        let mut order: Vec<usize> = (0..host.cores.len()).filter(|&j| j != k).collect();
+        order.sort_by_key(|&j| std::cmp::Reverse(host.cores[j].queue.len()));
+        for j in order {
+            let q = &mut host.cores[j].queue;
+            if let Some(i) = q
+                .iter()
+                .position(|id| now.saturating_sub(actors[id.0 as usize].ended) >= hot_ns)
+            {
+                return q.remove(i);
+            }
+        }
+        None
+    }
+
+    /// Under `PerCore`: while a core idles and actors wait on another, the next tick
+    /// balances.
+    fn balance_later(&mut self, h: HostId) {
+        let host = &mut self.hosts[h.0 as usize];
+        let Placement::PerCore { tick_ns, .. } = host.spec.placement else {
+            return;
+        };
+        let idle = host.cores.iter().any(|c| !c.busy && c.queue.is_empty());
+        let waiting = host.cores.iter().any(|c| !c.queue.is_empty());
+        if host.balance_due || !idle || !waiting {
+            return;
+        }
+        host.balance_due = true;
+        let tick = tick_ns.max(1);
+        let at = (self.now / tick + 1) * tick;
+        self.schedule(at, Event::Balance { host: h });
+    }
+
+    /// Runs a job of ready actor `id` on free core `core` of `h`.
+    fn start<T: Model<Msg = M>>(
+        &mut self,
+        h: HostId,
+        core: usize,
+        id: ActorId,
+        model: &mut T,
+        outs: &mut Vec<Out<M>>,
+    ) -> Result<(), String> {
+        let host = &mut self.hosts[h.0 as usize];
+        host.free -= 1;
+        let switch = match host.cores[core].last {
+            Some(other) if other != id => host.spec.switch_ns,
+            _ => 0,
+        };
+        // A core whose last job ended before now has been idle: it wakes first. A
+        // floating actor's work is its caller's, who waits for it spinning, not halted.
+        let floating = self.actors[id.0 as usize].floating;
+        let start = if host.cores[core].free_since < self.now && !floating {
+            self.now + host.spec.wake_ns
+        } else {
+            self.now
+        };
+        let c = &mut host.cores[core];
+        c.busy = true;
+        c.last = Some(id);
+        c.free_since = start;
+        let a = &mut self.actors[id.0 as usize];
+        a.run = Run::Running;
+        a.core = Some(core);
+        if let Some(since) = a.stranded_since.take() {
+            self.stats.stranded += 1;
+            self.stats.stranded_ns += start - since;
+        }
+        let from = a.senders.pop_front().expect("a ready actor has a message");
+        let q = a.inbox.get_mut(&from).expect("a queue per waiting sender");
+        let n = q.len().min(MAX_BATCH);
+        let batch: Vec<M> = q.drain(..n).collect();
+        if q.is_empty() {
+            a.inbox.remove(&from);
+        } else {
+            // The rest is another read, after the others waiting.
+            a.senders.push_back(from);
+        }
+        outs.clear();
+        let mut done = start + switch;
+        for (i, msg) in batch.into_iter().enumerate() {
+            let cost = model.handle(done, id, from, msg, i == 0, outs)?;
+            done = done.saturating_add(self.spread(cost));
+        }
+        self.stats.jobs += 1;
+        self.stats.busy += done - start;
+        self.actors[id.0 as usize].busy += done - start;
+        let mut sent = std::mem::take(outs);
+        for o in sent.extract_if(.., |o| o.at.is_some()) {
+            let at = o.at.unwrap_or(done).clamp(start, done);
+            self.schedule(at, Event::Send { actor: id, out: o });
+        }
+        self.schedule(
+            done,
+            Event::Done {
+                actor: id,
+                core,
+                outs: sent,
+            },
+        );
+        Ok(())
     }
 
     /// Puts `o` on its way from `sender` on host `from` (now = the sender's job end).
@@ -628,6 +848,7 @@ mod tests {
             nic_bytes_per_s: None,
             switch_ns: 0,
             wake_ns: 0,
+            placement: Placement::Shared,
         });
         let actors: Vec<ActorId> = (0..3).map(|_| e.add_actor(h)).collect();
         // Three actors with one message each, two cores: the third waits for a core.
@@ -644,6 +865,14 @@ mod tests {
         assert_eq!(s.now, 500);
     }
 
+    /// Two cores, one shared queue, no wake.
+    fn one_core_shared_pair() -> HostSpec {
+        HostSpec {
+            cores: 2,
+            ..one_core(0, 0)
+        }
+    }
+
     /// One core, no NIC limit, a switch and a wake of the given costs.
     fn one_core(switch_ns: Ns, wake_ns: Ns) -> HostSpec {
         HostSpec {
@@ -651,6 +880,7 @@ mod tests {
             nic_bytes_per_s: None,
             switch_ns,
             wake_ns,
+            placement: Placement::Shared,
         }
     }
 
@@ -688,6 +918,107 @@ mod tests {
         assert_eq!(s.busy, 600);
     }
 
+    /// A message is a route of (actor, cost) hops: each hop costs its CPU and passes the
+    /// rest on locally. Logs (start, actor).
+    struct Route(Vec<(Ns, ActorId)>);
+    impl Model for Route {
+        type Msg = Vec<(ActorId, Ns)>;
+        fn handle(
+            &mut self,
+            now: Ns,
+            actor: ActorId,
+            _f: ActorId,
+            mut route: Self::Msg,
+            _first: bool,
+            out: &mut Vec<Out<Self::Msg>>,
+        ) -> Result<Ns, String> {
+            self.0.push((now, actor));
+            let (_, cost) = route.remove(0);
+            if let Some(&(next, _)) = route.first() {
+                out.push(Out::local(next, route));
+            }
+            Ok(cost)
+        }
+    }
+
+    /// Two cores with per-core queues: `hot_ns`, a 10,000 ns tick, a wake of `wake_ns`.
+    fn per_core_host(hot_ns: Ns, wake_ns: Ns) -> HostSpec {
+        HostSpec {
+            cores: 2,
+            nic_bytes_per_s: None,
+            switch_ns: 0,
+            wake_ns,
+            placement: Placement::PerCore {
+                hot_ns,
+                tick_ns: 10_000,
+            },
+        }
+    }
+
+    /// a and c have run on core 0, b on core 1; c takes core 0 from 2,000 to 12,000;
+    /// `busy_b`: b takes core 1 from 2,500 to 3,500. a wakes at 3,000: when does it run?
+    fn wake_behind_a_busy_core(spec: HostSpec, busy_b: bool) -> (Ns, EngineStats) {
+        let mut e = Engine::new(0);
+        let h = e.add_host(spec);
+        let (a, b, c) = (e.add_actor(h), e.add_actor(h), e.add_actor(h));
+        e.inject(0, a, vec![(a, 100)]); // core 0: 0 .. 100
+        e.inject(0, b, vec![(b, 100)]); // core 1: 0 .. 100
+        e.inject(0, c, vec![(c, 100)]); // no core free: the first freed, core 0
+        e.inject(2_000, c, vec![(c, 10_000)]);
+        if busy_b {
+            e.inject(2_500, b, vec![(b, 1_000)]);
+        }
+        e.inject(3_000, a, vec![(a, 100)]);
+        let mut m = Route(Vec::new());
+        let s = e.run(&mut m, |_| {}).unwrap();
+        let a_again = m.0.iter().filter(|&&(_, x)| x == a).nth(1).unwrap().0;
+        (a_again, s)
+    }
+
+    #[test]
+    fn per_core_a_wakee_waits_behind_its_busy_core_until_the_tick() {
+        // One shared queue: a takes the idle core 1 at once.
+        let (t, s) = wake_behind_a_busy_core(one_core_shared_pair(), false);
+        assert_eq!((t, s.stranded), (3_000, 0));
+        // Per-core queues: a queues on core 0 (c's) while core 1 idles, until the tick.
+        let (t, s) = wake_behind_a_busy_core(per_core_host(500, 0), false);
+        assert_eq!(t, 10_000);
+        assert_eq!((s.stranded, s.stranded_ns), (1, 7_000));
+    }
+
+    #[test]
+    fn per_core_a_core_running_out_of_work_takes_only_a_cold_actor() {
+        // Core 1 frees at 3,500 (b's job ends) with a queued on core 0: a last ran at 0 ..
+        // 100, cold for a 500 ns window, so core 1 takes it then.
+        let (t, _) = wake_behind_a_busy_core(per_core_host(500, 0), true);
+        assert_eq!(t, 3_500);
+        // Still hot for a 5,000 ns window: core 1 idles, the tick moves a.
+        let (t, _) = wake_behind_a_busy_core(per_core_host(5_000, 0), true);
+        assert_eq!(t, 10_000);
+    }
+
+    #[test]
+    fn per_core_work_for_a_caller_runs_on_its_core_without_a_wake() {
+        let mut e = Engine::new(0);
+        let h = e.add_host(per_core_host(500, 1_000));
+        let (a, f, d) = (e.add_actor(h), e.add_actor(h), e.add_actor(h));
+        e.float(f);
+        // a (core 0) calls f, f answers a; d, who last ran on core 0 too, waits there.
+        e.inject(0, d, vec![(d, 100)]);
+        e.inject(200, a, vec![(a, 100), (f, 300), (a, 100)]);
+        e.inject(250, d, vec![(d, 100)]);
+        let mut m = Route(Vec::new());
+        e.run(&mut m, |_| {}).unwrap();
+        // d at 0 on core 0. a at 200 finds core 0 idle since 100: a wake, 1,200 .. 1,300
+        // (d, waking at 250, queues on core 0 behind it). f runs a's write on a's core as
+        // a's job ends, no wake (1,300 .. 1,600), and a goes on there (1,600 .. 1,700)
+        // before d, queued earlier.
+        assert_eq!(
+            m.0,
+            vec![(0, d), (1_200, a), (1_300, f), (1_600, a), (1_700, d)]
+        );
+    }
+
     #[test]
     fn jitter_spreads_costs_around_their_mean_and_runs_stay_deterministic() {
         let run = |sigma: f64, seed: u64| {
@@ -723,6 +1054,7 @@ mod tests {
             nic_bytes_per_s: Some(1e9), // 1 byte per ns
             switch_ns: 0,
             wake_ns: 0,
+            placement: Placement::Shared,
         };
         let (h0, h1) = (e.add_host(spec), e.add_host(spec));
         let src = e.add_actor(h0);

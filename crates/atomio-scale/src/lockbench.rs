@@ -262,6 +262,7 @@ pub fn place<M>(
             nic_bytes_per_s: None,
             switch_ns: 0,
             wake_ns: platform.wake_ns,
+            placement: platform.placement,
         })
     });
     let mut make = |cores: u32, n: u32| -> Vec<ActorId> {
@@ -273,6 +274,7 @@ pub fn place<M>(
                         nic_bytes_per_s: platform.nic_bytes_per_s,
                         switch_ns: 0,
                         wake_ns: platform.wake_ns,
+                        placement: crate::engine::Placement::Shared,
                     })
                 });
                 engine.add_actor(h)
@@ -308,7 +310,14 @@ pub fn run(
         platform.jitter_ns,
         JITTER_SEED,
     );
-    let (client_actors, server_actors) = place(&mut engine, platform, spec.clients, spec.servers);
+    // `bench locks`' clients are tasks of one multi-threaded tokio runtime, whose worker
+    // threads take them from shared queues (work stealing): not processes the kernel keeps
+    // on per-core queues.
+    let tasks = Platform {
+        placement: crate::engine::Placement::Shared,
+        ..platform.clone()
+    };
+    let (client_actors, server_actors) = place(&mut engine, &tasks, spec.clients, spec.servers);
     let mut clients = Vec::new();
     for i in 0..spec.clients {
         let mut c = Client {

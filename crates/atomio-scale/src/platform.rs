@@ -11,7 +11,7 @@
 //! below atomio's own CPU per round trip (the wire adds what the paper's RTT leaves).
 
 use crate::costs::Costs;
-use crate::engine::Ns;
+use crate::engine::{Ns, Placement};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
@@ -38,6 +38,9 @@ pub struct Platform {
     pub server_disk_bytes_per_s: Option<f64>,
     /// Clients' writes into the user's file go through one inode lock (one page cache).
     pub shared_file_lock: bool,
+    /// How a host's cores take ready processes (`here`: per-core run queues as this
+    /// machine's kernel keeps them, when the cost file has its tick).
+    pub placement: Placement,
 }
 
 /// The papers' clusters and this machine, by name.
@@ -71,6 +74,7 @@ impl Platform {
             nic_bytes_per_s: None,
             server_disk_bytes_per_s: None,
             shared_file_lock: costs.io.pwrite_serialized,
+            placement: costs.machine.placement(),
         }
     }
 
@@ -91,6 +95,7 @@ impl Platform {
             nic_bytes_per_s: Some(250e6),
             server_disk_bytes_per_s: None,
             shared_file_lock: false,
+            placement: Placement::Shared,
         }
     }
 
@@ -112,6 +117,7 @@ impl Platform {
             nic_bytes_per_s: Some(12.5e9),
             server_disk_bytes_per_s: Some(3e9),
             shared_file_lock: false,
+            placement: Placement::Shared,
         }
     }
 }

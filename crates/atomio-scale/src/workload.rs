@@ -634,9 +634,13 @@ pub fn run(
                 nic_bytes_per_s: None,
                 switch_ns: 0,
                 wake_ns: platform.wake_ns,
+                placement: crate::engine::Placement::Shared,
             }),
         };
-        engine.add_actor(h)
+        let file = engine.add_actor(h);
+        // Its jobs are the callers' own writes, on whichever core is free.
+        engine.float(file);
+        file
     });
     // Servers placement: a data actor beside each lock server, on its host.
     let data_actors: Vec<ActorId> = if direct {
