@@ -41,9 +41,10 @@ pub struct ValidateArgs {
     /// Runs of each real benchmark row (the median is compared).
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Invocations of each real workload benchmark, taken in turn over the groups so
-    /// that they are minutes apart; the median invocation's figure is compared (this
-    /// VM's speed drifts between minutes: one invocation moved S3D's rows by 30 %).
+    /// Invocations of each real benchmark (`bench locks` and each workload's), taken in
+    /// turn over the groups so that they are minutes apart; the median invocation's figure
+    /// is compared (this VM's speed drifts between minutes: one invocation moved S3D's
+    /// rows by 30 %, another `bench locks`' list one-try by 35 %).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=25))]
     rounds: u32,
     /// One-byte locks per client in the lock benchmark rows.
@@ -433,76 +434,52 @@ fn quiet(patience: u64) -> Option<f64> {
 }
 
 /// Runs the real benchmarks (the workloads' too unless `workloads` is false: measured
-/// already) and fills in `measured` and `error_pct`.
+/// already) and fills in `measured` and `error_pct`. Every group runs once per round, so
+/// that one group's invocations are minutes apart; each row is the median invocation's.
 fn measure(a: &ValidateArgs, workloads: bool, rows: &mut [ValidationRow]) -> anyhow::Result<()> {
-    use atomio_bench::locks::{LockBenchConfig, Transport};
-    let exe = std::env::current_exe().context("locating the atomio executable")?;
-    if a.groups.iter().any(|g| g == "locks") {
-        eprintln!("measuring: bench locks (TCP, {:?} clients)", a.clients);
-        let cfg = LockBenchConfig {
-            transports: vec![Transport::Tcp],
-            scaling_clients: a.clients.clone(),
-            spacings: vec![64],
-            locks: a.locks,
-            methods: vec![
-                atomio_lock::Method::Posix,
-                atomio_lock::Method::List {
-                    max_ranges: atomio_lock::DEFAULT_LIST_RANGES,
-                },
-                atomio_lock::Method::Datatype,
-            ],
-            protocols: vec![
-                atomio_lock::Protocol::TwoPhase,
-                atomio_lock::Protocol::OneTry,
-            ],
-            overlaps: Vec::new(),
-            runs: a.runs.max(1),
-            server_exe: Some(exe.clone()),
-            ..LockBenchConfig::default()
-        };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
-        let busy = quiet(a.patience);
-        let real = rt.block_on(atomio_bench::locks::run(&cfg))?;
-        for r in rows.iter_mut().filter(|r| r.group == "locks") {
-            if let Some(m) = real
-                .iter()
-                .find(|x| x.label() == r.row && x.clients == r.clients)
-            {
-                r.measured = Some(m.acquire_locks_per_s);
-                r.background_busy_cores = busy;
-            }
+    let locks = a.groups.iter().any(|g| g == "locks");
+    let mut seen: Vec<Vec<Measured>> = vec![Vec::new(); rows.len()];
+    for round in 1..=a.rounds.max(1) {
+        if a.rounds > 1 {
+            eprintln!("measuring: round {round} of {}", a.rounds);
         }
-    }
-    if workloads {
-        // Every group once per round, so that one group's invocations are minutes apart.
-        let mut seen: Vec<Vec<Measured>> = vec![Vec::new(); rows.len()];
-        for round in 1..=a.rounds {
-            if a.rounds > 1 {
-                eprintln!("measuring: round {round} of {}", a.rounds);
-            }
-            for &(group, strategies) in WORKLOAD_ROWS {
-                if !a.groups.iter().any(|g| g == group) {
+        if locks {
+            let got = measure_locks(a)?;
+            for (r, seen) in rows.iter().zip(seen.iter_mut()) {
+                if r.group != "locks" {
                     continue;
                 }
-                for &clients in &a.clients {
-                    let got = measure_workload(a, group, strategies, clients)?;
-                    for (r, seen) in rows.iter().zip(seen.iter_mut()) {
-                        if r.group != group || r.clients != clients {
-                            continue;
-                        }
-                        if let Some(m) = got.iter().find(|m| m.row == r.row) {
-                            seen.push(m.clone());
-                        }
+                if let Some(m) = got
+                    .iter()
+                    .find(|m| m.row == r.row && m.clients == r.clients)
+                {
+                    seen.push(m.clone());
+                }
+            }
+        }
+        if !workloads {
+            continue;
+        }
+        for &(group, strategies) in WORKLOAD_ROWS {
+            if !a.groups.iter().any(|g| g == group) {
+                continue;
+            }
+            for &clients in &a.clients {
+                let got = measure_workload(a, group, strategies, clients)?;
+                for (r, seen) in rows.iter().zip(seen.iter_mut()) {
+                    if r.group != group || r.clients != clients {
+                        continue;
+                    }
+                    if let Some(m) = got.iter().find(|m| m.row == r.row) {
+                        seen.push(m.clone());
                     }
                 }
             }
         }
-        for (r, seen) in rows.iter_mut().zip(seen) {
-            if let Some(m) = median_invocation(seen) {
-                m.fill(r);
-            }
+    }
+    for (r, seen) in rows.iter_mut().zip(seen) {
+        if let Some(m) = median_invocation(seen) {
+            m.fill(r);
         }
     }
     for r in rows.iter_mut() {
@@ -514,10 +491,57 @@ fn measure(a: &ValidateArgs, workloads: bool, rows: &mut [ValidationRow]) -> any
     Ok(())
 }
 
+/// Runs the real `bench locks` (TCP, scaling, the validated methods and protocols) once:
+/// acquire locks/s per row (in `mib_per_s`, the figure the row compares).
+fn measure_locks(a: &ValidateArgs) -> anyhow::Result<Vec<Measured>> {
+    use atomio_bench::locks::{LockBenchConfig, Transport};
+    let exe = std::env::current_exe().context("locating the atomio executable")?;
+    eprintln!("measuring: bench locks (TCP, {:?} clients)", a.clients);
+    let cfg = LockBenchConfig {
+        transports: vec![Transport::Tcp],
+        scaling_clients: a.clients.clone(),
+        spacings: vec![64],
+        locks: a.locks,
+        methods: vec![
+            atomio_lock::Method::Posix,
+            atomio_lock::Method::List {
+                max_ranges: atomio_lock::DEFAULT_LIST_RANGES,
+            },
+            atomio_lock::Method::Datatype,
+        ],
+        protocols: vec![
+            atomio_lock::Protocol::TwoPhase,
+            atomio_lock::Protocol::OneTry,
+        ],
+        overlaps: Vec::new(),
+        runs: a.runs.max(1),
+        server_exe: Some(exe),
+        ..LockBenchConfig::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let busy = quiet(a.patience);
+    let real = rt.block_on(atomio_bench::locks::run(&cfg))?;
+    Ok(real
+        .iter()
+        .map(|x| Measured {
+            row: x.label(),
+            clients: x.clients,
+            mib_per_s: x.acquire_locks_per_s,
+            seconds: 0.0,
+            cpu_seconds: None,
+            busy,
+        })
+        .collect())
+}
+
 /// One real row of one invocation.
 #[derive(Clone)]
 struct Measured {
     row: String,
+    clients: u32,
+    /// The row's figure: MiB/s, or acquire locks/s for `bench locks`.
     mib_per_s: f64,
     seconds: f64,
     cpu_seconds: Option<f64>,
@@ -527,7 +551,7 @@ struct Measured {
 impl Measured {
     fn fill(self, r: &mut ValidationRow) {
         r.measured = Some(self.mib_per_s);
-        r.measured_seconds = Some(self.seconds);
+        r.measured_seconds = (self.seconds > 0.0).then_some(self.seconds);
         r.measured_cpu_seconds = self.cpu_seconds;
         r.background_busy_cores = self.busy;
     }
@@ -576,6 +600,7 @@ fn measure_workload(
         .iter()
         .map(|m| Measured {
             row: m.strategy.clone(),
+            clients,
             mib_per_s: m.mib_per_s,
             seconds: m.seconds,
             cpu_seconds: m.cpu_seconds,
@@ -649,9 +674,7 @@ fn validation_summary(rows: &[ValidationRow], io_beside: bool, rounds: u32) -> S
         if io_beside {
             "one cost file for every row; the data path's terms measured again before each workload benchmark".to_string()
         } else if rounds > 1 {
-            format!(
-                "one cost file for every row; workload rows: the median of {rounds} invocations"
-            )
+            format!("one cost file for every row; every row: the median of {rounds} invocations")
         } else {
             "one cost file for every row".to_string()
         }

@@ -267,7 +267,8 @@ struct Actor<M> {
     run: Run,
     /// The core it ran on last, and when that job ended (`Placement::PerCore`).
     core: Option<usize>,
-    /// Runs on whichever core is free, never queued on one (`Engine::float`).
+    /// Runs on its caller's core, handed over as the caller's job ends, else on whichever
+    /// core is free (`Engine::float`).
     floating: bool,
     ended: Ns,
     /// It became ready at this time on a busy core while another idled: a stranded wait.
@@ -288,7 +289,8 @@ struct Host {
     spec: HostSpec,
     free: u32,
     cores: Vec<Core>,
-    /// The shared run queue (`Placement::Shared`; under `PerCore`, actors that never ran).
+    /// The shared run queue (`Placement::Shared`; under `PerCore`, actors that never ran
+    /// and floating ones that were not handed a core).
     ready: VecDeque<ActorId>,
     nic_out_free: Ns,
     nic_in_free: Ns,
@@ -399,8 +401,9 @@ impl<M> Engine<M> {
         ActorId(self.actors.len() as u32 - 1)
     }
 
-    /// `actor` takes any free core, never waits on one (work the kernel does for whoever
-    /// calls it, such as a file's writes under its inode lock, not a process of its own).
+    /// `actor` runs on its caller's core, handed over as the caller's job ends, else on any
+    /// free core, and pays no wake (work the kernel does for whoever calls it, such as a
+    /// file's writes under its inode lock, not a process of its own).
     pub fn float(&mut self, actor: ActorId) {
         if let Some(a) = self.actors.get_mut(actor.0 as usize) {
             a.floating = true;
