@@ -285,6 +285,13 @@ struct Core {
     queue: VecDeque<ActorId>,
 }
 
+impl Core {
+    /// Nothing running, nothing waiting for it.
+    fn idle(&self) -> bool {
+        !self.busy && self.queue.is_empty()
+    }
+}
+
 struct Host {
     spec: HostSpec,
     free: u32,
@@ -478,19 +485,9 @@ impl<M> Engine<M> {
                     host.free += 1;
                     host.cores[core].busy = false;
                     host.cores[core].free_since = self.now;
-                    let per_core = matches!(host.spec.placement, Placement::PerCore { .. });
                     self.actors[actor.0 as usize].ended = self.now;
                     for o in sent {
-                        // Work a floating actor does for its caller, and its answer, stay
-                        // on the caller's core: the caller does that work itself, in one
-                        // run (a `pwrite` and what follows it), no wake-up between.
-                        let floating = |e: &Self, a: ActorId| e.actors[a.0 as usize].floating;
-                        let handoff = per_core
-                            && o.via == Via::Local
-                            && o.after == 0
-                            && (floating(self, actor) || floating(self, o.to))
-                            && self.actors[o.to.0 as usize].host == h;
-                        if handoff {
+                        if self.hands_off(actor, &o) {
                             self.stats.messages += 1;
                             self.deliver(actor, o.to, o.msg, Some(core));
                         } else {
@@ -550,6 +547,20 @@ impl<M> Engine<M> {
         Some(h)
     }
 
+    /// Whether `o`, sent by `from` as its job ends, hands `from`'s core to its recipient
+    /// (`Placement::PerCore`): work a floating actor does for its caller, and its answer,
+    /// stay on the caller's core, since the caller does that work itself, in one run (a
+    /// `pwrite` and what follows it), with no wake-up between.
+    fn hands_off(&self, from: ActorId, o: &Out<M>) -> bool {
+        let (a, b) = (&self.actors[from.0 as usize], &self.actors[o.to.0 as usize]);
+        let host = &self.hosts[a.host.0 as usize];
+        matches!(host.spec.placement, Placement::PerCore { .. })
+            && o.via == Via::Local
+            && o.after == 0
+            && (a.floating || b.floating)
+            && a.host == b.host
+    }
+
     /// Queues a ready actor: on the core it last ran on (`Placement::PerCore`), else on
     /// its host's shared queue.
     fn enqueue(&mut self, id: ActorId) {
@@ -557,8 +568,7 @@ impl<M> Engine<M> {
         let host = &mut self.hosts[a.host.0 as usize];
         match (host.spec.placement, a.core) {
             (Placement::PerCore { .. }, Some(c)) if !a.floating => {
-                let stranded =
-                    host.cores[c].busy && host.cores.iter().any(|k| !k.busy && k.queue.is_empty());
+                let stranded = host.cores[c].busy && host.cores.iter().any(Core::idle);
                 host.cores[c].queue.push_back(id);
                 if stranded {
                     self.actors[id.0 as usize].stranded_since = Some(self.now);
@@ -633,18 +643,16 @@ impl<M> Engine<M> {
         let now = self.now;
         let actors = &self.actors;
         let host = &mut self.hosts[h.0 as usize];
-        let mut order: Vec<usize> = (0..host.cores.len()).filter(|&j| j != k).collect();
-        order.sort_by_key(|&j| std::cmp::Reverse(host.cores[j].queue.len()));
-        for j in order {
-            let q = &mut host.cores[j].queue;
-            if let Some(i) = q
-                .iter()
-                .position(|id| now.saturating_sub(actors[id.0 as usize].ended) >= hot_ns)
-            {
-                return q.remove(i);
-            }
-        }
-        None
+        let cold = |id: &ActorId| now.saturating_sub(actors[id.0 as usize].ended) >= hot_ns;
+        // The longest queue holding a cold actor (the lowest core among equals).
+        let (_, j, i) = (0..host.cores.len())
+            .filter(|&j| j != k)
+            .filter_map(|j| {
+                let q = &host.cores[j].queue;
+                q.iter().position(cold).map(|i| (q.len(), j, i))
+            })
+            .max_by_key(|&(len, j, _)| (len, std::cmp::Reverse(j)))?;
+        host.cores[j].queue.remove(i)
     }
 
     /// Under `PerCore`: while a core idles and actors wait on another, the next tick
@@ -654,7 +662,7 @@ impl<M> Engine<M> {
         let Placement::PerCore { tick_ns, .. } = host.spec.placement else {
             return;
         };
-        let idle = host.cores.iter().any(|c| !c.busy && c.queue.is_empty());
+        let idle = host.cores.iter().any(Core::idle);
         let waiting = host.cores.iter().any(|c| !c.queue.is_empty());
         if host.balance_due || !idle || !waiting {
             return;

@@ -1,27 +1,6 @@
-import json, os, sys, statistics
+"""The pairs' table (stop 40's summarize.py, with the `bench locks` column):
+    summarize.py N"""
+import os, runpy, sys
 here = os.path.dirname(os.path.abspath(__file__))
-def summ(n):
-    try: rows=json.load(open(f'{here}/validate-{n}.json'))
-    except Exception: return None
-    rows=rows['rows'] if isinstance(rows, dict) else rows
-    locks=[r for r in rows if r.get('error_pct') is not None and r['group'] == 'locks']
-    lw=sum(1 for r in locks if abs(r['error_pct'])<=25)
-    rows=[r for r in rows if r.get('error_pct') is not None and r['group'] != 'locks']
-    w=sum(1 for r in rows if abs(r['error_pct'])<=25)
-    med=statistics.median(abs(r['error_pct']) for r in rows)
-    def g(group,cl,row):
-        for r in rows:
-            if r['group']==group and r['clients']==cl and r['row']==row: return r['error_pct']
-    ior=[g('ior-hard',c,s) for c in (4,8) for s in ('bounding-extent','ching:datatype:one-try')]
-    tile=[r['error_pct'] for r in rows if r['group']=='tile']
-    s3d4=[g('s3d',4,s) for s in ('none','ching:datatype:one-try','ching:list:one-try')]
-    s3d8=[g('s3d',8,s) for s in ('none','ching:datatype:one-try','ching:list:one-try')]
-    real8=[r['measured'] for r in rows if r['group']=='s3d' and r['clients']==8 and r['row']=='none'][0]
-    f=lambda v: ' / '.join(f'{x:+.0f}' for x in v)
-    rng=lambda v: f'{min(v):+.0f} … {max(v):+.0f} %'
-    return f"| {n} | **{w}** of 20 | {lw} of {len(locks)} | {med:.0f} % | {rng(ior)} | {rng(tile)} | {f(s3d4)} | {f(s3d8)} | {real8:,.0f} |"
-print("| pair | workload rows within ±25 % | `bench locks` rows within | median workload \\|err\\| | ior-hard locked rows | tile rows | S3D 4: none / datatype / list | S3D 8: none / datatype / list | real S3D `none` at 8, MiB/s |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-for n in range(1,int(sys.argv[1])+1):
-    s=summ(n)
-    if s: print(s)
+sys.argv = [sys.argv[0], sys.argv[1], here, '--locks']
+runpy.run_path(os.path.join(here, '..', 'stop40', 'summarize.py'), run_name='__main__')
