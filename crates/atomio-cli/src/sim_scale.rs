@@ -444,18 +444,7 @@ fn measure(a: &ValidateArgs, workloads: bool, rows: &mut [ValidationRow]) -> any
             eprintln!("measuring: round {round} of {}", a.rounds);
         }
         if locks {
-            let got = measure_locks(a)?;
-            for (r, seen) in rows.iter().zip(seen.iter_mut()) {
-                if r.group != "locks" {
-                    continue;
-                }
-                if let Some(m) = got
-                    .iter()
-                    .find(|m| m.row == r.row && m.clients == r.clients)
-                {
-                    seen.push(m.clone());
-                }
-            }
+            keep(rows, &mut seen, "locks", &measure_locks(a)?);
         }
         if !workloads {
             continue;
@@ -466,14 +455,7 @@ fn measure(a: &ValidateArgs, workloads: bool, rows: &mut [ValidationRow]) -> any
             }
             for &clients in &a.clients {
                 let got = measure_workload(a, group, strategies, clients)?;
-                for (r, seen) in rows.iter().zip(seen.iter_mut()) {
-                    if r.group != group || r.clients != clients {
-                        continue;
-                    }
-                    if let Some(m) = got.iter().find(|m| m.row == r.row) {
-                        seen.push(m.clone());
-                    }
-                }
+                keep(rows, &mut seen, group, &got);
             }
         }
     }
@@ -489,6 +471,22 @@ fn measure(a: &ValidateArgs, workloads: bool, rows: &mut [ValidationRow]) -> any
             .map(|m| (r.predicted - m) / m * 100.0);
     }
     Ok(())
+}
+
+/// Adds to each of `group`'s rows what invocation `got` measured for it (same row name and
+/// client count).
+fn keep(rows: &[ValidationRow], seen: &mut [Vec<Measured>], group: &str, got: &[Measured]) {
+    for (r, seen) in rows.iter().zip(seen.iter_mut()) {
+        if r.group != group {
+            continue;
+        }
+        if let Some(m) = got
+            .iter()
+            .find(|m| m.row == r.row && m.clients == r.clients)
+        {
+            seen.push(m.clone());
+        }
+    }
 }
 
 /// Runs the real `bench locks` (TCP, scaling, the validated methods and protocols) once:
@@ -529,7 +527,7 @@ fn measure_locks(a: &ValidateArgs) -> anyhow::Result<Vec<Measured>> {
             row: x.label(),
             clients: x.clients,
             mib_per_s: x.acquire_locks_per_s,
-            seconds: 0.0,
+            seconds: None,
             cpu_seconds: None,
             busy,
         })
@@ -543,7 +541,8 @@ struct Measured {
     clients: u32,
     /// The row's figure: MiB/s, or acquire locks/s for `bench locks`.
     mib_per_s: f64,
-    seconds: f64,
+    /// The run's seconds (`None`: `bench locks`, which reports rates only).
+    seconds: Option<f64>,
     cpu_seconds: Option<f64>,
     busy: Option<f64>,
 }
@@ -551,7 +550,7 @@ struct Measured {
 impl Measured {
     fn fill(self, r: &mut ValidationRow) {
         r.measured = Some(self.mib_per_s);
-        r.measured_seconds = (self.seconds > 0.0).then_some(self.seconds);
+        r.measured_seconds = self.seconds;
         r.measured_cpu_seconds = self.cpu_seconds;
         r.background_busy_cores = self.busy;
     }
@@ -602,7 +601,7 @@ fn measure_workload(
             row: m.strategy.clone(),
             clients,
             mib_per_s: m.mib_per_s,
-            seconds: m.seconds,
+            seconds: Some(m.seconds),
             cpu_seconds: m.cpu_seconds,
             busy,
         })
