@@ -53,6 +53,10 @@ pub enum Target {
         /// of the flat file (strategies `interval` and `auto`).
         #[serde(default)]
         interval_file: bool,
+        /// Take the locks in the host's shared lock table, not on lock servers
+        /// (`servers` then empty).
+        #[serde(default)]
+        host_locks: bool,
     },
     /// The physical limit: every client writes its calls' bytes into the local `file`
     /// with no locks and no atomio, the `way` says how.
@@ -318,13 +322,17 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
             servers,
             file,
             interval_file,
+            host_locks,
         } => {
-            let client = match strategy.uses_lock_service() {
+            let client = match strategy.uses_lock_service() && !host_locks {
                 true => Some(Box::new(ClusterClient::connect_tcp(servers).await?)),
                 false => None,
             };
             let mut file = File::direct(DirectData::open(file, true)?);
             file.set_atomic(Some(strategy))?;
+            if *host_locks {
+                file.use_host_locks()?;
+            }
             analysis_seconds = declare_intervals(&mut file, &plan, job.rank)?;
             if *interval_file {
                 file.set_interval_format()?;

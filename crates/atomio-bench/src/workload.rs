@@ -68,6 +68,9 @@ pub enum RowSpec {
     /// `<strategy>+ifile`: an interval file instead of the flat file (strategies that
     /// split by intervals; verified after translating it to flat in memory).
     IntervalFile(Strategy),
+    /// `<strategy>+host`: the strategy's locks taken in the host's shared lock table
+    /// (`atomio_client::host_locks`) instead of on the lock servers: no round trip.
+    HostLocks(Strategy),
 }
 
 impl RowSpec {
@@ -79,6 +82,7 @@ impl RowSpec {
             RowSpec::RttFloor => "rtt-floor".into(),
             RowSpec::Strategy(s) => s.name(),
             RowSpec::IntervalFile(s) => format!("{s}+ifile"),
+            RowSpec::HostLocks(s) => format!("{s}+host"),
         }
     }
 }
@@ -91,6 +95,16 @@ impl std::str::FromStr for RowSpec {
             "limit-pieces" => Ok(RowSpec::LimitPieces),
             "limit-mapped" => Ok(RowSpec::LimitMapped),
             "rtt-floor" => Ok(RowSpec::RttFloor),
+            s if s.ends_with("+host") => {
+                let st: Strategy = s.trim_end_matches("+host").parse()?;
+                if !st.uses_lock_service() || !st.supports(PlacementKind::Direct) {
+                    return Err(format!(
+                        "'{s}': host locks replace the lock servers of a strategy that locks \
+                         a direct file on them (ching:*, bounding-extent, block:*, whole-file)"
+                    ));
+                }
+                Ok(RowSpec::HostLocks(st))
+            }
             s => match s.strip_suffix("+ifile") {
                 Some(base) => {
                     let st: Strategy = base.parse()?;
@@ -556,11 +570,19 @@ fn target_for(
             servers: addrs.to_vec(),
             file: local("direct")?,
             interval_file: false,
+            host_locks: false,
         },
         RowSpec::IntervalFile(_) => Target::Direct {
             servers: addrs.to_vec(),
             file: local("ifile")?,
             interval_file: true,
+            host_locks: false,
+        },
+        RowSpec::HostLocks(_) => Target::Direct {
+            servers: Vec::new(),
+            file: local("host")?,
+            interval_file: false,
+            host_locks: true,
         },
     })
 }
@@ -581,7 +603,7 @@ async fn run_once(
             workload: cfg.workload.clone(),
             // The format travels in the target; the worker runs the base strategy.
             strategy: match spec {
-                RowSpec::IntervalFile(s) => s.name(),
+                RowSpec::IntervalFile(s) | RowSpec::HostLocks(s) => s.name(),
                 RowSpec::RttFloor => Strategy::none().name(),
                 other => other.name(),
             },
@@ -815,6 +837,17 @@ async fn cleanup(c: &mut ClusterClient, target: &Target, dump_dir: &Path) {
     match target {
         Target::Servers { path, .. } => {
             let _ = c.remove(path).await;
+        }
+        Target::Direct {
+            file,
+            host_locks: true,
+            ..
+        } => {
+            // The workers are done with the table: remove it with the file.
+            if let Ok(d) = atomio_client::DirectData::open(file, false) {
+                let _ = std::fs::remove_file(atomio_client::host_locks::table_path(d.lock_key()));
+            }
+            let _ = std::fs::remove_file(file);
         }
         Target::Direct { file, .. } | Target::Limit { file, .. } => {
             let _ = std::fs::remove_file(file);

@@ -15,6 +15,7 @@
 
 use crate::call::{CallIo, CallOp};
 use crate::direct::DirectData;
+use crate::host_locks::{HostLockStats, HostLocks};
 use crate::interval::{refuse_foreign, IntervalGeometry, Parts};
 use crate::interval_file::{undeclared, IntervalOutput};
 use crate::objects::ObjectFiles;
@@ -121,6 +122,9 @@ pub struct File {
     choice: Option<Choice>,
     /// The file is an interval file (`set_interval_format`): this rank's cache and layout.
     ifile: Option<IntervalOutput>,
+    /// The host's shared lock table, when the file's locks are taken there instead of on
+    /// lock servers (`use_host_locks`).
+    host_locks: Option<HostLocks>,
 }
 
 fn no_client(what: &str) -> WireError {
@@ -195,6 +199,7 @@ impl File {
             auto: false,
             choice: None,
             ifile: None,
+            host_locks: None,
         }
     }
 
@@ -587,6 +592,27 @@ impl File {
     }
 
     /// The strategy in force, `None` when atomic mode is off.
+    /// Takes this file's locks in the host's shared lock table (`host_locks`) instead of
+    /// on lock servers: no round trip per call. Every client of the file must run on this
+    /// host and take its locks there too (the table and the servers do not know of each
+    /// other's locks). Direct placement only; techniques that lock nothing, lock with
+    /// `fcntl`, cache or version are unaffected.
+    pub fn use_host_locks(&mut self) -> Result<(), WireError> {
+        let Placement::Direct(d) = &self.placement else {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                "host locks work on the user's file (direct placement) only",
+            ));
+        };
+        self.host_locks = Some(HostLocks::open(d.lock_key())?);
+        Ok(())
+    }
+
+    /// What this file's host lock table did (`None`: the file uses lock servers).
+    pub fn host_lock_stats(&self) -> Option<HostLockStats> {
+        self.host_locks.as_ref().map(HostLocks::stats)
+    }
+
     pub fn atomic(&self) -> Option<&Strategy> {
         Some(&self.atomic).filter(|s| s.is_atomic())
     }
@@ -683,16 +709,40 @@ impl File {
             LockMode::Read => libc::F_RDLCK,
         };
         d.fcntl(kind, r)?;
-        let result = d
-            .after_acquire(r)
-            .and_then(|()| direct_io(d, method, access, op))
-            .and_then(|()| match mode {
-                LockMode::Write => d.before_release(),
-                LockMode::Read => Ok(()),
-            });
+        let result = io_under_lock(d, method, mode, r, access, op);
         let unlocked = d.fcntl(libc::F_UNLCK, r);
         result?;
         unlocked
+    }
+
+    /// A direct-placement call whose locks are taken in the host's lock table: all steps
+    /// here, no server. The table gets exactly what the technique planned for the lock
+    /// servers (every sub-request's bytes), all at once.
+    fn host_locked_call(
+        &self,
+        subs: &[atomio_lock::SubRequest],
+        mode: LockMode,
+        access: &Access,
+        op: Op<'_>,
+    ) -> Result<(), WireError> {
+        use atomio_layout::RangeCursor;
+        let (Placement::Direct(d), Some(table), Some(hull)) =
+            (&self.placement, &self.host_locks, access.hull())
+        else {
+            return Err(no_direct(&self.atomic));
+        };
+        let mut ranges = Vec::new();
+        for sub in subs {
+            let mut c = sub.desc.cursor();
+            while let Some(r) = c.next_range() {
+                ranges.push(r);
+            }
+        }
+        let held = table.acquire(mode, &ranges)?;
+        let result = io_under_lock(d, self.atomic.technique().io(), mode, hull, access, op);
+        let released = table.release(held);
+        result?;
+        released
     }
 
     /// Runs one call's steps in order (lock, I/O, release, then publish); locks are
@@ -851,6 +901,9 @@ impl File {
             Some(Locks::Fcntl(r)) => return self.fcntl_call(Some(r), mode, access, op),
             None if matches!(self.placement, Placement::Direct(_)) => {
                 return self.fcntl_call(None, mode, access, op)
+            }
+            Some(Locks::Service { subs, .. }) if self.host_locks.is_some() => {
+                return self.host_locked_call(&subs, mode, access, op)
             }
             Some(Locks::Service { protocol, subs }) => Some(
                 LockOp::new(self.lock_id(), mode, protocol, subs)
@@ -1249,6 +1302,24 @@ fn no_direct(s: &Strategy) -> WireError {
         ErrorCode::InvalidArgument,
         format!("{s} works on the user's file (direct placement) only"),
     )
+}
+
+/// Step 2 under a lock taken on this host (`fcntl` or the host lock table): the I/O, with
+/// the coherence steps around it (`covered`: the bytes the lock covers).
+fn io_under_lock(
+    d: &DirectData,
+    method: IoMethod,
+    mode: LockMode,
+    covered: atomio_layout::ByteRange,
+    access: &Access,
+    op: Op<'_>,
+) -> Result<(), WireError> {
+    d.after_acquire(covered)
+        .and_then(|()| direct_io(d, method, access, op))
+        .and_then(|()| match mode {
+            LockMode::Write => d.before_release(),
+            LockMode::Read => Ok(()),
+        })
 }
 
 /// Drives a call that never awaits anything (no client: local I/O and `fcntl` only).

@@ -6,6 +6,7 @@ pub mod call;
 pub mod direct;
 pub mod dlm;
 pub mod file;
+pub mod host_locks;
 pub mod interval;
 pub mod interval_file;
 pub(crate) mod mapped;

@@ -97,7 +97,8 @@ pub fn this_process() -> Option<String> {
     Some(format!("{pid} {}", start_time(pid)?))
 }
 
-fn start_time(pid: u32) -> Option<u64> {
+/// When process `pid` started (clock ticks after boot), `None` when it does not run.
+pub fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];

@@ -274,7 +274,7 @@ async fn one_row(
                 .open(&local)
                 .map_err(|e| io(&local, e))?,
         ),
-        RowSpec::RttFloor | RowSpec::LimitPieces | RowSpec::LimitMapped => {
+        RowSpec::RttFloor | RowSpec::LimitPieces | RowSpec::LimitMapped | RowSpec::HostLocks(_) => {
             return Err(WireError::new(
                 atomio_proto::ErrorCode::InvalidArgument,
                 format!("{} is a row of the workload benchmarks", spec.name()),

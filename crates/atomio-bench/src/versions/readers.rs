@@ -724,7 +724,7 @@ fn place_for(
                 path: format!("/version-readers/{tag}"),
             }
         }
-        RowSpec::RttFloor | RowSpec::LimitPieces | RowSpec::LimitMapped => {
+        RowSpec::RttFloor | RowSpec::LimitPieces | RowSpec::LimitMapped | RowSpec::HostLocks(_) => {
             return Err(WireError::new(
                 atomio_proto::ErrorCode::InvalidArgument,
                 format!("{} is a row of the workload benchmarks", spec.name()),
@@ -751,7 +751,7 @@ fn job(role: Role, id: u32, spec: &RowSpec, place: &Place, access: &Access) -> C
             RowSpec::Limit | RowSpec::LimitPieces | RowSpec::LimitMapped | RowSpec::RttFloor => {
                 "none".into()
             }
-            RowSpec::Strategy(s) | RowSpec::IntervalFile(s) => s.name(),
+            RowSpec::Strategy(s) | RowSpec::IntervalFile(s) | RowSpec::HostLocks(s) => s.name(),
         },
         place: place.clone(),
         access: access.clone(),

@@ -211,7 +211,10 @@ impl Env<'_> {
                     .open(&local)
                     .map_err(|e| io(&local, e))?,
             ),
-            RowSpec::RttFloor | RowSpec::LimitPieces | RowSpec::LimitMapped => {
+            RowSpec::RttFloor
+            | RowSpec::LimitPieces
+            | RowSpec::LimitMapped
+            | RowSpec::HostLocks(_) => {
                 return Err(WireError::new(
                     atomio_proto::ErrorCode::InvalidArgument,
                     format!("{} is a row of the workload benchmarks", spec.name()),
