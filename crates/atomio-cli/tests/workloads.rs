@@ -130,6 +130,62 @@ async fn every_atomic_strategy_verifies_on_tile_row_and_ior_hard() {
     }
 }
 
+/// Host locks (`<strategy>+host`: the locks in a same-host table in shared memory, no lock
+/// server): every strategy that locks a direct file on the lock service verifies atomic on
+/// overlapping workloads, including large tiles whose row writes overlap in time (where
+/// `none` is caught torn, below).
+#[tokio::test(flavor = "multi_thread")]
+async fn host_locks_verify_on_overlapping_workloads() {
+    let big_tiles = workload(
+        "tile",
+        &[
+            "--tile-x",
+            "256",
+            "--tile-y",
+            "256",
+            "--element-bytes",
+            "64",
+            "--overlap-x",
+            "64",
+            "--overlap-y",
+            "64",
+        ],
+    );
+    let rows_w = workload(
+        "row",
+        &["--width", "40", "--height", "16", "--element-bytes", "24"],
+    );
+    for w in [small_tiles(), rows_w, big_tiles] {
+        let name = w.name();
+        let mut cfg = config(w, Vec::new(), "host");
+        cfg.data = PlacementKind::Direct;
+        cfg.strategies = every_atomic_strategy()
+            .into_iter()
+            .filter(|s| s.uses_lock_service() && s.supports(PlacementKind::Direct))
+            .map(RowSpec::HostLocks)
+            .collect();
+        assert!(cfg.strategies.len() >= 8, "{:?}", cfg.strategies);
+        let n = cfg.strategies.len();
+        let got = rows(cfg).await;
+        assert_eq!(got.len(), n, "{name}: a row per strategy");
+        for r in got {
+            assert!(r.strategy.ends_with("+host"), "{}", r.strategy);
+            eprintln!("{name}: {} {:.3} s", r.strategy, r.seconds);
+            assert_eq!(
+                r.verified,
+                Some(true),
+                "{name} under {}: {:?}",
+                r.strategy,
+                r.violation
+            );
+        }
+    }
+    assert!(
+        "posix-fcntl+host".parse::<RowSpec>().is_err(),
+        "host locks replace lock servers only"
+    );
+}
+
 /// Through delaying relays (an injected round trip): lock and cached-lock strategies
 /// still verify, and the round trip a ping measures is at least the one asked for.
 #[tokio::test(flavor = "multi_thread")]

@@ -207,7 +207,7 @@ impl HostLocks {
             .len(TABLE_BYTES)
             .map_raw(&file)
             .map_err(|e| io_error("map", path, e))?;
-        let base = map.as_ptr() as *const u8;
+        let base = map.as_ptr();
         let mut t = Self::with_memory(base, Memory::Shared(map));
         t.path = Some(path.to_path_buf());
         t.check_layout()?;
@@ -308,11 +308,30 @@ impl HostLocks {
     /// Blocks until every byte of `ranges` is locked in `mode` for this handle (all at
     /// once), then returns the grant. `ranges` need not be sorted; empty ones are ignored.
     pub fn acquire(&self, mode: LockMode, ranges: &[ByteRange]) -> Result<HostHeld, WireError> {
+        self.take(mode, ranges, true)
+            .map(|h| h.expect("a waiting take is granted or fails"))
+    }
+
+    /// `acquire` without waiting: `None` (and nothing left in the table) when a held call,
+    /// or an earlier waiting one, conflicts.
+    pub fn try_acquire(
+        &self,
+        mode: LockMode,
+        ranges: &[ByteRange],
+    ) -> Result<Option<HostHeld>, WireError> {
+        self.take(mode, ranges, false)
+    }
+
+    fn take(
+        &self,
+        mode: LockMode,
+        ranges: &[ByteRange],
+        wait: bool,
+    ) -> Result<Option<HostHeld>, WireError> {
         let (ranges, coarsened) = normalized(ranges)?;
         let mut waited = false;
         let mut reaped = 0;
-        let mut mutex = self.lock_table()?;
-        reaped += mutex.reaped;
+        reaped += self.lock_table()?.reaped;
         let Some(slot) = (0..RECORDS).find(|&s| self.field(s, F_STATE).load(Acquire) == FREE)
         else {
             self.unlock_table();
@@ -331,14 +350,18 @@ impl HostLocks {
                 self.unlock_table();
                 break;
             }
+            if !wait {
+                self.field(slot, F_STATE).store(FREE, Release);
+                self.unlock_table();
+                return Ok(None);
+            }
             waited = true;
             let seq = self.header(H_SEQ).load(SeqCst);
             self.header(H_SEQ_SLEEPERS).fetch_add(1, SeqCst);
             self.unlock_table();
             let timed_out = futex_wait(self.header(H_SEQ), seq, PATIENCE);
             self.header(H_SEQ_SLEEPERS).fetch_sub(1, SeqCst);
-            mutex = self.lock_table()?;
-            reaped += mutex.reaped;
+            reaped += self.lock_table()?.reaped;
             if timed_out {
                 reaped += self.reap_dead();
             }
@@ -348,7 +371,7 @@ impl HostLocks {
         s.waited += u64::from(waited);
         s.reaped += reaped;
         s.coarsened += u64::from(coarsened);
-        Ok(HostHeld { slot, ticket })
+        Ok(Some(HostHeld { slot, ticket }))
     }
 
     /// Gives a grant back and wakes whoever waits.
@@ -648,6 +671,35 @@ mod tests {
         t.release(b).unwrap();
         let s = t.stats();
         assert_eq!((s.acquired, s.waited, s.reaped), (5, 1, 0));
+    }
+
+    /// A pid that ran and is gone (the child of a `true` we waited for).
+    fn dead_pid() -> u32 {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn a_mutex_held_by_a_dead_process_is_taken_over_and_its_records_freed() {
+        let t = HostLocks::private();
+        let dead = dead_pid();
+        // A process killed inside the mutex, after it had been granted a lock.
+        let h = t.acquire(LockMode::Write, &[r(0, 100)]).unwrap();
+        t.field(h.slot, F_PID).store(u64::from(dead), Relaxed);
+        std::mem::forget(h);
+        t.header(H_MUTEX).store(dead, SeqCst);
+        let t0 = std::time::Instant::now();
+        let h = t.acquire(LockMode::Write, &[r(50, 60)]).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert_eq!(
+            t.stats().reaped,
+            2,
+            "the mutex and the dead process's record"
+        );
+        t.release(h).unwrap();
+        assert_eq!(t.header(H_MUTEX).load(SeqCst), 0);
     }
 
     #[test]
