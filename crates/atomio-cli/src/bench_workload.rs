@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 /// The rows a workload runs unless told otherwise: the physical limits (contiguous, and
 /// the workload's own pieces by plain `pwrite`), no atomicity,
 /// today's baselines (`romio`: what MPI users have; `posix-fcntl`), and the lock
-/// strategies that matter.
+/// strategies that matter (on the lock servers, and datatype one-try on the host's shared
+/// lock table).
 pub const DEFAULT_STRATEGIES: &str =
-    "limit,limit-pieces,limit-mapped,none,rtt-floor,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try";
+    "limit,limit-pieces,limit-mapped,none,rtt-floor,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try,ching:datatype:one-try+host";
 
 #[derive(Args, Clone)]
 pub struct CommonArgs {
@@ -33,7 +34,8 @@ pub struct CommonArgs {
     /// (each client writes its pieces in place as direct placement does: through a shared
     /// mapping when that pays; no atomio client, no locks), `rtt-floor` the floor of
     /// lock-server techniques (`none` plus one round trip to each lock server a call's
-    /// bytes map to, before each call).
+    /// bytes map to, before each call); `<strategy>+host` takes a lock-server strategy's
+    /// locks in the host's shared lock table instead (no server; every client on this host).
     #[arg(long, default_value = DEFAULT_STRATEGIES)]
     pub strategies: String,
     /// Where the bytes live: `direct` (the user's ordinary file; servers hold only locks)

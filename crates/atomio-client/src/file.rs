@@ -731,11 +731,14 @@ impl File {
         else {
             return Err(no_direct(&self.atomic));
         };
-        let mut ranges = Vec::new();
+        let mut ranges: Vec<atomio_layout::ByteRange> = Vec::new();
         for sub in subs {
             let mut c = sub.desc.cursor();
             while let Some(r) = c.next_range() {
-                ranges.push(r);
+                match ranges.last_mut() {
+                    Some(last) if last.end == r.start => last.end = r.end,
+                    _ => ranges.push(r),
+                }
             }
         }
         let held = table.acquire(mode, &ranges)?;

@@ -17,8 +17,8 @@
 //! a file must use the same lock service (`File::use_host_locks`, `--locks host`, MPI:
 //! `ATOMIO_LOCKS=host`); a job across hosts uses lock servers.
 //!
-//! The table (`/dev/shm/atomio-hostlocks-<uid>-<hash of the lock key>`, sparse, ~16 MiB of
-//! address space, a page or two touched per call in flight):
+//! The table (`/dev/shm/atomio-hostlocks-<uid>-<hash of the lock key>`, sparse, ~256 MiB of
+//! address space, of which a call in flight touches its directory entry and its ranges):
 //!
 //! ```text
 //!   page 0:   layout version · mutex (futex: holder's pid) · mutex sleepers · seq (futex) · seq sleepers
@@ -53,14 +53,16 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::time::Duration;
 
 /// The table's layout version (a table of another layout is refused, not misread).
-const LAYOUT: u32 = 2;
+const LAYOUT: u32 = 3;
 const PAGE: usize = 4096;
 /// Calls in flight (held or waiting) at once, over every process of the host.
 pub const RECORDS: usize = 256;
 /// A record's directory entry: what a scan reads, packed so a scan touches few pages.
 const ENTRY_WORDS: usize = 16;
-/// Words of one record's ranges.
-const RANGE_WORDS: usize = 8192;
+/// Words of one record's ranges: 64 Ki ranges (1 MiB of address space; only what a call
+/// writes is touched). A call of many small pieces (S3D: ~18 Ki pieces of 384 bytes per
+/// call) must fit whole: coarsening interleaved pieces would make them conflict.
+const RANGE_WORDS: usize = 1 << 17;
 /// Most ranges one record holds; a call with more is coarsened to this many.
 pub const MAX_RANGES: usize = RANGE_WORDS / 2;
 /// Word 0: the ticket counter; word 1: one past the highest record ever used (scans stop
@@ -84,6 +86,8 @@ const HEADER_WORDS: usize = 16;
 const FREE: u64 = 0;
 const WANTED: u64 = 1;
 const HELD: u64 = 2;
+/// Taken by a call that writes its ranges outside the mutex: not yet in any scan.
+const RESERVED: u64 = 3;
 const F_STATE: usize = 0;
 const F_OWNER: usize = 1;
 const F_PID: usize = 2;
@@ -96,6 +100,8 @@ const F_HULL_END: usize = 8;
 
 /// Spins on the mutex before sleeping: it is held for a scan of the calls in flight.
 const SPINS: u32 = 200;
+/// Calls of more ranges than this write and compare them outside the mutex.
+const OUTSIDE_MIN: usize = 64;
 /// How long a sleeper waits before it checks whether the processes it waits for live.
 const PATIENCE: Duration = Duration::from_millis(20);
 
@@ -104,8 +110,8 @@ const PATIENCE: Duration = Duration::from_millis(20);
 enum Memory {
     /// A shared mapping of the table's file.
     Shared(memmap2::MmapRaw),
-    /// Process memory (tests: the same code, no file).
-    Private(Box<[AtomicU64]>),
+    /// Anonymous memory of this process (tests: the same code, no file).
+    Private(memmap2::MmapMut),
 }
 
 /// One client's handle on a host lock table.
@@ -216,9 +222,12 @@ impl HostLocks {
 
     /// A table in this process's memory only (tests: threads play the processes).
     pub fn private() -> Self {
-        let words: Box<[AtomicU64]> = (0..TABLE_BYTES / 8).map(|_| AtomicU64::new(0)).collect();
-        let base = words.as_ptr() as *const u8;
-        let t = Self::with_memory(base, Memory::Private(words));
+        let map = memmap2::MmapOptions::new()
+            .len(TABLE_BYTES)
+            .map_anon()
+            .expect("anonymous memory for a private host lock table");
+        let base = map.as_ptr();
+        let t = Self::with_memory(base, Memory::Private(map));
         t.check_layout().expect("a fresh table has no layout yet");
         t
     }
@@ -279,8 +288,8 @@ impl HostLocks {
 
     fn header(&self, i: usize) -> &AtomicU32 {
         debug_assert!(i < HEADER_WORDS);
-        // SAFETY: page 0 of the table holds HEADER_WORDS u32 words; the table is at least
-        // TABLE_BYTES long and page-aligned (a mapping) or 8-aligned (a boxed slice), and
+        // SAFETY: page 0 of the table holds HEADER_WORDS u32 words; the table is a
+        // page-aligned mapping of TABLE_BYTES, and
         // its header is only ever accessed as AtomicU32 — atomics, so other processes'
         // stores are no data race.
         unsafe { &*(self.base.add(i * 4) as *const AtomicU32) }
@@ -330,8 +339,7 @@ impl HostLocks {
     ) -> Result<Option<HostHeld>, WireError> {
         let (ranges, coarsened) = normalized(ranges)?;
         let mut waited = false;
-        let mut reaped = 0;
-        reaped += self.lock_table()?.reaped;
+        let mut reaped = self.lock_table()?.reaped;
         let Some(slot) = (0..RECORDS).find(|&s| self.field(s, F_STATE).load(Acquire) == FREE)
         else {
             self.unlock_table();
@@ -341,11 +349,27 @@ impl HostLocks {
             ));
         };
         self.word(W_HIGH).fetch_max(slot as u64 + 1, Relaxed);
+        self.field(slot, F_OWNER).store(self.owner, Relaxed);
+        self.field(slot, F_PID).store(u64::from(self.pid), Relaxed);
+        self.field(slot, F_START).store(self.start, Relaxed);
+        // A call of many ranges writes them and compares them with the calls in flight
+        // outside the mutex (the mutex would otherwise be held for the whole walk, and
+        // every other client of the host would wait for it); small calls do it all inside.
+        let mut known = Vec::new();
+        if ranges.len() > OUTSIDE_MIN {
+            self.field(slot, F_STATE).store(RESERVED, Release);
+            self.unlock_table();
+            self.fill(slot, mode, &ranges);
+            known = self.precheck(slot, &ranges);
+            reaped += self.lock_table()?.reaped;
+        } else {
+            self.fill(slot, mode, &ranges);
+        }
         let ticket = self.word(W_TICKET).fetch_add(1, Relaxed) + 1;
-        self.fill(slot, mode, ticket, &ranges);
+        self.field(slot, F_TICKET).store(ticket, Release);
         self.field(slot, F_STATE).store(WANTED, Release);
         loop {
-            if !self.blocked(slot, mode, ticket, &ranges) {
+            if !self.blocked(slot, mode, ticket, &ranges, &known) {
                 self.field(slot, F_STATE).store(HELD, Release);
                 self.unlock_table();
                 break;
@@ -395,36 +419,66 @@ impl HostLocks {
         }
     }
 
-    fn fill(&self, slot: usize, mode: LockMode, ticket: u64, ranges: &[ByteRange]) {
-        self.field(slot, F_OWNER).store(self.owner, Relaxed);
-        self.field(slot, F_PID).store(u64::from(self.pid), Relaxed);
-        self.field(slot, F_START).store(self.start, Relaxed);
-        self.field(slot, F_MODE).store(mode_word(mode), Relaxed);
-        self.field(slot, F_TICKET).store(ticket, Relaxed);
-        self.field(slot, F_N).store(ranges.len() as u64, Relaxed);
-        let hull = (ranges[0].start, ranges[ranges.len() - 1].end);
-        self.field(slot, F_HULL_START).store(hull.0, Relaxed);
-        self.field(slot, F_HULL_END).store(hull.1, Relaxed);
+    /// Writes a call's mode and ranges into its record (not yet visible: its ticket and
+    /// state are stored after, with release ordering).
+    fn fill(&self, slot: usize, mode: LockMode, ranges: &[ByteRange]) {
         let at = RANGES_AT + slot * RANGE_WORDS;
         for (k, r) in ranges.iter().enumerate() {
             self.word(at + 2 * k).store(r.start, Relaxed);
             self.word(at + 2 * k + 1).store(r.end, Relaxed);
         }
+        self.field(slot, F_MODE).store(mode_word(mode), Relaxed);
+        self.field(slot, F_N).store(ranges.len() as u64, Relaxed);
+        let hull = (ranges[0].start, ranges[ranges.len() - 1].end);
+        self.field(slot, F_HULL_START).store(hull.0, Relaxed);
+        self.field(slot, F_HULL_END).store(hull.1, Relaxed);
+    }
+
+    /// Outside the mutex: whether each call in flight overlaps `ranges`, keyed by its
+    /// (slot, ticket). A record's ranges never change while its ticket is live, and a
+    /// refill stores its ranges before its new ticket, so an answer whose ticket read the
+    /// same before and after the walk is that ticket's — and a ticket, once released,
+    /// never comes back: a stale answer is never looked up.
+    fn precheck(&self, slot: usize, ranges: &[ByteRange]) -> Vec<(usize, u64, bool)> {
+        let mut known = Vec::new();
+        for s in (0..self.high()).filter(|&s| s != slot) {
+            if !matches!(self.field(s, F_STATE).load(Acquire), WANTED | HELD) {
+                continue;
+            }
+            let ticket = self.field(s, F_TICKET).load(Acquire);
+            let overlaps = self.overlaps(s, ranges);
+            std::sync::atomic::fence(Acquire);
+            if self.field(s, F_TICKET).load(Relaxed) == ticket {
+                known.push((s, ticket, overlaps));
+            }
+        }
+        known
     }
 
     /// Under the mutex: whether a held record, or a wanted one with an earlier ticket,
-    /// conflicts with the call in `slot`.
-    fn blocked(&self, slot: usize, mode: LockMode, ticket: u64, ranges: &[ByteRange]) -> bool {
+    /// conflicts with the call in `slot` (`known`: overlaps found by `precheck`).
+    fn blocked(
+        &self,
+        slot: usize,
+        mode: LockMode,
+        ticket: u64,
+        ranges: &[ByteRange],
+        known: &[(usize, u64, bool)],
+    ) -> bool {
         (0..self.high()).filter(|&s| s != slot).any(|s| {
             let state = self.field(s, F_STATE).load(Acquire);
+            let theirs = self.field(s, F_TICKET).load(Relaxed);
             let before = match state {
                 HELD => true,
-                WANTED => self.field(s, F_TICKET).load(Relaxed) < ticket,
+                WANTED => theirs < ticket,
                 _ => false,
             };
             before
                 && (mode == LockMode::Write || self.field(s, F_MODE).load(Relaxed) != 0)
-                && self.overlaps(s, ranges)
+                && known
+                    .iter()
+                    .find(|k| k.0 == s && k.1 == theirs)
+                    .map_or_else(|| self.overlaps(s, ranges), |k| k.2)
         })
     }
 
@@ -538,8 +592,16 @@ fn normalized(ranges: &[ByteRange]) -> Result<(Vec<ByteRange>, bool), WireError>
             WireError::new(ErrorCode::InvalidArgument, format!("host lock range: {e}"))
         })?;
     }
-    let list = atomio_layout::RangeList::from_ranges(ranges.to_vec());
-    let mut v = list.as_slice().to_vec();
+    // Calls' ranges usually arrive sorted and apart (a cursor's output): keep them as
+    // they are; anything else is sorted and merged.
+    let mut v = match ranges.windows(2).all(|w| w[0].end < w[1].start)
+        && ranges.iter().all(|r| !r.is_empty())
+    {
+        true => ranges.to_vec(),
+        false => atomio_layout::RangeList::from_ranges(ranges.to_vec())
+            .as_slice()
+            .to_vec(),
+    };
     if v.is_empty() {
         return Err(WireError::new(
             ErrorCode::InvalidArgument,

@@ -80,8 +80,24 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
             write,
             ranges: v.into_iter().map(|(s, l)| (s, s + l)).collect(),
         });
+    // Combs of 65-84 one- or two-byte ranges: calls the table compares outside its mutex.
+    let comb = (
+        0..4usize,
+        any::<bool>(),
+        0..20u64,
+        2..3u64,
+        65..85u64,
+        1..3u64,
+    )
+        .prop_map(|(client, write, start, step, count, len)| Op::Take {
+            client,
+            write,
+            ranges: (0..count)
+                .map(|i| (start + i * step, start + i * step + len.min(step)))
+                .collect(),
+        });
     prop::collection::vec(
-        prop_oneof![3 => take, 2 => (0..64usize).prop_map(Op::Release)],
+        prop_oneof![3 => take, 1 => comb, 2 => (0..64usize).prop_map(Op::Release)],
         1..120,
     )
 }
@@ -211,12 +227,21 @@ fn stamp(t: &HostLocks, data: &Path, seed: u64, locked: bool) -> u32 {
     };
     let mut torn = 0;
     for call in 0..300u64 {
-        let ranges: Vec<ByteRange> = (0..1 + next() % 3)
-            .map(|_| {
-                let s = next() % 60_000;
-                r(s, s + 256 + next() % 4096)
-            })
-            .collect();
+        // Odd calls are combs of 100 ranges (compared outside the table's mutex).
+        let ranges: Vec<ByteRange> = match call % 2 {
+            0 => (0..1 + next() % 3)
+                .map(|_| {
+                    let s = next() % 60_000;
+                    r(s, s + 256 + next() % 4096)
+                })
+                .collect(),
+            _ => {
+                let (start, step) = (next() % 1_000, 300 + next() % 300);
+                (0..100)
+                    .map(|i| r(start + i * step, start + i * step + 64))
+                    .collect()
+            }
+        };
         let list = atomio_layout::RangeList::from_ranges(ranges);
         let stamp = (seed as u8).wrapping_mul(31).wrapping_add(call as u8) | 1;
         let held = locked.then(|| t.acquire(LockMode::Write, list.as_slice()).unwrap());
