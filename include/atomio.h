@@ -65,6 +65,11 @@
 // `atomio_open_direct` flag: open the file read-only.
 #define ATOMIO_RDONLY 8
 
+// `atomio_open_direct` flag: take the file's locks in this host's shared lock table, not
+// on the lock servers (no round trip per call). Every process that opens the file must run
+// on this host and pass it too: the table and the servers do not see each other's locks.
+#define ATOMIO_HOST_LOCKS 16
+
 // A connection to every server of a cluster.
 typedef struct atomio_client atomio_client;
 

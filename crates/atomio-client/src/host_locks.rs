@@ -119,6 +119,8 @@ pub struct HostLocks {
     base: *const u8,
     _memory: Memory,
     path: Option<PathBuf>,
+    /// The table's file, under a shared `flock` while the handle lives.
+    file: Option<std::fs::File>,
     /// This handle's owner token: unique over the host's processes and handles.
     owner: u64,
     pid: u32,
@@ -190,15 +192,25 @@ impl HostLocks {
     /// trusted: another user's file under the name is refused.
     pub fn open_at(path: &Path) -> Result<Self, WireError> {
         use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| io_error("open", path, e))?;
+        // The last handle to close removes the file (see `Drop`): one that opened a file
+        // being removed sees it unlinked once it holds its shared lock, and opens anew.
+        let file = loop {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)
+                .map_err(|e| io_error("open", path, e))?;
+            flock(&file, libc::LOCK_SH).map_err(|e| io_error("flock", path, e))?;
+            let meta = file.metadata().map_err(|e| io_error("stat", path, e))?;
+            match std::fs::symlink_metadata(path) {
+                Ok(m) if m.ino() == meta.ino() && m.dev() == meta.dev() => break file,
+                _ => continue,
+            }
+        };
         let meta = file.metadata().map_err(|e| io_error("stat", path, e))?;
         if meta.uid() != nix::unistd::getuid().as_raw() {
             return Err(io_error("owner", path, "belongs to another user"));
@@ -216,6 +228,7 @@ impl HostLocks {
         let base = map.as_ptr();
         let mut t = Self::with_memory(base, Memory::Shared(map));
         t.path = Some(path.to_path_buf());
+        t.file = Some(file);
         t.check_layout()?;
         Ok(t)
     }
@@ -232,23 +245,13 @@ impl HostLocks {
         t
     }
 
-    /// Another handle on the same private table (a second "client" in tests).
-    pub fn another_handle(&self) -> Result<Self, WireError> {
-        match &self.path {
-            Some(p) => Self::open_at(p),
-            None => Err(WireError::new(
-                ErrorCode::InvalidArgument,
-                "a private host lock table has one handle",
-            )),
-        }
-    }
-
     fn with_memory(base: *const u8, memory: Memory) -> Self {
         let pid = std::process::id();
         Self {
             base,
             _memory: memory,
             path: None,
+            file: None,
             owner: (u64::from(pid) << 32) | (HANDLES.fetch_add(1, Relaxed) & 0xffff_ffff),
             pid,
             start: atomio_data::version_board::start_time(pid).unwrap_or(0),
@@ -569,6 +572,40 @@ impl HostLocks {
         self.header(H_MUTEX).store(0, SeqCst);
         if self.header(H_MUTEX_SLEEPERS).load(SeqCst) > 0 {
             futex_wake(self.header(H_MUTEX), 1);
+        }
+    }
+}
+
+impl Drop for HostLocks {
+    /// The last handle on a table removes its file: an exclusive `flock` is granted only
+    /// when no other handle holds its shared one (openers re-check the path, see `open_at`).
+    /// A table left by killed processes is harmless: its dead records are reaped.
+    fn drop(&mut self) {
+        if let (Some(file), Some(path)) = (&self.file, &self.path) {
+            if flock(file, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+                use std::os::unix::fs::MetadataExt;
+                let ours = file.metadata().ok().map(|m| (m.dev(), m.ino()));
+                let named = std::fs::symlink_metadata(path)
+                    .ok()
+                    .map(|m| (m.dev(), m.ino()));
+                if ours.is_some() && ours == named {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+    }
+}
+
+fn flock(file: &std::fs::File, op: libc::c_int) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a descriptor the `File` owns; it touches no memory of ours.
+        match unsafe { libc::flock(file.as_raw_fd(), op) } {
+            0 => return Ok(()),
+            _ => match std::io::Error::last_os_error() {
+                e if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                e => return Err(e),
+            },
         }
     }
 }

@@ -348,3 +348,23 @@ fn a_killed_holder_s_locks_come_back() {
     t.release(h).unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The table's file lives while a handle does: the last one to close removes it, and a
+/// handle opened after that starts a fresh (empty) table.
+#[test]
+fn the_last_handle_removes_the_table() {
+    let dir = scratch("last");
+    let path = dir.join("table");
+    let a = HostLocks::open_at(&path).unwrap();
+    let b = HostLocks::open_at(&path).unwrap();
+    let held = b.acquire(LockMode::Write, &[r(0, 10)]).unwrap();
+    drop(a);
+    assert!(path.exists(), "removed while a handle was open");
+    b.release(held).unwrap();
+    drop(b);
+    assert!(!path.exists(), "the last handle left its table");
+    let c = HostLocks::open_at(&path).unwrap();
+    let h = c.try_acquire(LockMode::Write, &[r(0, 10)]).unwrap();
+    assert!(h.is_some(), "a fresh table is empty");
+    let _ = std::fs::remove_dir_all(dir);
+}

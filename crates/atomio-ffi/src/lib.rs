@@ -691,6 +691,10 @@ pub extern "C" fn atomio_open(
 pub const ATOMIO_NFS: u32 = 4;
 /// `atomio_open_direct` flag: open the file read-only.
 pub const ATOMIO_RDONLY: u32 = 8;
+/// `atomio_open_direct` flag: take the file's locks in this host's shared lock table, not
+/// on the lock servers (no round trip per call). Every process that opens the file must run
+/// on this host and pass it too: the table and the servers do not see each other's locks.
+pub const ATOMIO_HOST_LOCKS: u32 = 16;
 
 /// Opens (with `ATOMIO_CREATE`, creates) the user's ordinary file at `path` in direct
 /// mode: its bytes stay in that file, written with positioned I/O under atomio's locks;
@@ -726,12 +730,16 @@ pub extern "C" fn atomio_open_direct(
         if flags & ATOMIO_NFS != 0 {
             data.coherence = Coherence::nfs();
         }
+        let mut file = File::direct(data);
+        if flags & ATOMIO_HOST_LOCKS != 0 {
+            file.use_host_locks()?;
+        }
         put(
             out,
             AtomioFile {
                 client,
                 local_rt,
-                file: File::direct(data),
+                file,
             },
         )
     })

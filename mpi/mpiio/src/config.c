@@ -62,6 +62,10 @@ void amio_config_load(void)
     amio_cfg.export_on_sync = (int)env_num("ATOMIO_EXPORT_ON_SYNC", 1, 0, 1);
     amio_cfg.cb_max = (uint64_t)env_num("ATOMIO_CB_MAX", 1LL << 30, 0, 1LL << 40);
     amio_cfg.nfs = (int)env_num("ATOMIO_NFS", 0, 0, 1);
+    const char *locks = env_str("ATOMIO_LOCKS");
+    amio_cfg.host_locks = locks && strcmp(locks, "host") == 0;
+    if (locks && !amio_cfg.host_locks && strcmp(locks, "servers") != 0)
+        fprintf(stderr, "atomio-mpiio: ignoring ATOMIO_LOCKS=%s (servers|host)\n", locks);
     amio_cfg.stats = env_str("ATOMIO_STATS");
     if (amio_cfg.stats && strcmp(amio_cfg.stats, "0") == 0)
         amio_cfg.stats = NULL;

@@ -55,6 +55,10 @@ typedef struct {
                                   clients cache without coherence (atomio_open_direct's
                                   ATOMIO_NFS: fdatasync before release, drop cached pages
                                   after acquire) */
+    int host_locks;            /* ATOMIO_LOCKS=host: direct placement takes its locks in the
+                                  host's shared lock table (atomio_open_direct's
+                                  ATOMIO_HOST_LOCKS), not on lock servers: for jobs whose
+                                  ranks all run on one host (checked at open) */
 } amio_config;
 
 extern amio_config amio_cfg;

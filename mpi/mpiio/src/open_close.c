@@ -52,6 +52,18 @@ static uint32_t hash32(const char *s)
     return h & 0x3fffffff;
 }
 
+/* Whether every rank of `comm` (of `size` ranks) shares one host's memory (collective). */
+static int one_host(MPI_Comm comm, int size)
+{
+    MPI_Comm node;
+    int n = 0;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return 0;
+    PMPI_Comm_size(node, &n);
+    PMPI_Comm_free(&node);
+    return n == size;
+}
+
 static void canonical(const char *path, char *out, size_t cap)
 {
     char buf[PATH_MAX], cwd[PATH_MAX];
@@ -154,6 +166,18 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     if (!f->direct)
         code = amio_agree(code, f->comm, "MPI_File_open");
 
+    /* Host locks live in one host's shared memory: every rank must be on that host. Every
+     * rank of a direct file reaches this collective (f->direct is the same on all ranks). */
+    if (f->direct && amio_cfg.host_locks) {
+        int one = one_host(f->comm, f->size);
+        if (code == MPI_SUCCESS && !one)
+            code = amio_error(MPI_ERR_UNSUPPORTED_OPERATION,
+                              "ATOMIO_LOCKS=host: the ranks of %s run on more than one host, and "
+                              "host locks live in one host's shared memory (unset ATOMIO_LOCKS "
+                              "to take the locks on lock servers)",
+                              f->path ? f->path : filename);
+    }
+
     /* 4. the data */
     atomio_client *c = NULL;
     int entered = 0;
@@ -163,12 +187,15 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         /* Direct placement: the ordinary file (opened or created by PMPI above) holds the
          * bytes; the servers hold only its locks, named by the canonical path. No
          * collective here: step 5's agreement covers this step. */
-        if (code == MPI_SUCCESS)
+        /* Host locks need no lock server (versioning still needs its servers). */
+        if (code == MPI_SUCCESS && !(amio_cfg.host_locks && !f->versioning))
             code = amio_client(&c);
         if (code == MPI_SUCCESS) {
             uint32_t flags = (amode & MPI_MODE_RDONLY) ? ATOMIO_RDONLY : 0;
             if (amio_cfg.nfs)
                 flags |= ATOMIO_NFS;
+            if (amio_cfg.host_locks)
+                flags |= ATOMIO_HOST_LOCKS;
             rc = atomio_open_direct(c, f->path, flags, &f->af);
             if (rc != ATOMIO_OK) {
                 f->af = NULL;

@@ -122,6 +122,17 @@ step "2f. negative control: strategy none is caught violating (servers, then dir
 t2h() { T_DIR=$(fresh t2h) ATOMIO_NFS=1 mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:datatype:one-try bounding-extent &&
         T_DIR=$(fresh t2h-pwrite) ATOMIO_MMAP=0 mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:list:one-try; }
 step "2h. overlapping writers atomic with NFS coherence (ATOMIO_NFS=1) and with one pwrite per piece (ATOMIO_MMAP=0)" t2h
+# Host locks (ATOMIO_LOCKS=host): the locks in this host's shared lock table, no lock server
+# (ATOMIO_SERVERS=none proves it: lock servers would be refused); only where every rank runs
+# on this host (not across emulated hosts, whose namespaces share one kernel's /dev/shm but
+# stand for separate machines).
+t2k() { T_DIR=$(fresh t2k) ATOMIO_LOCKS=host ATOMIO_SERVERS=none mpirun_n 4 --preload "$BUILD/t_overlap_writers" \
+          ching:datatype:one-try ching:list:two-phase bounding-extent block:4096 &&
+        T_DIR=$(fresh t2k-coll) ATOMIO_LOCKS=host mpirun_n 4 --preload "$BUILD/t_overlap_writers" --collective \
+          ching:datatype:one-try; }
+if [ "$(basename "$MPIEXEC")" = mpiexec ]; then
+  step "2k. overlapping writers atomic with host locks (ATOMIO_LOCKS=host: one host's shared lock table)" t2k
+fi
 # Cached-lock DLMs run on atomio's servers (taken so whatever ATOMIO_DATA says): SeqDLM
 # (BW across stripes, downgraded while canceling) and the traditional DLMs, writes cached
 # by each rank's DLM agent and flushed with sequence numbers before the export at close.
