@@ -441,7 +441,14 @@ impl MpiBenchConfig {
             if let Some(lib) = &self.mpiio_lib {
                 env.push(("LD_PRELOAD".into(), lib.display().to_string()));
             }
-            env.push(("ATOMIO_STRATEGY".into(), s.clone()));
+            // `<strategy>+host`: the strategy's locks in the host's shared lock table.
+            match s.strip_suffix("+host") {
+                Some(base) => {
+                    env.push(("ATOMIO_STRATEGY".into(), base.to_string()));
+                    env.push(("ATOMIO_LOCKS".into(), "host".into()));
+                }
+                None => env.push(("ATOMIO_STRATEGY".into(), s.clone())),
+            }
             env.extend(self.atomio_env.iter().cloned());
         }
         match self.flavor {
@@ -934,6 +941,13 @@ mod tests {
         assert!(
             a.contains("--path atomio:/s/atomio_mpi_strided_io_t.dat --atomic"),
             "{a}"
+        );
+        let h = cfg
+            .command_line(&Variant::Atomio("ching:list:one-try+host".into()), "t")
+            .join(" ");
+        assert!(
+            h.contains("-genv ATOMIO_STRATEGY ching:list:one-try -genv ATOMIO_LOCKS host"),
+            "{h}"
         );
         let bad = MpiBenchConfig {
             program: Program::Strided(StridedGeometry {

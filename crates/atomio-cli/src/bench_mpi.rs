@@ -43,11 +43,13 @@ pub struct MpiCommon {
     )]
     baselines: Vec<String>,
     /// atomio strategies, each run through the preloaded libatomio_mpiio.so: any name the
-    /// library takes (`ching:…`, `bounding-extent`, `rma`, `seqdlm`, `versioning`, …).
+    /// library takes (`ching:…`, `bounding-extent`, `rma`, `seqdlm`, `versioning`, …);
+    /// `<strategy>+host` runs it with `ATOMIO_LOCKS=host` (locks in the host's shared lock
+    /// table, no lock server).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "ching:datatype:one-try,ching:list:one-try,bounding-extent,rma"
+        default_value = "ching:datatype:one-try,ching:list:one-try,bounding-extent,rma,ching:datatype:one-try+host"
     )]
     strategies: Vec<String>,
     /// libatomio_mpiio.so: `auto` builds it (make -C mpi/mpiio) against the libatomio.so next
