@@ -24,15 +24,17 @@
 //!   page 0:   layout version · mutex (futex: holder's pid) · mutex sleepers · seq (futex) · seq sleepers
 //!   page 1…:  next ticket · high-water record · RECORDS directory entries:
 //!             state · owner · pid · pid start time · mode · ticket · n · hull
-//!   +64 KiB:  RECORDS range arrays of MAX_RANGES (start, end) pairs
+//!   +64 KiB:  RECORDS arrays of MAX_RUNS runs (start, len, stride, count): the call's
+//!             ranges folded into arithmetic runs (`runs`)
 //! ```
 //!
 //! A call fills a free record (state `WANTED`, a new ticket) and is granted (`HELD`) when no
 //! held record and no earlier-ticketed wanted record conflicts with it (overlapping bytes,
 //! not both reads); otherwise it sleeps on `seq`, which every release bumps. Waiting only
 //! on holders (who wait for nothing) and on earlier tickets cannot cycle: no deadlock, no
-//! starvation. A call whose ranges exceed a record is coarsened (smallest gaps merged):
-//! it then locks more, never less.
+//! starvation. A call's ranges are folded into arithmetic runs (`runs`: S3D's 50,688 pieces
+//! of a call take a few thousand); a call whose runs exceed a record is coarsened (smallest
+//! gaps merged): it then locks more, never less.
 //!
 //! Crashes: every change a call makes is one store of a record's state, made last, so a
 //! process killed inside the mutex leaves a consistent table; a waiter that slept
@@ -45,26 +47,31 @@
 //! `WANTED` record with a smaller ticket; a record's fields are written before its state
 //! makes it visible; a granted call's ranges cover every range it asked for.
 
+mod runs;
+
 use atomio_layout::ByteRange;
 use atomio_proto::{ErrorCode, LockMode, WireError};
 use nix::libc;
+use runs::Run;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::time::Duration;
 
 /// The table's layout version (a table of another layout is refused, not misread).
-const LAYOUT: u32 = 3;
+const LAYOUT: u32 = 4;
 const PAGE: usize = 4096;
 /// Calls in flight (held or waiting) at once, over every process of the host.
 pub const RECORDS: usize = 256;
 /// A record's directory entry: what a scan reads, packed so a scan touches few pages.
 const ENTRY_WORDS: usize = 16;
-/// Words of one record's ranges: 64 Ki ranges (1 MiB of address space; only what a call
-/// writes is touched). A call of many small pieces (S3D: ~18 Ki pieces of 384 bytes per
-/// call) must fit whole: coarsening interleaved pieces would make them conflict.
+/// Words of one record's runs (see `runs`): 32 Ki runs of 4 words (1 MiB of address
+/// space; only what a call writes is touched). A call of many small pieces must fit whole:
+/// coarsening interleaved pieces would make them conflict; folded into runs, S3D's 50,688
+/// pieces per call take a few thousand.
 const RANGE_WORDS: usize = 1 << 17;
-/// Most ranges one record holds; a call with more is coarsened to this many.
-pub const MAX_RANGES: usize = RANGE_WORDS / 2;
+const RUN_WORDS: usize = 4;
+/// Most runs one record holds; a call with more is coarsened to this many ranges.
+pub const MAX_RUNS: usize = RANGE_WORDS / RUN_WORDS;
 /// Word 0: the ticket counter; word 1: one past the highest record ever used (scans stop
 /// there: records are taken lowest first, so a few clients scan a few entries).
 const W_TICKET: usize = 0;
@@ -100,7 +107,7 @@ const F_HULL_END: usize = 8;
 
 /// Spins on the mutex before sleeping: it is held for a scan of the calls in flight.
 const SPINS: u32 = 200;
-/// Calls of more ranges than this write and compare them outside the mutex.
+/// Calls of more runs than this write and compare them outside the mutex.
 const OUTSIDE_MIN: usize = 64;
 /// How long a sleeper waits before it checks whether the processes it waits for live.
 const PATIENCE: Duration = Duration::from_millis(20);
@@ -309,11 +316,17 @@ impl HostLocks {
         self.word(DIR_AT + slot * ENTRY_WORDS + f)
     }
 
-    fn range(&self, slot: usize, k: usize) -> ByteRange {
-        let at = RANGES_AT + slot * RANGE_WORDS + 2 * k;
-        ByteRange {
-            start: self.word(at).load(Relaxed),
-            end: self.word(at + 1).load(Relaxed),
+    fn run(&self, slot: usize, k: usize) -> Run {
+        let at = RANGES_AT + slot * RANGE_WORDS + RUN_WORDS * k;
+        let w = |i: usize| self.word(at + i).load(Relaxed);
+        // A torn read (a precheck racing a refill, whose answer is then dropped) must not
+        // make arithmetic that panics: clamp to a valid run.
+        let (len, count) = (w(1).max(1), w(3).max(1));
+        Run {
+            start: w(0).min(atomio_layout::MAX_OFFSET),
+            len: len.min(atomio_layout::MAX_OFFSET),
+            stride: w(2).max(len).min(atomio_layout::MAX_OFFSET),
+            count: count.min(atomio_layout::MAX_OFFSET),
         }
     }
 
@@ -340,7 +353,7 @@ impl HostLocks {
         ranges: &[ByteRange],
         wait: bool,
     ) -> Result<Option<HostHeld>, WireError> {
-        let (ranges, coarsened) = normalized(ranges)?;
+        let (runs, coarsened) = normalized(ranges)?;
         let mut waited = false;
         let mut reaped = self.lock_table()?.reaped;
         let Some(slot) = (0..RECORDS).find(|&s| self.field(s, F_STATE).load(Acquire) == FREE)
@@ -359,20 +372,20 @@ impl HostLocks {
         // outside the mutex (the mutex would otherwise be held for the whole walk, and
         // every other client of the host would wait for it); small calls do it all inside.
         let mut known = Vec::new();
-        if ranges.len() > OUTSIDE_MIN {
+        if runs.len() > OUTSIDE_MIN {
             self.field(slot, F_STATE).store(RESERVED, Release);
             self.unlock_table();
-            self.fill(slot, mode, &ranges);
-            known = self.precheck(slot, &ranges);
+            self.fill(slot, mode, &runs);
+            known = self.precheck(slot, &runs);
             reaped += self.lock_table()?.reaped;
         } else {
-            self.fill(slot, mode, &ranges);
+            self.fill(slot, mode, &runs);
         }
         let ticket = self.word(W_TICKET).fetch_add(1, Relaxed) + 1;
         self.field(slot, F_TICKET).store(ticket, Release);
         self.field(slot, F_STATE).store(WANTED, Release);
         loop {
-            if !self.blocked(slot, mode, ticket, &ranges, &known) {
+            if !self.blocked(slot, mode, ticket, &runs, &known) {
                 self.field(slot, F_STATE).store(HELD, Release);
                 self.unlock_table();
                 break;
@@ -424,17 +437,20 @@ impl HostLocks {
 
     /// Writes a call's mode and ranges into its record (not yet visible: its ticket and
     /// state are stored after, with release ordering).
-    fn fill(&self, slot: usize, mode: LockMode, ranges: &[ByteRange]) {
+    fn fill(&self, slot: usize, mode: LockMode, runs: &[Run]) {
         let at = RANGES_AT + slot * RANGE_WORDS;
-        for (k, r) in ranges.iter().enumerate() {
-            self.word(at + 2 * k).store(r.start, Relaxed);
-            self.word(at + 2 * k + 1).store(r.end, Relaxed);
+        for (k, r) in runs.iter().enumerate() {
+            let w = at + RUN_WORDS * k;
+            self.word(w).store(r.start, Relaxed);
+            self.word(w + 1).store(r.len, Relaxed);
+            self.word(w + 2).store(r.stride, Relaxed);
+            self.word(w + 3).store(r.count, Relaxed);
         }
         self.field(slot, F_MODE).store(mode_word(mode), Relaxed);
-        self.field(slot, F_N).store(ranges.len() as u64, Relaxed);
-        let hull = (ranges[0].start, ranges[ranges.len() - 1].end);
-        self.field(slot, F_HULL_START).store(hull.0, Relaxed);
-        self.field(slot, F_HULL_END).store(hull.1, Relaxed);
+        self.field(slot, F_N).store(runs.len() as u64, Relaxed);
+        self.field(slot, F_HULL_START).store(runs[0].start, Relaxed);
+        self.field(slot, F_HULL_END)
+            .store(runs[runs.len() - 1].end(), Relaxed);
     }
 
     /// Outside the mutex: whether each call in flight overlaps `ranges`, keyed by its
@@ -442,14 +458,14 @@ impl HostLocks {
     /// refill stores its ranges before its new ticket, so an answer whose ticket read the
     /// same before and after the walk is that ticket's — and a ticket, once released,
     /// never comes back: a stale answer is never looked up.
-    fn precheck(&self, slot: usize, ranges: &[ByteRange]) -> Vec<(usize, u64, bool)> {
+    fn precheck(&self, slot: usize, runs: &[Run]) -> Vec<(usize, u64, bool)> {
         let mut known = Vec::new();
         for s in (0..self.high()).filter(|&s| s != slot) {
             if !matches!(self.field(s, F_STATE).load(Acquire), WANTED | HELD) {
                 continue;
             }
             let ticket = self.field(s, F_TICKET).load(Acquire);
-            let overlaps = self.overlaps(s, ranges);
+            let overlaps = self.overlaps(s, runs);
             std::sync::atomic::fence(Acquire);
             if self.field(s, F_TICKET).load(Relaxed) == ticket {
                 known.push((s, ticket, overlaps));
@@ -465,7 +481,7 @@ impl HostLocks {
         slot: usize,
         mode: LockMode,
         ticket: u64,
-        ranges: &[ByteRange],
+        runs: &[Run],
         known: &[(usize, u64, bool)],
     ) -> bool {
         (0..self.high()).filter(|&s| s != slot).any(|s| {
@@ -481,7 +497,7 @@ impl HostLocks {
                 && known
                     .iter()
                     .find(|k| k.0 == s && k.1 == theirs)
-                    .map_or_else(|| self.overlaps(s, ranges), |k| k.2)
+                    .map_or_else(|| self.overlaps(s, runs), |k| k.2)
         })
     }
 
@@ -490,30 +506,17 @@ impl HostLocks {
         (self.word(W_HIGH).load(Relaxed) as usize).min(RECORDS)
     }
 
-    /// Whether record `s`'s ranges meet any of `ranges` (both sorted, disjoint).
-    fn overlaps(&self, s: usize, ranges: &[ByteRange]) -> bool {
+    /// Whether record `s`'s runs share a byte with `runs`.
+    fn overlaps(&self, s: usize, runs: &[Run]) -> bool {
         let (lo, hi) = (
             self.field(s, F_HULL_START).load(Relaxed),
             self.field(s, F_HULL_END).load(Relaxed),
         );
-        if hi <= ranges[0].start || ranges[ranges.len() - 1].end <= lo {
+        if hi <= runs[0].start || runs[runs.len() - 1].end() <= lo {
             return false;
         }
-        let n = (self.field(s, F_N).load(Relaxed) as usize).min(MAX_RANGES);
-        let (mut i, mut j) = (0, 0);
-        while i < n && j < ranges.len() {
-            let a = self.range(s, i);
-            let b = ranges[j];
-            if a.start < b.end && b.start < a.end {
-                return true;
-            }
-            if a.end <= b.end {
-                i += 1;
-            } else {
-                j += 1;
-            }
-        }
-        false
+        let n = (self.field(s, F_N).load(Relaxed) as usize).min(MAX_RUNS);
+        runs::overlap_with(n, |k| self.run(s, k), runs)
     }
 
     /// Under the mutex: frees the records of processes that are gone.
@@ -622,8 +625,9 @@ fn mode_word(mode: LockMode) -> u64 {
     }
 }
 
-/// Sorted, merged, validated ranges, coarsened to `MAX_RANGES` (and whether it was).
-fn normalized(ranges: &[ByteRange]) -> Result<(Vec<ByteRange>, bool), WireError> {
+/// A call's ranges validated, sorted, merged and folded into runs; coarsened when they
+/// fold into more than `MAX_RUNS` (and whether they were).
+fn normalized(ranges: &[ByteRange]) -> Result<(Vec<Run>, bool), WireError> {
     for r in ranges {
         r.validate().map_err(|e| {
             WireError::new(ErrorCode::InvalidArgument, format!("host lock range: {e}"))
@@ -631,7 +635,7 @@ fn normalized(ranges: &[ByteRange]) -> Result<(Vec<ByteRange>, bool), WireError>
     }
     // Calls' ranges usually arrive sorted and apart (a cursor's output): keep them as
     // they are; anything else is sorted and merged.
-    let mut v = match ranges.windows(2).all(|w| w[0].end < w[1].start)
+    let v = match ranges.windows(2).all(|w| w[0].end < w[1].start)
         && ranges.iter().all(|r| !r.is_empty())
     {
         true => ranges.to_vec(),
@@ -645,11 +649,11 @@ fn normalized(ranges: &[ByteRange]) -> Result<(Vec<ByteRange>, bool), WireError>
             "host lock of no bytes",
         ));
     }
-    let coarsened = v.len() > MAX_RANGES;
-    if coarsened {
-        v = coarsen(&v, MAX_RANGES);
+    let runs = runs::fold(&v);
+    if runs.len() <= MAX_RUNS {
+        return Ok((runs, false));
     }
-    Ok((v, coarsened))
+    Ok((runs::fold(&coarsen(&v, MAX_RUNS)), true))
 }
 
 /// `ranges` (sorted, disjoint) merged across their smallest gaps until at most `max`
