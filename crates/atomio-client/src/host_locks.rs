@@ -355,7 +355,7 @@ impl HostLocks {
     ) -> Result<Option<HostHeld>, WireError> {
         let (runs, coarsened) = normalized(ranges)?;
         let mut waited = false;
-        let mut reaped = self.lock_table()?.reaped;
+        let mut reaped = self.lock_table().reaped;
         let Some(slot) = (0..RECORDS).find(|&s| self.field(s, F_STATE).load(Acquire) == FREE)
         else {
             self.unlock_table();
@@ -377,7 +377,7 @@ impl HostLocks {
             self.unlock_table();
             self.fill(slot, mode, &runs);
             known = self.precheck(slot, &runs);
-            reaped += self.lock_table()?.reaped;
+            reaped += self.lock_table().reaped;
         } else {
             self.fill(slot, mode, &runs);
         }
@@ -401,7 +401,7 @@ impl HostLocks {
             self.unlock_table();
             let timed_out = futex_wait(self.header(H_SEQ), seq, PATIENCE);
             self.header(H_SEQ_SLEEPERS).fetch_sub(1, SeqCst);
-            reaped += self.lock_table()?.reaped;
+            reaped += self.lock_table().reaped;
             if timed_out {
                 reaped += self.reap_dead();
             }
@@ -540,13 +540,13 @@ impl HostLocks {
     }
 
     /// Takes the table's mutex (robust: a holder that died is overtaken).
-    fn lock_table(&self) -> Result<MutexTaken, WireError> {
+    fn lock_table(&self) -> MutexTaken {
         let m = self.header(H_MUTEX);
         for _ in 0..SPINS {
             if m.compare_exchange_weak(0, self.pid, Acquire, Relaxed)
                 .is_ok()
             {
-                return Ok(MutexTaken { reaped: 0 });
+                return MutexTaken { reaped: 0 };
             }
             std::hint::spin_loop();
         }
@@ -556,7 +556,7 @@ impl HostLocks {
             let timed_out = holder != 0 && futex_wait(m, holder, PATIENCE);
             self.header(H_MUTEX_SLEEPERS).fetch_sub(1, SeqCst);
             if m.compare_exchange(0, self.pid, Acquire, Relaxed).is_ok() {
-                return Ok(MutexTaken { reaped: 0 });
+                return MutexTaken { reaped: 0 };
             }
             // Every change under the mutex ends with one store, so a dead holder left the
             // table consistent: take the mutex over.
@@ -566,7 +566,7 @@ impl HostLocks {
                 && m.compare_exchange(holder, self.pid, Acquire, Relaxed)
                     .is_ok()
             {
-                return Ok(MutexTaken { reaped: 1 });
+                return MutexTaken { reaped: 1 };
             }
         }
     }
