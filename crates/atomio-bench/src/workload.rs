@@ -838,17 +838,6 @@ async fn cleanup(c: &mut ClusterClient, target: &Target, dump_dir: &Path) {
         Target::Servers { path, .. } => {
             let _ = c.remove(path).await;
         }
-        Target::Direct {
-            file,
-            host_locks: true,
-            ..
-        } => {
-            // The workers are done with the table: remove it with the file.
-            if let Ok(d) = atomio_client::DirectData::open(file, false) {
-                let _ = std::fs::remove_file(atomio_client::host_locks::table_path(d.lock_key()));
-            }
-            let _ = std::fs::remove_file(file);
-        }
         Target::Direct { file, .. } | Target::Limit { file, .. } => {
             let _ = std::fs::remove_file(file);
         }

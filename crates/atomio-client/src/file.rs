@@ -15,7 +15,7 @@
 
 use crate::call::{CallIo, CallOp};
 use crate::direct::DirectData;
-use crate::host_locks::{HostLockStats, HostLocks};
+use crate::host_locks::HostLocks;
 use crate::interval::{refuse_foreign, IntervalGeometry, Parts};
 use crate::interval_file::{undeclared, IntervalOutput};
 use crate::objects::ObjectFiles;
@@ -591,7 +591,6 @@ impl File {
         Ok(())
     }
 
-    /// The strategy in force, `None` when atomic mode is off.
     /// Takes this file's locks in the host's shared lock table (`host_locks`) instead of
     /// on lock servers: no round trip per call. Every client of the file must run on this
     /// host and take its locks there too (the table and the servers do not know of each
@@ -608,11 +607,7 @@ impl File {
         Ok(())
     }
 
-    /// What this file's host lock table did (`None`: the file uses lock servers).
-    pub fn host_lock_stats(&self) -> Option<HostLockStats> {
-        self.host_locks.as_ref().map(HostLocks::stats)
-    }
-
+    /// The strategy in force, `None` when atomic mode is off.
     pub fn atomic(&self) -> Option<&Strategy> {
         Some(&self.atomic).filter(|s| s.is_atomic())
     }
@@ -709,7 +704,7 @@ impl File {
             LockMode::Read => libc::F_RDLCK,
         };
         d.fcntl(kind, r)?;
-        let result = io_under_lock(d, method, mode, r, access, op);
+        let result = io_under_lock(d, mode, r, || direct_io(d, method, access, op));
         let unlocked = d.fcntl(libc::F_UNLCK, r);
         result?;
         unlocked
@@ -742,7 +737,8 @@ impl File {
             }
         }
         let held = table.acquire(mode, &ranges)?;
-        let result = io_under_lock(d, self.atomic.technique().io(), mode, hull, access, op);
+        let method = self.atomic.technique().io();
+        let result = io_under_lock(d, mode, hull, || self.placed_io(d, method, access, op));
         let released = table.release(held);
         result?;
         released
@@ -1307,18 +1303,16 @@ fn no_direct(s: &Strategy) -> WireError {
     )
 }
 
-/// Step 2 under a lock taken on this host (`fcntl` or the host lock table): the I/O, with
-/// the coherence steps around it (`covered`: the bytes the lock covers).
+/// Step 2 under a lock taken on this host (`fcntl` or the host lock table): `io`, with the
+/// coherence steps around it (`covered`: the bytes the lock covers).
 fn io_under_lock(
     d: &DirectData,
-    method: IoMethod,
     mode: LockMode,
     covered: atomio_layout::ByteRange,
-    access: &Access,
-    op: Op<'_>,
+    io: impl FnOnce() -> Result<(), WireError>,
 ) -> Result<(), WireError> {
     d.after_acquire(covered)
-        .and_then(|()| direct_io(d, method, access, op))
+        .and_then(|()| io())
         .and_then(|()| match mode {
             LockMode::Write => d.before_release(),
             LockMode::Read => Ok(()),

@@ -142,7 +142,7 @@ unsafe impl Send for HostLocks {}
 unsafe impl Sync for HostLocks {}
 
 /// Counts of one handle's lock calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HostLockStats {
     pub acquired: u64,
     /// Acquisitions that had to sleep at least once.
@@ -162,22 +162,15 @@ pub struct HostHeld {
 }
 
 /// The path of the table of the file whose locks are named `lock_key`, for this user.
-pub fn table_path(lock_key: &str) -> PathBuf {
+fn table_path(lock_key: &str) -> PathBuf {
     let dir = match Path::new("/dev/shm").is_dir() {
         true => PathBuf::from("/dev/shm"),
         false => std::env::temp_dir(),
     };
     let uid = nix::unistd::getuid().as_raw();
-    dir.join(format!(
-        "atomio-hostlocks-{uid}-{:016x}",
-        fnv1a(lock_key.as_bytes())
-    ))
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    // Named by the lock key's file id (the hash every client of the file agrees on).
+    let id = atomio_proto::file_id(lock_key).0;
+    dir.join(format!("atomio-hostlocks-{uid}-{id:016x}"))
 }
 
 fn io_error(what: &str, path: &Path, e: impl std::fmt::Display) -> WireError {
@@ -285,11 +278,6 @@ impl HostLocks {
                 ),
             )),
         }
-    }
-
-    /// The table's file (none for a private table).
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
     }
 
     pub fn stats(&self) -> HostLockStats {
