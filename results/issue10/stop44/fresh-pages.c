@@ -61,6 +61,10 @@ int main(int argc, char **argv) {
     double *a = malloc(sizeof(double) * n), *b = malloc(sizeof(double) * n), *c2 = malloc(sizeof(double) * n); int na = 0, nb = 0;
     for (int i = 0; i < n; i++) { a[i] = lat[i]; if (chg[i]) b[nb++] = lat[i]; else c2[na++] = lat[i]; }
     qsort(a, n, sizeof(double), cmp); qsort(b, nb, sizeof(double), cmp); qsort(c2, na, sizeof(double), cmp);
+    { double *k1 = malloc(sizeof(double) * n), *k2 = malloc(sizeof(double) * n); int n1 = 0, n2 = 0;
+      for (int i = 2; i < n; i++) { if (chg[i - 1] && !chg[i]) k1[n1++] = lat[i]; if (chg[i - 2] && !chg[i - 1] && !chg[i]) k2[n2++] = lat[i]; }
+      qsort(k1, n1, sizeof(double), cmp); qsort(k2, n2, sizeof(double), cmp);
+      if (n1 && n2) printf("  k1 n=%d med=%.0f  k2 n=%d med=%.0f\n", n1, k1[n1 / 2], n2, k2[n2 / 2]); }
     printf("%s phase=%s reads=%d med=%.0f p99=%.0f | new: n=%d (%.2f%%) med=%.0f | steady med=%.0f p99=%.0f\n", argv[2], phase ? "loaded" : "idle", n, a[n / 2], a[(int)(n * 0.99)], nb, 100.0 * nb / n, nb ? b[nb / 2] : 0, c2[na / 2], c2[(int)(na * 0.99)]);
   }
   return 0;
