@@ -36,6 +36,9 @@
 //! of a call take a few thousand); a call whose runs exceed a record is coarsened (smallest
 //! gaps merged): it then locks more, never less.
 //!
+//! A table whose every process died (no `Drop` ran) is removed by the next `open` of any
+//! table of this user on the host (`sweep_abandoned`): no live handle holds its `flock`.
+//!
 //! Crashes: every change a call makes is one store of a record's state, made last, so a
 //! process killed inside the mutex leaves a consistent table; a waiter that slept
 //! `PATIENCE` checks the mutex's holder and the records' owners (pid *and* start time,
@@ -161,16 +164,68 @@ pub struct HostHeld {
     ticket: u64,
 }
 
-/// The path of the table of the file whose locks are named `lock_key`, for this user.
-fn table_path(lock_key: &str) -> PathBuf {
+/// Where this user's tables live, and the prefix of their names.
+fn table_dir_and_prefix() -> (PathBuf, String) {
     let dir = match Path::new("/dev/shm").is_dir() {
         true => PathBuf::from("/dev/shm"),
         false => std::env::temp_dir(),
     };
     let uid = nix::unistd::getuid().as_raw();
+    (dir, format!("atomio-hostlocks-{uid}-"))
+}
+
+/// The path of the table of the file whose locks are named `lock_key`, for this user.
+fn table_path(lock_key: &str) -> PathBuf {
+    let (dir, prefix) = table_dir_and_prefix();
     // Named by the lock key's file id (the hash every client of the file agrees on).
     let id = atomio_proto::file_id(lock_key).0;
-    dir.join(format!("atomio-hostlocks-{uid}-{id:016x}"))
+    dir.join(format!("{prefix}{id:016x}"))
+}
+
+/// Removes the tables in `dir` named `prefix…` (other than `keep`) that no handle holds:
+/// tables whose every process died (a job killed whole) are not unlinked by a last
+/// `Drop`, and would stay in `/dev/shm` until a job on the same file came again. A table
+/// is removed only under an exclusive `flock`, which no live handle's shared one allows,
+/// and only while its name still points at the inode locked — as `Drop` does, so an opener
+/// racing with the sweep opens again (`open_at`). Best effort; returns how many went.
+fn sweep_abandoned(dir: &Path, prefix: &str, keep: &Path) -> usize {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let uid = nix::unistd::getuid().as_raw();
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let path = e.path();
+        let ours = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(prefix));
+        if !ours || path == keep {
+            continue;
+        }
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path)
+        else {
+            continue;
+        };
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.is_file() || meta.uid() != uid {
+            continue;
+        }
+        if flock(&file, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+            continue; // a live handle holds it
+        }
+        let named = std::fs::symlink_metadata(&path).ok();
+        if named.is_some_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino()))
+            && std::fs::remove_file(&path).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 fn io_error(what: &str, path: &Path, e: impl std::fmt::Display) -> WireError {
@@ -184,8 +239,13 @@ static HANDLES: AtomicU64 = AtomicU64::new(1);
 
 impl HostLocks {
     /// Opens (creating it if needed) the host's table of the file named `lock_key`.
+    /// Tables of this user that no process holds any more are removed first
+    /// (`sweep_abandoned`).
     pub fn open(lock_key: &str) -> Result<Self, WireError> {
-        Self::open_at(&table_path(lock_key))
+        let path = table_path(lock_key);
+        let (dir, prefix) = table_dir_and_prefix();
+        sweep_abandoned(&dir, &prefix, &path);
+        Self::open_at(&path)
     }
 
     /// Opens (creating it if needed) the table at `path`. Only a file of this user is
@@ -791,6 +851,30 @@ mod tests {
         );
         t.release(h).unwrap();
         assert_eq!(t.header(H_MUTEX).load(SeqCst), 0);
+    }
+
+    #[test]
+    fn only_tables_no_handle_holds_are_swept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let prefix = "atomio-hostlocks-test-";
+        let at = |n: &str| dir.path().join(format!("{prefix}{n}"));
+        let live = HostLocks::open_at(&at("live")).expect("live table");
+        std::fs::write(at("dead"), b"a table whose processes all died").expect("dead");
+        std::fs::write(at("mine"), b"the caller's own").expect("mine");
+        let unrelated = dir.path().join("unrelated");
+        std::fs::write(&unrelated, b"not a table").expect("unrelated");
+        std::os::unix::fs::symlink(&unrelated, at("link")).expect("symlink");
+        assert_eq!(sweep_abandoned(dir.path(), prefix, &at("mine")), 1);
+        assert!(!at("dead").exists(), "an unheld table is removed");
+        assert!(at("live").exists(), "a held table stays");
+        assert!(at("mine").exists(), "the caller's own table stays");
+        assert!(unrelated.exists() && at("link").symlink_metadata().is_ok());
+        // The live table still works, and its last handle still removes it.
+        let held = live.acquire(LockMode::Write, &[r(0, 8)]).expect("lock");
+        live.release(held).expect("release");
+        drop(live);
+        assert!(!at("live").exists());
+        assert_eq!(sweep_abandoned(dir.path(), prefix, &at("mine")), 0);
     }
 
     #[test]
