@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
         while (!*stop) {
           while (now() < next) usleep(1000);
           next += 0.05;
-          if (fresh) off += 4 * MB + (fresh == 2 ? 12288 : 0);
+          if (fresh) { off += 4 * MB + (fresh == 2 ? 12288 : 0); if (getenv("RING") && off >= (uint64_t)atol(getenv("RING")) * 4 * MB) off = 0; }
           long cs = getenv("CALL") ? atol(getenv("CALL")) : MB;
           for (int i = 0; i < 4; i++) { wbuf[i * MB] ^= 1; for (long k = 0; k < MB; k += cs) pwrite(fd[w], wbuf + i * MB + k, cs, off + i * MB + k); }
           { int rb = getenv("READBACK") ? atoi(getenv("READBACK")) : 0; static char *tmp; if (!tmp) tmp = aligned_alloc(4096, 4 * MB); for (int r = 0; r < rb; r++) for (long k = 0; k < 4 * MB; k += 32768) pread(fd[w], tmp + k, 32768, off + k); }
