@@ -215,17 +215,27 @@ fn sweep_abandoned(dir: &Path, prefix: &str, keep: &Path) -> usize {
         if !meta.is_file() || meta.uid() != uid {
             continue;
         }
-        if flock(&file, libc::LOCK_EX | libc::LOCK_NB).is_err() {
-            continue; // a live handle holds it
-        }
-        let named = std::fs::symlink_metadata(&path).ok();
-        if named.is_some_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino()))
-            && std::fs::remove_file(&path).is_ok()
-        {
+        if unlink_if_unheld(&file, &path) {
             removed += 1;
         }
     }
     removed
+}
+
+/// Unlinks `path` if no other handle holds `file` (an exclusive `flock` is granted only
+/// when no shared one is held) and `path` still names `file`'s inode; true if it did. An
+/// opener that took its shared lock after this sees the name gone or moved and opens again
+/// (`open_at`).
+fn unlink_if_unheld(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if flock(file, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+        return false;
+    }
+    let ours = file.metadata().ok().map(|m| (m.dev(), m.ino()));
+    let named = std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()));
+    ours.is_some() && ours == named && std::fs::remove_file(path).is_ok()
 }
 
 fn io_error(what: &str, path: &Path, e: impl std::fmt::Display) -> WireError {
@@ -633,16 +643,7 @@ impl Drop for HostLocks {
     /// A table left by killed processes is harmless: its dead records are reaped.
     fn drop(&mut self) {
         if let (Some(file), Some(path)) = (&self.file, &self.path) {
-            if flock(file, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
-                use std::os::unix::fs::MetadataExt;
-                let ours = file.metadata().ok().map(|m| (m.dev(), m.ino()));
-                let named = std::fs::symlink_metadata(path)
-                    .ok()
-                    .map(|m| (m.dev(), m.ino()));
-                if ours.is_some() && ours == named {
-                    let _ = std::fs::remove_file(path);
-                }
-            }
+            unlink_if_unheld(file, path);
         }
     }
 }
