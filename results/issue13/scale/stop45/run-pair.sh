@@ -1,0 +1,12 @@
+#!/bin/bash
+# One calibrate-then-validate pair, every group (bench locks, ior-hard, tile, s3d):
+#   results/issue13/scale/stop45/run-pair.sh N
+# writes calib-N.json, calibrate-N.txt, validate-N.{txt,json} beside this script.
+set -e
+out="$(cd "$(dirname "$0")" && pwd)"
+cd "$(git -C "$out" rev-parse --show-toplevel)"
+N=$1
+scripts/hold-freed-memory > /dev/null 2>&1
+target/release/atomio sim calibrate --json "$out/calib-$N.json" --patience 30 > "$out/calibrate-$N.txt" 2>&1
+target/release/atomio sim validate --costs "$out/calib-$N.json" --runs 11 --patience 30 \
+    --json "$out/validate-$N.json" > "$out/validate-$N.txt" 2>&1
