@@ -1,7 +1,8 @@
 #!/bin/bash
 # A/B: the populate gate (today: only calls whose bytes are a quarter of their hull fault
 # their touched pages in with MADV_POPULATE_WRITE) against populating every call's spans
-# of two pages or more (ATOMIO_DBG_POPULATE=1, a throw-away switch), alternating, strategy
+# of two pages or more (ATOMIO_DBG_POPULATE=1, a throw-away switch: populate-switch.diff,
+# not in the product), alternating, strategy
 # `none`, 3 runs each, page faults counted machine-wide:
 #   results/issue13/scale/stop45/ab-populate.sh
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
