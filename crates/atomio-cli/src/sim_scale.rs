@@ -521,8 +521,8 @@ fn measure_locks(a: &ValidateArgs) -> anyhow::Result<Vec<Measured>> {
     // POSIX rows at `locks`, list and datatype rows at `range_locks`: two invocations.
     let mut real = Vec::new();
     for (methods, locks) in [
-        (vec![Method::Posix], locks_for(a, "posix")),
-        (vec![list, Method::Datatype], locks_for(a, "datatype")),
+        (vec![Method::Posix], a.locks),
+        (vec![list, Method::Datatype], a.range_locks),
     ] {
         let cfg = LockBenchConfig {
             transports: vec![Transport::Tcp],

@@ -174,9 +174,8 @@ fn table_dir_and_prefix() -> (PathBuf, String) {
     (dir, format!("atomio-hostlocks-{uid}-"))
 }
 
-/// The path of the table of the file whose locks are named `lock_key`, for this user.
-fn table_path(lock_key: &str) -> PathBuf {
-    let (dir, prefix) = table_dir_and_prefix();
+/// The path in `dir` of the table of the file whose locks are named `lock_key`.
+fn table_path(dir: &Path, prefix: &str, lock_key: &str) -> PathBuf {
     // Named by the lock key's file id (the hash every client of the file agrees on).
     let id = atomio_proto::file_id(lock_key).0;
     dir.join(format!("{prefix}{id:016x}"))
@@ -252,8 +251,8 @@ impl HostLocks {
     /// Tables of this user that no process holds any more are removed first
     /// (`sweep_abandoned`).
     pub fn open(lock_key: &str) -> Result<Self, WireError> {
-        let path = table_path(lock_key);
         let (dir, prefix) = table_dir_and_prefix();
+        let path = table_path(&dir, &prefix, lock_key);
         sweep_abandoned(&dir, &prefix, &path);
         Self::open_at(&path)
     }
