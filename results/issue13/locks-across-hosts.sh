@@ -52,7 +52,7 @@ for r in $rtts; do
   echo "== RTT asked: $r us (clients on atomio-h5, servers on atomio-h1..h4)"
   scripts/hosts exec 5 env ATOMIO_TOKEN_FILE="$work/token" "$bin" bench locks \
     --cluster "$work/cluster.toml" --transport tcp --clients 4 --spacing 64 --locks 2048 \
-    --methods posix,datatype --protocols two-phase,one-try --no-contention --runs 3 \
+    --methods posix,datatype --protocols two-phase,one-try --no-contention --no-interleave --runs 3 \
     --rtt-us "$r" --no-progress --json "$out/locks-hosts-rtt$r.json" \
     --chart "$out/locks-hosts-rtt$r.svg" | tee "$out/locks-hosts-rtt$r.txt"
   if [ "$workloads" = 1 ]; then

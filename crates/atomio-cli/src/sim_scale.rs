@@ -120,6 +120,9 @@ pub struct PingClientArgs {
     /// `call-client`: which of the call scenario's clients this is (where it writes).
     #[arg(long, default_value_t = 0)]
     rank: u32,
+    /// `call-client`: the same writes without locks (the scenario's control).
+    #[arg(long)]
+    plain: bool,
 }
 
 /// `ping-client` (`call: false`) or `call-client`: prints its CPU and wall time.
@@ -130,7 +133,7 @@ pub fn ping_client(a: PingClientArgs, call: bool) -> anyhow::Result<()> {
     let (cpu, wall) = match (call, &a.file) {
         (false, _) => rt.block_on(atomio_scale::calibrate::ping_client(&a.addr, a.count)),
         (true, Some(f)) => rt.block_on(atomio_scale::calibrate::call_client(
-            &a.addr, f, a.rank, a.count, a.bytes,
+            &a.addr, f, a.rank, a.count, a.bytes, a.plain,
         )),
         (true, None) => return Err(anyhow!("call-client needs --file")),
     }

@@ -111,21 +111,39 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
     for (bytes, calls) in CALL_SIZES {
         let calls = if cfg.quick { calls / 5 } else { calls };
         let b = bytes.to_string();
-        // Three runs, the median one by CPU per call: a run that meets the page cache's
-        // writeback (one did: 3× the CPU at 128 KiB) must not set the term.
-        let mut runs = Vec::new();
+        // Atomic runs alternate with plain ones (the same writes, no locks), and the term
+        // is fitted to their difference: the `pwrite`s were measured minutes earlier, and
+        // this VM's drift between minutes moved a term fitted to the atomic runs alone by
+        // 0–13 µs at 47,008 B. Three of each, the median by CPU per call: a run that
+        // meets the page cache's writeback (one did: 3× the CPU at 128 KiB) must not set
+        // the term.
+        let (mut atomic, mut plain) = (Vec::new(), Vec::new());
         for _ in 0..3 {
-            runs.push(rt.block_on(loaded(
-                cfg,
-                "call-client",
-                &["--bytes", &b],
-                calls,
-                &mut costs.samples,
-            ))?);
+            for (runs, extra) in [
+                (&mut atomic, vec!["--bytes", &b]),
+                (&mut plain, vec!["--bytes", &b, "--plain"]),
+            ] {
+                runs.push(rt.block_on(loaded(
+                    cfg,
+                    "call-client",
+                    &extra,
+                    calls,
+                    &mut costs.samples,
+                ))?);
+            }
         }
-        runs.sort_by(|x, y| (x.0 + x.1).total_cmp(&(y.0 + y.1)));
-        let (c, s) = runs[1];
-        let (term, bare) = call_path_term(&mut costs, bytes, c, s)?;
+        let median = |runs: &mut Vec<(f64, f64)>| {
+            runs.sort_by(|x, y| (x.0 + x.1).total_cmp(&(y.0 + y.1)));
+            runs[1].0 + runs[1].1
+        };
+        let (atomic, plain) = (median(&mut atomic), median(&mut plain));
+        sample(
+            &mut costs.samples,
+            &format!("CPU per {bytes}-byte call, the same writes without locks"),
+            plain,
+            "ns",
+        );
+        let (term, bare) = call_path_term(&mut costs, bytes, atomic - plain)?;
         sample(
             &mut costs.samples,
             &format!(
@@ -146,32 +164,36 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
 const CALL_SIZES: [(u64, u64); 3] = [(8, 5_000), (47_008, 1_000), (131_072, 500)];
 
 /// The call path's term for `bytes`-byte calls, from the calibration's call scenario at
-/// that size, which measured `c` client and `s` server CPU ns per call: the term with
-/// which the model charges that scenario what was measured, and the model's CPU per call
-/// without it. Leaves `costs.lock.client_call_curve` at that one point.
+/// that size, whose atomic calls measured `locked` CPU ns per call more than the same
+/// writes without locks: the term with which the model's atomic calls cost that much more
+/// than its plain ones, and the model's CPU per atomic call without it. Leaves
+/// `costs.lock.client_call_curve` at that one point.
 ///
-/// The term is charged to the client, per call: what the model leaves uncharged is the
-/// call path (`CallOp`, the lease check, the detached release's flush, caches the bytes
-/// moved have cooled) and whatever of the server's reads the model's batching does not
-/// reproduce, and only calls pay it — a per-request server term would be charged to
+/// The term is charged to the client, per atomic call: what the model leaves uncharged is
+/// the call path (`CallOp`, the lease check, the detached release's flush, caches the
+/// bytes moved have cooled) and whatever of the server's reads the model's batching does
+/// not reproduce, and only calls pay it — a per-request server term would be charged to
 /// every lock of `bench locks` too.
-fn call_path_term(costs: &mut Costs, bytes: u64, c: f64, s: f64) -> Result<(f64, f64), String> {
-    let per_call = |costs: &mut Costs, term: f64| -> Result<f64, String> {
-        costs.lock.client_call_curve = vec![[bytes as f64, term]];
-        let model = crate::workload::call_scenario(costs, 200, bytes)?;
+fn call_path_term(costs: &mut Costs, bytes: u64, locked: f64) -> Result<(f64, f64), String> {
+    let per_call = |costs: &Costs, plain: bool| -> Result<f64, String> {
+        let model = crate::workload::call_scenario(costs, 200, bytes, plain)?;
         Ok(model.cpu_seconds * 1e9 / model.calls.max(1) as f64)
     };
-    let target = c + s;
-    let bare = per_call(costs, 0.0)?;
+    let with = |costs: &mut Costs, term: f64| -> Result<f64, String> {
+        costs.lock.client_call_curve = vec![[bytes as f64, term]];
+        per_call(costs, false)
+    };
+    let target = per_call(costs, true)? + locked;
+    let bare = with(costs, 0.0)?;
     // The model's charge grows a little faster than the term (a longer call path splits
     // what a server reads at once): a secant search, from a slope of one.
     let (mut term, mut at, mut slope) = (0.0, bare, 1.0);
     for _ in 0..12 {
-        if (target - at).abs() <= 0.002 * target || (term == 0.0 && at >= target) {
+        if (target - at).abs() <= 0.002 * target.abs() || (term == 0.0 && at >= target) {
             break;
         }
         let next = (term + (target - at) / slope).max(0.0);
-        let m = per_call(costs, next)?;
+        let m = with(costs, next)?;
         if next != term {
             slope = ((m - at) / (next - term)).clamp(0.25, 4.0);
         }
@@ -411,9 +433,9 @@ pub async fn ping_client(addr: &str, pings: u64) -> Result<(f64, f64), String> {
 }
 
 /// What `atomio sim call-client` does: client `rank` of the call scenario makes `calls`
-/// atomic writes of `bytes` each (strategy `ching:datatype:one-try`, at
-/// `workload::call_offset`) on the direct file at `path` (created if missing; the
-/// scenario's four clients share it), locks at the server `addr`; returns (this
+/// atomic writes of `bytes` each (`workload::CALL_STRATEGY`, at `workload::call_offset`)
+/// on the direct file at `path` (created if missing; the scenario's four clients share
+/// it), locks at the server `addr`; `plain`: the same writes with no locks. Returns (this
 /// process's CPU ns, wall ns) over them.
 pub async fn call_client(
     addr: &str,
@@ -421,14 +443,17 @@ pub async fn call_client(
     rank: u32,
     calls: u64,
     bytes: u64,
+    plain: bool,
 ) -> Result<(f64, f64), String> {
     let mut client = atomio_net::ClusterClient::connect_tcp(&[addr.to_string()])
         .await
         .map_err(|e| e.to_string())?;
     let direct = atomio_client::DirectData::open(path, true).map_err(|e| e.to_string())?;
     let mut file = atomio_client::File::direct(direct);
-    let strategy: atomio_client::Strategy = "ching:datatype:one-try".parse()?;
-    file.set_atomic(Some(strategy)).map_err(|e| e.to_string())?;
+    if !plain {
+        let strategy: atomio_client::Strategy = crate::workload::CALL_STRATEGY.parse()?;
+        file.set_atomic(Some(strategy)).map_err(|e| e.to_string())?;
+    }
     let bytes = bytes.clamp(1, atomio_client::file::DIRECT_LOCK_STRIPE);
     let data = vec![7u8; bytes as usize];
     let at = |k: u64| {
@@ -1562,22 +1587,29 @@ mod tests {
     #[test]
     fn the_model_charges_the_call_scenario_what_calibration_measured() {
         let mut costs = Costs::for_tests();
+        let model = |costs: &Costs, bytes, plain| {
+            let r = crate::workload::call_scenario(costs, 200, bytes, plain).unwrap();
+            r.cpu_seconds * 1e9 / r.calls as f64
+        };
         for bytes in [8, 47_008] {
-            // Measured: 80 µs client, 60 µs server per call (above what the test costs'
-            // messages, locks and write charge alone).
-            let (c, s) = (80_000.0, 60_000.0);
-            let (term, bare) = call_path_term(&mut costs, bytes, c, s).unwrap();
-            assert!(term > 0.0 && bare < c + s);
+            // Measured: atomic calls 90 µs CPU per call above the same writes without
+            // locks (above what the test costs' messages and locks charge alone).
+            let locked = 90_000.0;
+            let (term, bare) = call_path_term(&mut costs, bytes, locked).unwrap();
+            assert!(term > 0.0, "{bytes} B: term {term}");
             assert_eq!(costs.lock.client_call_curve, vec![[bytes as f64, term]]);
-            let r = crate::workload::call_scenario(&costs, 200, bytes).unwrap();
-            let per_call = r.cpu_seconds * 1e9 / r.calls as f64;
+            assert!(bare < model(&costs, bytes, false));
+            let more = model(&costs, bytes, false) - model(&costs, bytes, true);
             assert!(
-                (per_call - (c + s)).abs() < 0.02 * (c + s),
-                "{bytes} B: model {per_call:.0} ns per call, measured {}",
-                c + s
+                (more - locked).abs() < 0.02 * locked,
+                "{bytes} B: the model's atomic calls cost {more:.0} ns more, measured {locked}"
             );
-            // A scenario cheaper than the model's messages alone leaves no negative term.
-            let (term, _) = call_path_term(&mut costs, bytes, 1.0, 1.0).unwrap();
+            // Plain calls never pay the term.
+            let plain = model(&costs, bytes, true);
+            costs.lock.client_call_curve.clear();
+            assert_eq!(model(&costs, bytes, true), plain);
+            // Locks cheaper than the model's messages alone leave no negative term.
+            let (term, _) = call_path_term(&mut costs, bytes, 1.0).unwrap();
             assert_eq!(term, 0.0);
         }
     }

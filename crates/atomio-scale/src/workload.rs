@@ -743,6 +743,9 @@ pub fn run(
     })
 }
 
+/// The call scenario's atomic strategy (one lock request per call).
+pub const CALL_STRATEGY: &str = "ching:datatype:one-try";
+
 /// Where client `rank` of the calibration's call scenario writes its call `k` of
 /// `bytes`: page-aligned calls, in lock stripes that go round four servers (client i's
 /// stripes are i, i + 4, i + 8, …), so that each client's locks live on its own server and
@@ -755,9 +758,15 @@ pub fn call_offset(rank: u32, k: u64, bytes: u64) -> u64 {
 }
 
 /// The calibration's call scenario (`calibrate`, `sim call-client`) in the model: four
-/// clients, each making `calls` one-at-a-time atomic writes of `bytes` (strategy
-/// `ching:datatype:one-try`) at `call_offset`, one file, four servers.
-pub fn call_scenario(costs: &Costs, calls: u64, bytes: u64) -> Result<WorkloadResult, String> {
+/// clients, each making `calls` one-at-a-time writes of `bytes` at `call_offset`, one
+/// file, four servers; atomic (strategy `ching:datatype:one-try`) unless `plain` (`none`:
+/// the same writes without locks, the scenario's control).
+pub fn call_scenario(
+    costs: &Costs,
+    calls: u64,
+    bytes: u64,
+    plain: bool,
+) -> Result<WorkloadResult, String> {
     use atomio_workloads::plan::{Call, ClientPlan};
     let e = |e: atomio_layout::LayoutError| e.to_string();
     let piece = atomio_layout::Pattern::bytes(bytes).map_err(e)?;
@@ -790,7 +799,7 @@ pub fn call_scenario(costs: &Costs, calls: u64, bytes: u64) -> Result<WorkloadRe
             .unwrap_or(0),
         overlapping: false,
     };
-    let strategy: Strategy = "ching:datatype:one-try".parse()?;
+    let strategy: Strategy = if plain { "none" } else { CALL_STRATEGY }.parse()?;
     run(
         &plan,
         &strategy,
