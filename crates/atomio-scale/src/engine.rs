@@ -270,6 +270,9 @@ struct Actor<M> {
     /// Runs on its caller's core, handed over as the caller's job ends, else on whichever
     /// core is free (`Engine::float`).
     floating: bool,
+    /// A task of a work-stealing runtime: queued on its host's shared queue whatever the
+    /// placement, taken by whichever core frees first (`Engine::task`).
+    task: bool,
     ended: Ns,
     /// It became ready at this time on a busy core while another idled: a stranded wait.
     stranded_since: Option<Ns>,
@@ -402,6 +405,7 @@ impl<M> Engine<M> {
             busy: 0,
             core: None,
             floating: false,
+            task: false,
             ended: 0,
             stranded_since: None,
         });
@@ -414,6 +418,15 @@ impl<M> Engine<M> {
     pub fn float(&mut self, actor: ActorId) {
         if let Some(a) = self.actors.get_mut(actor.0 as usize) {
             a.floating = true;
+        }
+    }
+
+    /// `actor` is a task of a work-stealing runtime (tokio's worker threads take tasks from
+    /// shared queues): under `Placement::PerCore` it still waits on its host's shared
+    /// queue, not on the core it last ran on.
+    pub fn task(&mut self, actor: ActorId) {
+        if let Some(a) = self.actors.get_mut(actor.0 as usize) {
+            a.task = true;
         }
     }
 
@@ -567,7 +580,7 @@ impl<M> Engine<M> {
         let a = &self.actors[id.0 as usize];
         let host = &mut self.hosts[a.host.0 as usize];
         match (host.spec.placement, a.core) {
-            (Placement::PerCore { .. }, Some(c)) if !a.floating => {
+            (Placement::PerCore { .. }, Some(c)) if !a.floating && !a.task => {
                 let stranded = host.cores[c].busy && host.cores.iter().any(Core::idle);
                 host.cores[c].queue.push_back(id);
                 if stranded {
@@ -995,6 +1008,25 @@ mod tests {
         let (t, s) = wake_behind_a_busy_core(per_core_host(500, 0), false);
         assert_eq!(t, 10_000);
         assert_eq!((s.stranded, s.stranded_ns), (1, 7_000));
+    }
+
+    #[test]
+    fn per_core_a_runtimes_task_takes_the_idle_core_at_once() {
+        // As `wake_behind_a_busy_core`, a a task of a work-stealing runtime: it waits on
+        // the shared queue, not behind c on core 0, and core 1 takes it as it wakes.
+        let mut e = Engine::new(0);
+        let h = e.add_host(per_core_host(500, 0));
+        let (a, b, c) = (e.add_actor(h), e.add_actor(h), e.add_actor(h));
+        e.task(a);
+        e.inject(0, a, vec![(a, 100)]);
+        e.inject(0, b, vec![(b, 100)]);
+        e.inject(0, c, vec![(c, 100)]);
+        e.inject(2_000, c, vec![(c, 10_000)]);
+        e.inject(3_000, a, vec![(a, 100)]);
+        let mut m = Route(Vec::new());
+        let s = e.run(&mut m, |_| {}).unwrap();
+        let a_again = m.0.iter().filter(|&&(_, x)| x == a).nth(1).unwrap().0;
+        assert_eq!((a_again, s.stranded), (3_000, 0));
     }
 
     #[test]

@@ -310,14 +310,13 @@ pub fn run(
         platform.jitter_ns,
         JITTER_SEED,
     );
+    let (client_actors, server_actors) = place(&mut engine, platform, spec.clients, spec.servers);
     // `bench locks`' clients are tasks of one multi-threaded tokio runtime, whose worker
-    // threads take them from shared queues (work stealing): not processes the kernel keeps
-    // on per-core queues.
-    let tasks = Platform {
-        placement: crate::engine::Placement::Shared,
-        ..platform.clone()
-    };
-    let (client_actors, server_actors) = place(&mut engine, &tasks, spec.clients, spec.servers);
+    // threads take them from shared queues (work stealing); its servers are processes,
+    // which the kernel keeps on per-core queues where the platform says so.
+    for &c in &client_actors {
+        engine.task(c);
+    }
     let mut clients = Vec::new();
     for i in 0..spec.clients {
         let mut c = Client {
