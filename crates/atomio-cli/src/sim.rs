@@ -114,8 +114,9 @@ enum SimCmd {
     /// `calibrate`).
     #[command(hide = true)]
     PingClient(crate::sim_scale::PingClientArgs),
-    /// Makes atomic 8-byte calls on a direct file one at a time and prints its CPU and
-    /// wall time (a process of `calibrate`).
+    /// Makes atomic calls (`--plain`: the same writes without locks) of `--bytes` on a
+    /// direct file one at a time and prints its CPU and wall time (a process of
+    /// `calibrate`).
     #[command(hide = true)]
     CallClient(crate::sim_scale::PingClientArgs),
 }

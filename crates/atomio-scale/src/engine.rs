@@ -980,11 +980,15 @@ mod tests {
     }
 
     /// a and c have run on core 0, b on core 1; c takes core 0 from 2,000 to 12,000;
-    /// `busy_b`: b takes core 1 from 2,500 to 3,500. a wakes at 3,000: when does it run?
-    fn wake_behind_a_busy_core(spec: HostSpec, busy_b: bool) -> (Ns, EngineStats) {
+    /// `busy_b`: b takes core 1 from 2,500 to 3,500. a (`task`: a runtime's task) wakes at
+    /// 3,000: when does it run?
+    fn wake_behind_a_busy_core(spec: HostSpec, busy_b: bool, task: bool) -> (Ns, EngineStats) {
         let mut e = Engine::new(0);
         let h = e.add_host(spec);
         let (a, b, c) = (e.add_actor(h), e.add_actor(h), e.add_actor(h));
+        if task {
+            e.task(a);
+        }
         e.inject(0, a, vec![(a, 100)]); // core 0: 0 .. 100
         e.inject(0, b, vec![(b, 100)]); // core 1: 0 .. 100
         e.inject(0, c, vec![(c, 100)]); // no core free: the first freed, core 0
@@ -1002,41 +1006,29 @@ mod tests {
     #[test]
     fn per_core_a_wakee_waits_behind_its_busy_core_until_the_tick() {
         // One shared queue: a takes the idle core 1 at once.
-        let (t, s) = wake_behind_a_busy_core(one_core_shared_pair(), false);
+        let (t, s) = wake_behind_a_busy_core(one_core_shared_pair(), false, false);
         assert_eq!((t, s.stranded), (3_000, 0));
         // Per-core queues: a queues on core 0 (c's) while core 1 idles, until the tick.
-        let (t, s) = wake_behind_a_busy_core(per_core_host(500, 0), false);
+        let (t, s) = wake_behind_a_busy_core(per_core_host(500, 0), false, false);
         assert_eq!(t, 10_000);
         assert_eq!((s.stranded, s.stranded_ns), (1, 7_000));
     }
 
     #[test]
     fn per_core_a_runtimes_task_takes_the_idle_core_at_once() {
-        // As `wake_behind_a_busy_core`, a a task of a work-stealing runtime: it waits on
-        // the shared queue, not behind c on core 0, and core 1 takes it as it wakes.
-        let mut e = Engine::new(0);
-        let h = e.add_host(per_core_host(500, 0));
-        let (a, b, c) = (e.add_actor(h), e.add_actor(h), e.add_actor(h));
-        e.task(a);
-        e.inject(0, a, vec![(a, 100)]);
-        e.inject(0, b, vec![(b, 100)]);
-        e.inject(0, c, vec![(c, 100)]);
-        e.inject(2_000, c, vec![(c, 10_000)]);
-        e.inject(3_000, a, vec![(a, 100)]);
-        let mut m = Route(Vec::new());
-        let s = e.run(&mut m, |_| {}).unwrap();
-        let a_again = m.0.iter().filter(|&&(_, x)| x == a).nth(1).unwrap().0;
-        assert_eq!((a_again, s.stranded), (3_000, 0));
+        // A task waits on the shared queue, not behind c on core 0: core 1 takes it.
+        let (t, s) = wake_behind_a_busy_core(per_core_host(500, 0), false, true);
+        assert_eq!((t, s.stranded), (3_000, 0));
     }
 
     #[test]
     fn per_core_a_core_running_out_of_work_takes_only_a_cold_actor() {
         // Core 1 frees at 3,500 (b's job ends) with a queued on core 0: a last ran at 0 ..
         // 100, cold for a 500 ns window, so core 1 takes it then.
-        let (t, _) = wake_behind_a_busy_core(per_core_host(500, 0), true);
+        let (t, _) = wake_behind_a_busy_core(per_core_host(500, 0), true, false);
         assert_eq!(t, 3_500);
         // Still hot for a 5,000 ns window: core 1 idles, the tick moves a.
-        let (t, _) = wake_behind_a_busy_core(per_core_host(5_000, 0), true);
+        let (t, _) = wake_behind_a_busy_core(per_core_host(5_000, 0), true, false);
         assert_eq!(t, 10_000);
     }
 
