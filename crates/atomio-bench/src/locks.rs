@@ -14,6 +14,13 @@
 //!   interleaved writers such as S3D's), so the servers cannot keep one hull per client.
 //!   Its rows carry overlap 0.
 //!
+//! Transports: servers embedded in this process, `atomio server` processes over TCP, or
+//! **host**: no server, every client takes its locks in one host's shared lock table
+//! (`HostLocks`, `/dev/shm`; what `--locks host` and `<strategy>+host` use). Ching's
+//! methods and protocols describe requests to servers, so a host row is one per variant,
+//! labelled `host-table`; its clients are threads (the table is shared memory, and its
+//! waits are futex sleeps).
+//!
 //! A phase's rate is total locks / the time during which at least one client was in that
 //! phase (the length of the union of the clients' intervals). In the scaling variant this is
 //! exactly "time for all clients to acquire everything" and "… to release everything"; under
@@ -39,6 +46,8 @@ pub enum Transport {
     Embedded,
     /// Real `atomio server` processes on loopback (or the cluster file's servers).
     Tcp,
+    /// No server: one host's shared lock table (`HostLocks`).
+    Host,
 }
 
 impl fmt::Display for Transport {
@@ -46,6 +55,7 @@ impl fmt::Display for Transport {
         f.write_str(match self {
             Transport::Embedded => "embedded",
             Transport::Tcp => "tcp",
+            Transport::Host => "host",
         })
     }
 }
@@ -136,8 +146,14 @@ impl LockBenchRow {
     }
 }
 
+/// A host row's method and protocol (`label` "host-table").
+const HOST_METHOD: &str = "host";
+const HOST_PROTOCOL: &str = "table";
+
 enum Cluster {
     Embedded(EmbeddedCluster),
+    /// One host's lock table, by its key (no server).
+    Host(String),
     /// Servers (when started here), the addresses clients use, and the relays those
     /// addresses may lead through.
     Tcp(
@@ -156,6 +172,10 @@ impl Cluster {
     ) -> Result<Self, WireError> {
         match t {
             Transport::Embedded => Ok(Cluster::Embedded(EmbeddedCluster::start(n))),
+            Transport::Host => Ok(Cluster::Host(format!(
+                "atomio-bench-locks-{}-{n}",
+                std::process::id()
+            ))),
             Transport::Tcp => {
                 if let Some(addrs) = &cfg.external_servers {
                     if addrs.len() < n as usize {
@@ -218,11 +238,23 @@ impl Cluster {
         }))
     }
 
-    async fn connect(&self) -> Result<ClusterClient, WireError> {
-        match self {
-            Cluster::Embedded(c) => c.connect().await,
-            Cluster::Tcp(_, addrs, _) => ClusterClient::connect_tcp(addrs).await,
+    /// `n` clients: connections to the servers, or handles on the host's table.
+    async fn clients(&self, n: u32) -> Result<Clients, WireError> {
+        if let Cluster::Host(key) = self {
+            let tables = (0..n)
+                .map(|_| atomio_client::host_locks::HostLocks::open(key))
+                .collect::<Result<_, _>>()?;
+            return Ok(Clients::Host(tables));
         }
+        let mut pool = Vec::new();
+        for _ in 0..n {
+            pool.push(match self {
+                Cluster::Embedded(c) => c.connect().await?,
+                Cluster::Tcp(_, addrs, _) => ClusterClient::connect_tcp(addrs).await?,
+                Cluster::Host(_) => unreachable!("answered above"),
+            });
+        }
+        Ok(Clients::Servers(pool))
     }
 
     async fn stop(self) {
@@ -230,6 +262,11 @@ impl Cluster {
             s.stop().await;
         }
     }
+}
+
+enum Clients {
+    Servers(Vec<ClusterClient>),
+    Host(Vec<atomio_client::host_locks::HostLocks>),
 }
 
 struct Case {
@@ -255,9 +292,14 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
     for &t in &cfg.transports {
         for &n in &server_counts {
             let mut cases = Vec::new();
+            // A host table takes a call's ranges as they are: one case per variant.
+            let (methods, protocols) = match t {
+                Transport::Host => (&cfg.methods[..1], &cfg.protocols[..1]),
+                _ => (&cfg.methods[..], &cfg.protocols[..]),
+            };
             let mut add = |variant, spacing, overlap| {
-                for &method in &cfg.methods {
-                    for &protocol in &cfg.protocols {
+                for &method in methods {
+                    for &protocol in protocols {
                         cases.push(Case {
                             variant,
                             clients: n,
@@ -297,10 +339,7 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
         bar.set_message(format!("starting {n} {t} servers"));
         let cluster = Cluster::start(t, n, cfg, &scratch).await?;
         let rtt = cluster.rtt(cfg).await?;
-        let mut pool = Vec::new();
-        for _ in 0..n {
-            pool.push(cluster.connect().await?);
-        }
+        let mut clients = cluster.clients(n).await?;
         for case in cases {
             let layout = Layout::round_robin(cfg.stripe_size, n, n, 0)?;
             let (mut acq, mut rel, mut msgs) = (Vec::new(), Vec::new(), Vec::new());
@@ -321,25 +360,26 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
                     run + 1
                 ));
                 file_seq += 1;
-                let r = run_once(
-                    &mut pool,
-                    &layout,
-                    &case,
-                    cfg.locks,
-                    rounds,
-                    FileId(file_seq),
-                )
-                .await?;
+                let r = match &mut clients {
+                    Clients::Servers(pool) => {
+                        run_once(pool, &layout, &case, cfg.locks, rounds, FileId(file_seq)).await?
+                    }
+                    Clients::Host(tables) => run_once_host(tables, &case, cfg.locks, rounds)?,
+                };
                 acq.push(r.0);
                 rel.push(r.1);
                 msgs.extend(r.2);
                 bar.inc(1);
             }
+            let (method, protocol) = match t {
+                Transport::Host => (HOST_METHOD.to_string(), HOST_PROTOCOL.to_string()),
+                _ => (case.method.to_string(), case.protocol.to_string()),
+            };
             rows.push(LockBenchRow {
                 variant: case.variant,
                 transport: t,
-                method: case.method.to_string(),
-                protocol: case.protocol.to_string(),
+                method,
+                protocol,
                 clients: case.clients,
                 servers: n,
                 spacing_bytes: case.spacing,
@@ -355,7 +395,7 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
                 rtt,
             });
         }
-        drop(pool);
+        drop(clients);
         cluster.stop().await;
     }
     bar.finish_and_clear();
@@ -372,24 +412,11 @@ async fn run_once(
     rounds: u32,
     file: FileId,
 ) -> Result<(f64, f64, Vec<f64>), WireError> {
-    let region = locks * case.spacing;
-    let shift = if case.variant == "scaling" {
-        region
-    } else if case.variant == "interleave" {
-        case.spacing / u64::from(case.clients)
-    } else {
-        // A whole number of lock spacings, so that neighbours share exactly `overlap` of
-        // their locks (`region / 100 · (100 − overlap)` was 60 bytes off the spacing at
-        // 50 %: no lock was shared, every lock fell between a neighbour's).
-        locks * u64::from(100 - case.overlap) / 100 * case.spacing
-    };
-    let one = Pattern::bytes(1)?;
-    let pattern = Pattern::hvector(locks, 1, case.spacing, &one)?;
+    let accesses = accesses(case, locks, pool.len())?;
     let barrier = Arc::new(Barrier::new(pool.len()));
     let hold_together = case.variant == "scaling";
     let mut tasks = Vec::new();
-    for (i, mut client) in pool.drain(..).enumerate() {
-        let access = Access::new(i as u64 * shift, pattern.clone())?;
+    for (mut client, access) in pool.drain(..).zip(accesses) {
         let (layout, barrier) = (layout.clone(), barrier.clone());
         let (method, protocol) = (case.method, case.protocol);
         tasks.push(tokio::spawn(async move {
@@ -451,5 +478,92 @@ async fn run_once(
         total / union_length(acq_spans).as_secs_f64(),
         total / union_length(rel_spans).as_secs_f64(),
         msgs,
+    ))
+}
+
+/// Each client's pattern of `locks` one-byte locks for `case`, client `i` at its shift.
+fn accesses(case: &Case, locks: u64, clients: usize) -> Result<Vec<Access>, WireError> {
+    let region = locks * case.spacing;
+    let shift = if case.variant == "scaling" {
+        region
+    } else if case.variant == "interleave" {
+        case.spacing / u64::from(case.clients)
+    } else {
+        // A whole number of lock spacings, so that neighbours share exactly `overlap` of
+        // their locks (`region / 100 · (100 − overlap)` was 60 bytes off the spacing at
+        // 50 %: no lock was shared, every lock fell between a neighbour's).
+        locks * u64::from(100 - case.overlap) / 100 * case.spacing
+    };
+    let one = Pattern::bytes(1)?;
+    let pattern = Pattern::hvector(locks, 1, case.spacing, &one)?;
+    (0..clients as u64)
+        .map(|i| Ok(Access::new(i * shift, pattern.clone())?))
+        .collect()
+}
+
+/// `run_once` on one host's lock table: each client a thread with its own handle, which
+/// lists its call's ranges and takes them all at once, as a `+host` call does.
+fn run_once_host(
+    tables: &[atomio_client::host_locks::HostLocks],
+    case: &Case,
+    locks: u64,
+    rounds: u32,
+) -> Result<(f64, f64, Vec<f64>), WireError> {
+    type Spans = Vec<(Instant, Instant)>;
+    let accesses = accesses(case, locks, tables.len())?;
+    let barrier = std::sync::Barrier::new(tables.len());
+    let hold_together = case.variant == "scaling";
+    let results: Vec<Result<(Spans, Spans), WireError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = tables
+            .iter()
+            .zip(&accesses)
+            .map(|(table, access)| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let (mut acq, mut rel) = (Vec::new(), Vec::new());
+                    for _ in 0..rounds {
+                        let a0 = Instant::now();
+                        let ranges: Vec<_> = access.ranges().collect();
+                        let held = table.acquire(LockMode::Write, &ranges);
+                        let a1 = Instant::now();
+                        if hold_together {
+                            // Reached even on failure, or the other clients would wait here
+                            // forever.
+                            barrier.wait();
+                        }
+                        let held = held?;
+                        let r0 = Instant::now();
+                        table.release(held)?;
+                        acq.push((a0, a1));
+                        rel.push((r0, Instant::now()));
+                    }
+                    Ok((acq, rel))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(WireError::new(
+                        ErrorCode::Internal,
+                        "benchmark client panicked",
+                    ))
+                })
+            })
+            .collect()
+    });
+    let (mut acq_spans, mut rel_spans) = (Vec::new(), Vec::new());
+    for r in results {
+        let (a, r) = r?;
+        acq_spans.extend(a);
+        rel_spans.extend(r);
+    }
+    let total = (locks * tables.len() as u64 * u64::from(rounds)) as f64;
+    Ok((
+        total / union_length(acq_spans).as_secs_f64(),
+        total / union_length(rel_spans).as_secs_f64(),
+        vec![0.0; tables.len()],
     ))
 }

@@ -14,12 +14,18 @@ use std::path::PathBuf;
 enum TransportArg {
     Embedded,
     Tcp,
+    /// No server: one host's shared lock table (what `--locks host` uses).
+    Host,
+    /// Embedded and TCP.
     Both,
+    /// Embedded, TCP and host.
+    All,
 }
 
 #[derive(Args)]
 pub struct LockArgs {
-    /// Where servers run: in this process, as TCP server processes on loopback, or both.
+    /// Where the locks are taken: servers in this process, TCP server processes on loopback,
+    /// or no server at all (`host`: one host's shared lock table, one row per variant).
     #[arg(long, value_enum, default_value = "both")]
     transport: TransportArg,
     /// Client (= server) counts for the scaling variant.
@@ -89,7 +95,9 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
         transports: match a.transport {
             TransportArg::Embedded => vec![Transport::Embedded],
             TransportArg::Tcp => vec![Transport::Tcp],
+            TransportArg::Host => vec![Transport::Host],
             TransportArg::Both => vec![Transport::Embedded, Transport::Tcp],
+            TransportArg::All => vec![Transport::Embedded, Transport::Tcp, Transport::Host],
         },
         scaling_clients: a.clients,
         spacings: a.spacing,
@@ -210,6 +218,33 @@ fn find<'a>(
 fn key_ratios(rows: &[LockBenchRow]) -> String {
     let mut out = String::from("key figures (median of runs; target in brackets):\n");
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    for &spacing in &[64u64, 4096] {
+        let Some(h) = find(
+            rows,
+            Transport::Host,
+            "scaling",
+            "host-table",
+            4,
+            spacing,
+            0,
+        ) else {
+            continue;
+        };
+        out += &format!(
+            "  host 4 clients {spacing}B: one host's lock table acquire {} locks/s, release {} locks/s",
+            thousands(h.acquire_locks_per_s),
+            thousands(h.release_locks_per_s)
+        );
+        for t in [Transport::Tcp, Transport::Embedded] {
+            if let Some(dt) = find(rows, t, "scaling", "datatype-one-try", 4, spacing, 0) {
+                out += &format!(
+                    "; {:.2}x datatype-one-try on 4 {t} servers",
+                    h.acquire_locks_per_s / dt.acquire_locks_per_s
+                );
+            }
+        }
+        out += "\n";
+    }
     for t in [Transport::Tcp, Transport::Embedded] {
         for &spacing in &[64u64, 4096] {
             let dt = find(rows, t, "scaling", "datatype-one-try", 4, spacing, 0);
@@ -348,11 +383,11 @@ fn overlap_figures(rows: &[LockBenchRow], t: Transport, cc: u32, spacing: u64) -
 }
 
 fn chart(path: &std::path::Path, rows: &[LockBenchRow]) -> anyhow::Result<()> {
-    let t = if rows.iter().any(|r| r.transport == Transport::Tcp) {
-        Transport::Tcp
-    } else {
-        Transport::Embedded
-    };
+    // One server transport, and the host table's rows beside it.
+    let t = [Transport::Tcp, Transport::Embedded, Transport::Host]
+        .into_iter()
+        .find(|&t| rows.iter().any(|r| r.transport == t))
+        .unwrap_or(Transport::Embedded);
     let spacing = rows.iter().map(|r| r.spacing_bytes).min().unwrap_or(64);
     let mut labels: Vec<String> = rows.iter().map(LockBenchRow::label).collect();
     labels.sort();
@@ -365,7 +400,7 @@ fn chart(path: &std::path::Path, rows: &[LockBenchRow]) -> anyhow::Result<()> {
                 points: rows
                     .iter()
                     .filter(|r| {
-                        r.transport == t
+                        (r.transport == t || r.transport == Transport::Host)
                             && r.variant == variant
                             && &r.label() == l
                             && r.spacing_bytes == spacing

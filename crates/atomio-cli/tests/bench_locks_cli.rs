@@ -88,3 +88,62 @@ fn bench_locks_runs_both_transports_and_writes_json_and_chart() {
     assert!(svg.starts_with("<svg") && svg.contains("datatype-one-try"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--transport host`: no server; one row per variant (`host-table`), the clients sharing
+/// one host lock table, overlapping clients (100 %) served one after another.
+#[test]
+fn bench_locks_on_the_host_table_runs_every_variant_without_servers() {
+    let dir = std::env::temp_dir().join(format!("atomio-bench-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("locks.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_atomio"))
+        .args([
+            "bench",
+            "locks",
+            "--transport",
+            "host",
+            "--clients",
+            "1,2,4",
+            "--spacing",
+            "64",
+            "--locks",
+            "4096",
+            "--runs",
+            "2",
+            "--rounds",
+            "5",
+            "--overlap",
+            "0,100",
+            "--contention-clients",
+            "4",
+            "--no-progress",
+            "--json",
+        ])
+        .arg(&json)
+        .arg("--chart")
+        .arg(dir.join("locks.svg"))
+        .output()
+        .expect("run atomio");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("one host's lock table acquire"), "{stdout}");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // 3 scaling sizes + 2 overlaps + interleaved, one row each: no method × protocol.
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["transport"], "host");
+        assert_eq!(
+            (&r["method"], &r["protocol"]),
+            (&"host".into(), &"table".into())
+        );
+        assert_eq!(r["messages_per_client"], 0.0);
+        let rate = r["acquire_locks_per_s"].as_f64().unwrap();
+        assert!(rate > 0.0 && rate.is_finite(), "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
