@@ -1,7 +1,15 @@
 //! `atomio bench locks` end to end at a tiny scale: embedded and real TCP server processes,
 //! table on stdout, JSON with the documented fields, an SVG chart.
 
-use std::process::Command;
+mod common;
+
+use std::path::Path;
+
+/// `atomio bench locks ARGS` (see `common::bench_ok`).
+fn bench_locks(args: &[&str], json: &Path, chart: &Path) -> String {
+    let all: Vec<&str> = ["bench", "locks"].iter().chain(args).copied().collect();
+    common::bench_ok(&all, json, chart)
+}
 
 #[test]
 fn bench_locks_runs_both_transports_and_writes_json_and_chart() {
@@ -9,10 +17,8 @@ fn bench_locks_runs_both_transports_and_writes_json_and_chart() {
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("locks.json");
     let chart = dir.join("locks.svg");
-    let out = Command::new(env!("CARGO_BIN_EXE_atomio"))
-        .args([
-            "bench",
-            "locks",
+    let stdout = bench_locks(
+        &[
             "--transport",
             "both",
             "--clients",
@@ -29,19 +35,9 @@ fn bench_locks_runs_both_transports_and_writes_json_and_chart() {
             "0,100",
             "--contention-clients",
             "2",
-            "--no-progress",
-            "--json",
-        ])
-        .arg(&json)
-        .arg("--chart")
-        .arg(&chart)
-        .output()
-        .expect("run atomio");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        &json,
+        &chart,
     );
     assert!(
         stdout.contains("datatype-alt-try") && stdout.contains("key figures"),
@@ -96,10 +92,8 @@ fn bench_locks_on_the_host_table_runs_every_variant_without_servers() {
     let dir = std::env::temp_dir().join(format!("atomio-bench-host-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("locks.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_atomio"))
-        .args([
-            "bench",
-            "locks",
+    let stdout = bench_locks(
+        &[
             "--transport",
             "host",
             "--clients",
@@ -116,19 +110,9 @@ fn bench_locks_on_the_host_table_runs_every_variant_without_servers() {
             "0,100",
             "--contention-clients",
             "4",
-            "--no-progress",
-            "--json",
-        ])
-        .arg(&json)
-        .arg("--chart")
-        .arg(dir.join("locks.svg"))
-        .output()
-        .expect("run atomio");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        &json,
+        &dir.join("locks.svg"),
     );
     assert!(stdout.contains("one host's lock table acquire"), "{stdout}");
     let rows: Vec<serde_json::Value> =

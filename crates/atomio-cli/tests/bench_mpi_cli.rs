@@ -3,8 +3,9 @@
 //! documented fields and SVG charts. Both need MPICH (`mpicc`, `mpiexec`; `scripts/setup`
 //! installs it); without it they fail unless `ATOMIO_SKIP_MPI=1` is set.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn have(p: &str) -> bool {
     std::env::var_os("PATH")
@@ -30,25 +31,6 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-fn atomio(args: &[&str], json: &Path, chart: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_atomio"))
-        .args(args)
-        .arg("--no-progress")
-        .arg("--json")
-        .arg(json)
-        .arg("--chart")
-        .arg(chart)
-        .output()
-        .expect("run atomio");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 #[test]
 fn bench_rma_tiny_runs_all_impls_and_writes_json_and_chart() {
     if !mpi_available() {
@@ -58,7 +40,7 @@ fn bench_rma_tiny_runs_all_impls_and_writes_json_and_chart() {
     let (json, chart) = (dir.join("rma.json"), dir.join("rma.svg"));
     let d = dir.display().to_string();
     // `--dir`: the fcntl lock file lives in the scratch folder.
-    let stdout = atomio(
+    let stdout = common::bench_ok(
         &[
             "bench",
             "rma",
@@ -162,7 +144,7 @@ fn bench_mpi_tile_tiny_verifies_baselines_and_isolates_atomio_rows() {
     // No library: the strategy is listed as skipped, the baselines run and verify.
     let mut args = small.to_vec();
     args.extend(["--strategies", "rma", "--mpiio-lib", "none"]);
-    let stdout = atomio(&args, &json, &chart);
+    let stdout = common::bench_ok(&args, &json, &chart);
     assert!(stdout.contains("--mpiio-lib none"), "{stdout}");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(v["bench"], "mpi-tile");
@@ -219,7 +201,7 @@ fn bench_mpi_tile_tiny_verifies_baselines_and_isolates_atomio_rows() {
             "--mpiio-lib",
             lib,
         ]);
-        let stdout = atomio(&args, &json, &chart);
+        let stdout = common::bench_ok(&args, &json, &chart);
         assert!(stdout.contains("FAILED"), "{stdout}");
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
         let rows = v["rows"].as_array().unwrap();
@@ -243,7 +225,7 @@ fn bench_mpi_tile_tiny_verifies_baselines_and_isolates_atomio_rows() {
         "--strategies",
         "ching:datatype:one-try,rma",
     ]);
-    let stdout = atomio(&args, &json, &chart);
+    let stdout = common::bench_ok(&args, &json, &chart);
     assert!(stdout.contains("libatomio_mpiio.so"), "{stdout}");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let rows = v["rows"].as_array().unwrap();
@@ -265,7 +247,7 @@ fn bench_mpi_strided_tiny_has_a_limit_row_per_block_size_and_verifies_the_bytes(
     let dir = scratch("bench-mpi-strided");
     let (json, chart) = (dir.join("strided.json"), dir.join("strided.svg"));
     let d = dir.display().to_string();
-    let stdout = atomio(
+    let stdout = common::bench_ok(
         &[
             "bench",
             "mpi-strided",
