@@ -294,7 +294,10 @@ pub async fn run(cfg: &LockBenchConfig) -> Result<Vec<LockBenchRow>, WireError> 
             let mut cases = Vec::new();
             // A host table takes a call's ranges as they are: one case per variant.
             let (methods, protocols) = match t {
-                Transport::Host => (&cfg.methods[..1], &cfg.protocols[..1]),
+                Transport::Host => (
+                    cfg.methods.get(..1).unwrap_or_default(),
+                    cfg.protocols.get(..1).unwrap_or_default(),
+                ),
                 _ => (&cfg.methods[..], &cfg.protocols[..]),
             };
             let mut add = |variant, spacing, overlap| {

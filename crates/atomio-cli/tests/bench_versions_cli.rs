@@ -2,8 +2,9 @@
 //! every row runs, every read checks out, the table and the target line are printed, JSON
 //! and an SVG chart are written.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
@@ -15,24 +16,11 @@ fn dir(name: &str) -> PathBuf {
 }
 
 fn run(args: &[&str], dir: &std::path::Path) -> (String, serde_json::Value) {
-    let json = dir.join("out.json");
-    let chart = dir.join("out.svg");
-    let out = Command::new(env!("CARGO_BIN_EXE_atomio"))
-        .args(args)
-        .args(["--no-progress", "--scratch"])
-        .arg(dir.join("scratch"))
-        .arg("--json")
-        .arg(&json)
-        .arg("--chart")
-        .arg(&chart)
-        .output()
-        .expect("run atomio");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (json, chart) = (dir.join("out.json"), dir.join("out.svg"));
+    let scratch = dir.join("scratch");
+    let mut all = args.to_vec();
+    all.extend(["--scratch", scratch.to_str().expect("a UTF-8 scratch path")]);
+    let stdout = common::bench_ok(&all, &json, &chart);
     let svg = std::fs::read_to_string(&chart).unwrap();
     assert!(svg.contains("<svg"), "{svg}");
     let v = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();

@@ -112,11 +112,11 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
         let calls = if cfg.quick { calls / 5 } else { calls };
         let b = bytes.to_string();
         // Atomic runs alternate with plain ones (the same writes, no locks), and the term
-        // is fitted to their difference: the `pwrite`s were measured minutes earlier, and
-        // this VM's drift between minutes moved a term fitted to the atomic runs alone by
-        // 0–13 µs at 47,008 B. Three of each, the median by CPU per call: a run that
-        // meets the page cache's writeback (one did: 3× the CPU at 128 KiB) must not set
-        // the term.
+        // is fitted to their difference, not to the atomic runs against `pwrite`s measured
+        // minutes earlier (this VM drifts between minutes). It still spreads 1.4–9.8 µs at
+        // 47,008 B between calibrations (stop 46): a difference of two ~25–50 µs figures.
+        // Three of each, the median by CPU per call: a run that meets the page cache's
+        // writeback (one did: 3× the CPU at 128 KiB) must not set the term.
         let (mut atomic, mut plain) = (Vec::new(), Vec::new());
         for _ in 0..3 {
             for (runs, extra) in [
