@@ -355,6 +355,11 @@ pub struct ReadersArgs {
     /// reader's CPU.
     #[arg(long, default_value = "nice:10")]
     writer_priority: atomio_bench::versions::readers::Priority,
+    /// Versioning writers keep at most this many published snapshots stored: each write
+    /// first collects older ones (`File::set_version_retention`). Without it the store
+    /// keeps every write's chunks.
+    #[arg(long)]
+    keep_last: Option<u64>,
     /// Writers run this long before the timed reads start.
     #[arg(long, default_value_t = 300)]
     warmup_ms: u64,
@@ -400,6 +405,7 @@ pub fn version_readers(a: ReadersArgs) -> anyhow::Result<()> {
         runs: a.runs.max(1),
         interval_ms: a.write_interval_ms,
         writer_priority: a.writer_priority,
+        keep_last: a.keep_last,
         warmup_ms: a.warmup_ms,
         verify: !a.no_verify,
         plain_reader: a.plain_reader,
@@ -461,7 +467,8 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
     println!(
         "version-readers: {} reader process(es) read a {} region ({}) of the newest data in a \
          loop; {} writer processes write overlapping {} tiles ({}) {}; {} servers embedded \
-         in this process (on disk, loopback TCP); {} s of reads per phase, median over {} runs",
+         in this process (on disk, loopback TCP); {} s of reads per phase, median over {} runs; \
+         versioning writers keep {}",
         report.readers,
         size(first.map_or(0, |r| r.read_bytes)),
         report.reader_region,
@@ -483,6 +490,11 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
         report.servers,
         report.seconds,
         cfg.runs,
+        report
+            .keep_last
+            .map_or("every snapshot stored".into(), |k| format!(
+                "the last {k} snapshots stored (each write collects older ones first)"
+            )),
     );
     println!(
         "what it measures: this machine has {} cores; the writers run at priority {} (the \

@@ -107,6 +107,35 @@ fn version_readers_runs_client_processes_and_verifies_the_reads() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `--keep-last`: versioning's writers collect older snapshots as they write (the storage a
+/// long-running store would keep), and the reads beside them still verify.
+#[test]
+fn version_readers_with_writer_retention_verifies_the_reads() {
+    let d = dir("keep-last");
+    let extra = [
+        "--seconds",
+        "0.3",
+        "--strategies",
+        "versioning",
+        "--keep-last",
+        "2",
+    ];
+    let (stdout, v) = run(&[TINY_READERS, &extra].concat(), &d);
+    assert!(
+        stdout.contains("versioning writers keep the last 2 snapshots stored"),
+        "{stdout}"
+    );
+    assert_eq!(v["keep_last"], 2, "{v}");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    let verdict = rows[0]["verdict"].as_str().unwrap();
+    assert!(
+        verdict == "atomic" || verdict == "each read atomic alone",
+        "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// `--plain-reader`: the reader of every row reads a plain local file beside that row's
 /// writers, so no row fetches tree nodes or is verified, and the target is not
 /// judged on it.
