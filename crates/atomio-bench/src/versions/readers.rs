@@ -24,7 +24,9 @@
 //! writers stop. Per phase the median and the 99th percentile of the reads' latencies;
 //! ratios are per run (loaded / idle), the median over runs reported. The first run of each
 //! strategy is verified: the final file (for versioning the newest snapshot) and a sample of
-//! every reader's reads, against every write, by the verifier.
+//! every reader's reads, against every write, by the verifier. A versioning run's store is
+//! collected down to its newest snapshot before the next run starts (see `cleanup`), and
+//! `keep_last` makes the writers collect as they write, as a long-running store would.
 
 use super::{io, percentile, wire};
 use crate::stats::median;
