@@ -461,7 +461,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                         )
                     };
                 }
-                cleanup(&mut coordinator, &target, &dump_dir).await;
+                cleanup(&mut coordinator, spec, &target, &dump_dir).await;
                 bar.inc(1);
             }
         }
@@ -833,7 +833,18 @@ pub async fn read_back(c: &mut ClusterClient, target: &Target) -> Result<Vec<u8>
     }
 }
 
-async fn cleanup(c: &mut ClusterClient, target: &Target, dump_dir: &Path) {
+/// Removes a run's file and dumps; a versioned run's store is collected to its newest
+/// snapshot first (`collect_to_newest`: otherwise its chunks outlive the run, dirty, and are
+/// written back during other rows' runs).
+async fn cleanup(c: &mut ClusterClient, spec: &RowSpec, target: &Target, dump_dir: &Path) {
+    if matches!(spec, RowSpec::Strategy(s) if s.is_versioning()) {
+        use crate::versions::{collect_to_newest, VersionedAt};
+        match target {
+            Target::Servers { path, .. } => collect_to_newest(c, VersionedAt::Servers(path)).await,
+            Target::Direct { file, .. } => collect_to_newest(c, VersionedAt::Direct(file)).await,
+            Target::Limit { .. } => {}
+        }
+    }
     match target {
         Target::Servers { path, .. } => {
             let _ = c.remove(path).await;

@@ -28,7 +28,7 @@
 //! collected down to its newest snapshot before the next run starts (see `cleanup`), and
 //! `keep_last` makes the writers collect as they write, as a long-running store would.
 
-use super::{io, percentile, wire};
+use super::{collect_to_newest, io, percentile, wire, VersionedAt};
 use crate::stats::median;
 use crate::workload::RowSpec;
 use atomio_client::{DirectData, File, PlacementKind, Strategy};
@@ -1043,20 +1043,14 @@ async fn verify_run(
     })
 }
 
-/// Removes a run's file. A versioned run's store is collected down to its newest snapshot
-/// first: its chunks are dirty page-cache pages (~1.7 GB a run at the default load), and
-/// left behind, the kernel writes them back during a later run's timed reads.
+/// Removes a run's file; a versioned run's store is collected to its newest snapshot first
+/// (`collect_to_newest`: ~1.7 GB of dirty chunks a run at the default load).
 async fn cleanup(c: &mut ClusterClient, spec: &RowSpec, place: &Place) {
     if matches!(spec, RowSpec::Strategy(s) if s.is_versioning()) {
-        let f = match place {
-            Place::Direct { file, .. } => DirectData::open(file, false).map(File::direct),
-            Place::Servers { path, .. } => File::open(c, path).await,
-            Place::Plain { .. } => Err(wire("a plain file has no versions")),
-        };
-        if let Ok(mut f) = f {
-            if f.set_atomic(Some(Strategy::versioning())).is_ok() {
-                let _ = f.collect_versions(c, 1, None).await;
-            }
+        match place {
+            Place::Direct { file, .. } => collect_to_newest(c, VersionedAt::Direct(file)).await,
+            Place::Servers { path, .. } => collect_to_newest(c, VersionedAt::Servers(path)).await,
+            Place::Plain { .. } => {}
         }
     }
     match place {
