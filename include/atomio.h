@@ -58,9 +58,11 @@
 // `atomio_open` flag: with `ATOMIO_CREATE`, fail if it exists.
 #define ATOMIO_EXCL 2
 
-// `atomio_open_direct` flag: the file system's clients cache without coherence (NFS):
-// flush before every release, drop cached pages after every acquire.
-#define ATOMIO_NFS 4
+// `atomio_open_direct` flag: treat the file system's clients as caching without coherence
+// (NFS, FUSE), whatever detection found: flush before every release, drop cached pages and
+// fetch the size after every acquire, never map. Without any `ATOMIO_CACHES_*` flag the
+// file system is detected (see `atomio_fs_caches`).
+#define ATOMIO_CACHES_PRIVATE 4
 
 // `atomio_open_direct` flag: open the file read-only.
 #define ATOMIO_RDONLY 8
@@ -69,6 +71,23 @@
 // on the lock servers (no round trip per call). Every process that opens the file must run
 // on this host and pass it too: the table and the servers do not see each other's locks.
 #define ATOMIO_HOST_LOCKS 16
+
+// `atomio_open_direct` flag: treat the file system's client caches as kept coherent by the
+// file system (Lustre, GPFS), whatever detection found: no mapping, no flushes or drops.
+#define ATOMIO_CACHES_COHERENT 32
+
+// `atomio_open_direct` flag: treat the file as one page cache shared by every process
+// (a local file system), whatever detection found: small pieces may go through a mapping.
+#define ATOMIO_CACHES_SHARED 64
+
+// `atomio_fs_caches` result: one page cache for every process (local file systems).
+#define ATOMIO_FS_SHARED 0
+
+// `atomio_fs_caches` result: per-client caches the file system keeps coherent.
+#define ATOMIO_FS_COHERENT 1
+
+// `atomio_fs_caches` result: per-client caches without coherence (NFS, FUSE, unknown).
+#define ATOMIO_FS_PRIVATE 2
 
 // A connection to every server of a cluster.
 typedef struct atomio_client atomio_client;
@@ -223,11 +242,24 @@ int atomio_open(atomio_client *client,
                 uint32_t stripe_count,
                 atomio_file **out);
 
+// What the open file `fd` lives on: `*caches` = `ATOMIO_FS_SHARED|COHERENT|PRIVATE` and, if
+// `name` is not NULL, the file system's name (`ext4`, `fuse.glusterfs`, …) as a
+// NUL-terminated string in `name[0..name_len]` (cut to fit). `override_` (NULL: none; else
+// `shared`, `coherent` or `private`) wins over the environment's `ATOMIO_FS_CACHES`, which
+// wins over detection.
+int atomio_fs_caches(int fd, const char *override_, int *caches, char *name, size_t name_len);
+
 // Opens (with `ATOMIO_CREATE`, creates) the user's ordinary file at `path` in direct
 // mode: its bytes stay in that file, written with positioned I/O under atomio's locks;
 // `client` provides the lock service (NULL for strategies that need none: "none",
 // "posix-fcntl", "romio"). Nothing is copied at open or close.
 int atomio_open_direct(atomio_client *client, const char *path, uint32_t flags, atomio_file **out);
+
+// Whether the server file's atomic writes are all-or-nothing (`on` != 0, the default:
+// staged at every server, committed at one, so a writer killed mid-call leaves its write
+// whole or absent). Turn it off only for a copy whose bytes count once a collective step
+// exports them (see `File::set_all_or_nothing`). Direct files: no effect.
+int atomio_set_all_or_nothing(atomio_file *file, int on);
 
 // Closes (frees) the file handle.
 int atomio_close(atomio_file *file);

@@ -9,6 +9,15 @@
  *   mpiexec -n 4 ./strided_io [--block 4096] [--per-rank 67108864] [--calls 16]
  *       [--collective] [--atomic] [--path FILE] [--hint key=value]... [--no-verify]
  *       [--keep] [--label S] [--limit | --limit-pieces | --limit-mapped]
+ *       [--verify-path FILE] [--sync]
+ *
+ * --sync: MPI_File_sync after the calls, inside the timed region: the time until the bytes
+ *   are in the file for every client (end to end), not only the calls.
+ *
+ * --verify-path FILE: after the handle is closed, rank 0 also reads the whole file through
+ *   FILE — the same file through another client of a shared file system, one that no rank
+ *   wrote through (scripts/sharedfs mount check) — and counts the blocks that are wrong or
+ *   missing there ("foreign_bad_blocks"); the verdict is "atomic" only if both checks pass.
  *
  * --limit: the physical limit of the same bytes: each rank pwrite()s its bytes (same count)
  *   contiguously at offset r*bytes_per_rank of a fresh file, in --calls pieces, no MPI-IO.
@@ -63,8 +72,8 @@ enum { MAX_HINTS = 16, VERIFY_CHUNK = 8 << 20 };
 
 typedef struct {
     int64_t block, per_rank;
-    int calls, collective, atomic, verify, keep, limit;
-    const char *path, *label;
+    int calls, collective, atomic, verify, keep, limit, sync;
+    const char *path, *label, *verify_path;
     int nhints;
     char *hint_key[MAX_HINTS], *hint_val[MAX_HINTS];
 } opts_t;
@@ -112,6 +121,8 @@ static void parse(int argc, char **argv, opts_t *o)
             o->verify = 0;
         else if (!strcmp(a, "--keep"))
             o->keep = 1;
+        else if (!strcmp(a, "--sync"))
+            o->sync = 1;
         else if (!strcmp(a, "--limit"))
             o->limit = 1;
         else if (!strcmp(a, "--limit-pieces"))
@@ -132,6 +143,8 @@ static void parse(int argc, char **argv, opts_t *o)
                 o->path = v;
             else if (!strcmp(a, "--label"))
                 o->label = v;
+            else if (!strcmp(a, "--verify-path"))
+                o->verify_path = v;
             else if (!strcmp(a, "--hint")) {
                 const char *eq = strchr(v, '=');
                 if (!eq || o->nhints == MAX_HINTS)
@@ -215,6 +228,45 @@ static int read_posix(void *ctx, uint64_t off, unsigned char *buf, size_t len)
         done += (size_t)n;
     }
     return 0;
+}
+
+/* Through another client: the blocks of B bytes of the expected file that are wrong or
+ * missing at `path` (-1: it cannot be opened). */
+static int64_t foreign_bad_blocks(const char *path, uint64_t file_bytes, int64_t block,
+                                  uint32_t nonce, unsigned char *buf)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        fprintf(stderr, "strided_io: --verify-path %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    int64_t bad = 0;
+    uint64_t chunk = (uint64_t)VERIFY_CHUNK / (uint64_t)block * (uint64_t)block;
+    for (uint64_t off = 0; off < file_bytes; off += chunk) {
+        size_t len = (size_t)(file_bytes - off < chunk ? file_bytes - off : chunk), got = 0;
+        while (got < len) {
+            ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        memset(buf + got, 0xa5, len - got); /* missing bytes never match */
+        for (size_t b = 0; b < len; b += (size_t)block) {
+            for (size_t i = b; i < b + (size_t)block && i < len; i += 8) {
+                uint64_t w = word_at(nonce, (off + i) / 8), have;
+                memcpy(&have, buf + i, 8);
+                if (have != w) {
+                    bad++;
+                    break;
+                }
+            }
+        }
+    }
+    char extra;
+    if (pread(fd, &extra, 1, (off_t)file_bytes) == 1)
+        bad++; /* longer than expected */
+    close(fd);
+    return bad;
 }
 
 static int write_posix(int fd, const unsigned char *buf, size_t len, uint64_t off)
@@ -386,6 +438,14 @@ int main(int argc, char **argv)
         if ((uint64_t)done != len)
             bu_die("short write", MPI_ERR_IO);
     }
+    if (o.sync) {
+        if (o.limit && fsync(fd) != 0) {
+            fprintf(stderr, "strided_io: fsync: %s\n", strerror(errno));
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        } else if (!o.limit) {
+            CHECK(MPI_File_sync(fh));
+        }
+    }
     double mine = MPI_Wtime() - t0, slowest = 0;
     MPI_Request rq;
     MPI_Ireduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD, &rq);
@@ -416,6 +476,9 @@ int main(int argc, char **argv)
     else
         CHECK(MPI_File_close(&fh));
     relaxed_barrier(MPI_COMM_WORLD);
+    long long foreign_bad = -2; /* not checked */
+    if (o.verify && o.verify_path && o.limit != 1 && g_rank == 0)
+        foreign_bad = foreign_bad_blocks(o.verify_path, file_bytes, o.block, nonce, vbuf);
     if (!o.keep && g_rank == 0) {
         if (o.limit)
             unlink(o.path);
@@ -428,8 +491,16 @@ int main(int argc, char **argv)
         bu_library(libj, sizeof libj);
         json_str(o.path, pathj, sizeof pathj);
         json_str(o.label, labelj, sizeof labelj);
-        int ok = size == (long long)file_bytes && first_bad == LLONG_MAX;
-        if (size != (long long)file_bytes)
+        /* Through another client, that check is the verdict: a writer's own client may
+         * show it its own stale cache (or size), which no other reader sees. */
+        int own_ok = size == (long long)file_bytes && first_bad == LLONG_MAX;
+        int ok = foreign_bad == -2 ? own_ok : foreign_bad == 0;
+        if (foreign_bad > 0 || foreign_bad == -1)
+            snprintf(why, sizeof why, "through another client: %lld of %" PRIu64
+                     " blocks wrong or missing", foreign_bad, file_bytes / (uint64_t)o.block);
+        else if (foreign_bad == 0)
+            ; /* the writers' own view is not the verdict here */
+        else if (size != (long long)file_bytes)
             snprintf(why, sizeof why, "file has %lld bytes, expected %" PRIu64, size,
                      file_bytes);
         else if (!ok)
@@ -441,11 +512,11 @@ int main(int argc, char **argv)
                "\"collective\":%s,\"limit\":%s,\"atomic\":%s,\"atomicity_set_rc\":%d,"
                "\"atomicity_get\":%d,\"path\":\"%s\",\"bytes\":%.0f,\"seconds\":%.6f,"
                "\"iter_seconds\":[%.6f],\"mib_per_s\":%.3f,\"verify\":\"%s\","
-               "\"violation\":\"%s\",\"bad_elements\":%d}\n",
+               "\"violation\":\"%s\",\"bad_elements\":%d,\"foreign_bad_blocks\":%lld}\n",
                labelj, libj, g_size, o.block, blocks, o.calls, o.collective ? "true" : "false",
                o.limit ? "true" : "false", o.atomic ? "true" : "false", set_rc, atom_get, pathj,
                bytes, slowest, slowest, slowest > 0 ? bytes / (1 << 20) / slowest : 0.0, verdict,
-               why, ok ? 0 : 1);
+               why, ok ? 0 : 1, foreign_bad);
         fflush(stdout);
     }
     free(buf);

@@ -8,17 +8,21 @@
 //! is here too, for the `romio` baseline: it rewrites the holes between pieces and is only
 //! ever used under an `fcntl` lock on the whole extent.
 //!
-//! **Coherence.** Local file systems, Lustre and GPFS keep client caches coherent under
-//! their own locks, and a `pwrite` that returned is visible to every later `pread` on any
-//! node once atomio's lock has moved on. NFS does not: its clients cache pages and flush on
-//! close. `Coherence::nfs()` flushes (`fdatasync`) before every release and drops cached
-//! pages of the locked extent (`posix_fadvise(DONTNEED)`) after every acquire, which is
-//! what ROMIO's NFS driver does with `fcntl` locks.
+//! **Coherence.** What the file system's clients share decides the data path
+//! (`fs_caches`): with one page cache for every process (local file systems) small pieces
+//! may go through a shared mapping; with per-client caches that the file system keeps
+//! coherent (Lustre, GPFS) every byte goes by `pread`/`pwrite`; with private caches (NFS,
+//! FUSE: GlusterFS, ceph-fuse) writes are also flushed (`fdatasync`) before their lock is
+//! released, and after every acquire the locked extent's cached pages are dropped and the
+//! file's size is fetched from the file system (a client's cached size may be stale), which
+//! is what ROMIO's NFS driver does with `fcntl` locks. Many small pieces are then read as
+//! whole windows of the extent (a few large requests instead of one per piece).
 //!
 //! **Invariants:** a write touches only the bytes of its access (except `Sieve`, whose
 //! caller holds the extent); a read past the end of the file fails unless holes are allowed
 //! (then those bytes read as zero); errors are returned with the offset, never panics.
 
+use crate::fs_caches::{Caches, FsInfo};
 use atomio_layout::{Access, ByteRange};
 use atomio_proto::{file_id, ErrorCode, FileId, WireError};
 use nix::fcntl::{fcntl, posix_fadvise, FcntlArg, PosixFadviseAdvice};
@@ -33,23 +37,34 @@ use std::path::{Path, PathBuf};
 type SievePiece = (Range<usize>, Range<usize>);
 
 /// What the file system needs for clients' caches to agree.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Coherence {
     /// `fdatasync` before a write lock is released.
     pub flush_before_release: bool,
-    /// Drop cached pages of the locked extent after a lock is acquired.
+    /// Drop cached pages of the locked extent, and fetch the size, after a lock is acquired.
     pub drop_after_acquire: bool,
+    /// Every process shares one copy of each page: pieces may go through a mapping.
+    pub shared_pages: bool,
 }
 
 impl Coherence {
-    /// For file systems whose clients cache without coherence (NFS).
-    pub fn nfs() -> Self {
+    /// What a file system whose clients cache as `caches` needs.
+    pub fn for_caches(caches: Caches) -> Self {
         Self {
-            flush_before_release: true,
-            drop_after_acquire: true,
+            flush_before_release: caches == Caches::Private,
+            drop_after_acquire: caches == Caches::Private,
+            shared_pages: caches == Caches::Shared,
         }
     }
+
+    /// For file systems whose clients cache without coherence (NFS, FUSE).
+    pub fn nfs() -> Self {
+        Self::for_caches(Caches::Private)
+    }
 }
+
+/// Windows in which many small pieces are read on file systems without shared pages.
+const READ_WINDOW: u64 = 4 << 20;
 
 /// At most one run: nothing between pieces to sieve.
 fn contiguous(access: &Access) -> bool {
@@ -66,11 +81,14 @@ pub struct DirectData {
     file: std::fs::File,
     path: PathBuf,
     key: String,
+    /// What the file lives on (detected at open, or the override).
+    fs: FsInfo,
+    /// What that file system needs; follows `fs` (`set_caches`).
     pub coherence: Coherence,
     /// When pieces go through a shared mapping (`mapped`) instead of a `pwrite` each.
     /// `Auto` by default; `ATOMIO_MMAP=0` is `Off`, `ATOMIO_MMAP=always` is `Always` (for
-    /// comparisons). Never used when the
-    /// file system's caches are not coherent (`Coherence::nfs`).
+    /// comparisons). Never used unless every process shares the file's pages
+    /// (`Coherence::shared_pages`).
     pub mapping: Mapping,
 }
 
@@ -104,11 +122,13 @@ impl DirectData {
                 WireError::new(ErrorCode::Io, format!("opening {}: {e}", path.display()))
             })?;
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let fs = crate::fs_caches::detect_env(&file);
         Ok(Self {
             file,
             path: path.to_path_buf(),
             key: format!("direct:{}", canonical.display()),
-            coherence: Coherence::default(),
+            coherence: Coherence::for_caches(fs.caches),
+            fs,
             mapping: match std::env::var("ATOMIO_MMAP").as_deref() {
                 Ok("0") => Mapping::Off,
                 Ok("always") => Mapping::Always,
@@ -126,6 +146,18 @@ impl DirectData {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What the file lives on and how its clients cache.
+    pub fn fs(&self) -> &FsInfo {
+        &self.fs
+    }
+
+    /// Overrides what detection found (the MPI library's `atomio_fs_caches` hint).
+    pub fn set_caches(&mut self, caches: Caches) {
+        self.fs.caches = caches;
+        self.fs.overridden = true;
+        self.coherence = Coherence::for_caches(caches);
     }
 
     /// The open file (for kernel-side copies into it).
@@ -160,18 +192,39 @@ impl DirectData {
         }
     }
 
-    /// After an acquire: forget cached pages of `hull` when the file system needs it.
+    /// After an acquire: forget cached pages of `hull`, and the cached size, when the file
+    /// system needs it.
     pub(crate) fn after_acquire(&self, hull: ByteRange) -> Result<(), WireError> {
         if self.coherence.drop_after_acquire {
-            posix_fadvise(
-                self.file.as_raw_fd(),
-                hull.start as libc::off_t,
-                hull.len() as libc::off_t,
-                PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-            )
-            .map_err(|e| io_err("posix_fadvise", hull.start, e))?;
+            self.drop_cached(hull)?;
+            self.fresh_size()?;
         }
         Ok(())
+    }
+
+    /// Drops this client's clean cached pages of `r` (`len` 0: to the end of the file).
+    fn drop_cached(&self, r: ByteRange) -> Result<(), WireError> {
+        posix_fadvise(
+            self.file.as_raw_fd(),
+            r.start as libc::off_t,
+            r.len() as libc::off_t,
+            PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        )
+        .map_err(|e| io_err("posix_fadvise", r.start, e))
+    }
+
+    /// The file's size as the file system has it now, not as this client cached it
+    /// (`statx` with `AT_STATX_FORCE_SYNC`: NFS and FUSE then ask their server, and the
+    /// kernel's idea of the size, which bounds every later `pread`, is brought up to date).
+    fn fresh_size(&self) -> Result<u64, WireError> {
+        rustix::fs::statx(
+            &self.file,
+            "",
+            rustix::fs::AtFlags::EMPTY_PATH | rustix::fs::AtFlags::STATX_FORCE_SYNC,
+            rustix::fs::StatxFlags::SIZE,
+        )
+        .map(|s| s.stx_size)
+        .map_err(|e| io_err("statx", 0, e))
     }
 
     /// Before a write lock is released: push the bytes out when the file system needs it.
@@ -187,7 +240,7 @@ impl DirectData {
     /// Whether a call goes through the mapping: never on incoherent caches, else as
     /// `mapping` says, asking `worth` (the `mapped` rule for the call) only under `Auto`.
     fn mapping_pays(&self, worth: impl FnOnce() -> bool) -> bool {
-        !self.coherence.drop_after_acquire
+        self.coherence.shared_pages
             && match self.mapping {
                 Mapping::Off => false,
                 Mapping::Auto => worth(),
@@ -274,7 +327,12 @@ impl DirectData {
         out: &mut [u8],
         holes_ok: bool,
     ) -> Result<(), WireError> {
-        if !self.mapping_pays(|| crate::mapped::worth_mapping(access, crate::mapped::Way::Read)) {
+        let many_small = || crate::mapped::worth_mapping(access, crate::mapped::Way::Read);
+        if !self.coherence.shared_pages && self.mapping != Mapping::Off && many_small() {
+            // No mapping here: a few large reads of the extent instead of one per piece.
+            return self.read_sieved(access, out, READ_WINDOW, holes_ok);
+        }
+        if !self.mapping_pays(many_small) {
             return self.read_each(access, out, holes_ok);
         }
         crate::check_len("read", out.len(), access.size())?;
@@ -435,11 +493,22 @@ impl DirectData {
         Ok(())
     }
 
+    /// Flushes this client's writes; where caches are private, also forgets the file's
+    /// cached pages and size, so that reads after a sync (MPI's sync-barrier-sync) see what
+    /// other clients synced.
     pub fn sync(&self) -> Result<(), WireError> {
-        self.file.sync_data().map_err(|e| io_err("fsync", 0, e))
+        self.file.sync_data().map_err(|e| io_err("fsync", 0, e))?;
+        if self.coherence.drop_after_acquire {
+            self.drop_cached(ByteRange { start: 0, end: 0 })?;
+            self.fresh_size()?;
+        }
+        Ok(())
     }
 
     pub fn size(&self) -> Result<u64, WireError> {
+        if self.coherence.drop_after_acquire {
+            return self.fresh_size();
+        }
         self.file
             .metadata()
             .map(|m| m.len())

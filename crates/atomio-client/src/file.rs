@@ -125,6 +125,8 @@ pub struct File {
     /// The host's shared lock table, when the file's locks are taken there instead of on
     /// lock servers (`use_host_locks`).
     host_locks: Option<HostLocks>,
+    /// Atomic writes on servers are all-or-nothing (`set_all_or_nothing`).
+    all_or_nothing: bool,
 }
 
 fn no_client(what: &str) -> WireError {
@@ -200,7 +202,18 @@ impl File {
             choice: None,
             ifile: None,
             host_locks: None,
+            all_or_nothing: true,
         }
+    }
+
+    /// Whether this server file's atomic writes are staged at every server and committed at
+    /// one, so that a writer killed mid-call leaves its write whole or absent (the
+    /// default). A file whose bytes count only once a collective step copies them out —
+    /// the MPI library's forwarded files, exported at sync and close, which a job that lost
+    /// a rank never reaches — gains nothing from it and turns it off: its writes are then
+    /// atomic against concurrent writers, and one cut short is discarded with the copy.
+    pub fn set_all_or_nothing(&mut self, on: bool) {
+        self.all_or_nothing = on;
     }
 
     /// Makes this direct file an **interval file** laid out by its interval set (after
@@ -922,8 +935,10 @@ impl File {
         let c = c.ok_or_else(|| no_client(&what))?;
         // An atomic write on the servers is all-or-nothing: staged everywhere, then
         // committed at one server (never through the object files, which cannot stage).
-        let all_or_nothing =
-            self.atomic.is_atomic() && matches!(op, Op::Write(_)) && staged_writes_enabled();
+        let all_or_nothing = self.atomic.is_atomic()
+            && matches!(op, Op::Write(_))
+            && self.all_or_nothing
+            && staged_writes_enabled();
         let io = match (&self.placement, &op) {
             (Placement::Servers(_), _) if !all_or_nothing && self.local_objects_usable() => {
                 CallIo::Local

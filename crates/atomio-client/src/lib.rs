@@ -6,6 +6,7 @@ pub mod call;
 pub mod direct;
 pub mod dlm;
 pub mod file;
+pub mod fs_caches;
 pub mod host_locks;
 pub mod interval;
 pub mod interval_file;
@@ -22,6 +23,7 @@ pub mod write_cache;
 
 pub use direct::{Coherence, DirectData, Mapping};
 pub use file::{File, IoStats, Placement};
+pub use fs_caches::{Caches, FsInfo};
 /// The rule by which a direct-file call goes through a shared mapping (for models).
 pub use mapped::{worth as mapped_worth, Way as MappedWay};
 pub use strategy::{BlockSize, Strategy};

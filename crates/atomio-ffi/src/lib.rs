@@ -18,7 +18,7 @@
 // is checked for null before use.
 #![allow(clippy::missing_safety_doc, clippy::not_unsafe_ptr_arg_deref)]
 
-use atomio_client::{Coherence, DirectData, File, Placement, Strategy};
+use atomio_client::{Caches, DirectData, File, Placement, Strategy};
 use atomio_layout::{Access, Block, ByteRange, Order, Pattern};
 use atomio_net::ClusterClient;
 use atomio_proto::{ErrorCode, WireError};
@@ -686,15 +686,95 @@ pub extern "C" fn atomio_open(
     })
 }
 
-/// `atomio_open_direct` flag: the file system's clients cache without coherence (NFS):
-/// flush before every release, drop cached pages after every acquire.
-pub const ATOMIO_NFS: u32 = 4;
+/// `atomio_open_direct` flag: treat the file system's clients as caching without coherence
+/// (NFS, FUSE), whatever detection found: flush before every release, drop cached pages and
+/// fetch the size after every acquire, never map. Without any `ATOMIO_CACHES_*` flag the
+/// file system is detected (see `atomio_fs_caches`).
+pub const ATOMIO_CACHES_PRIVATE: u32 = 4;
 /// `atomio_open_direct` flag: open the file read-only.
 pub const ATOMIO_RDONLY: u32 = 8;
 /// `atomio_open_direct` flag: take the file's locks in this host's shared lock table, not
 /// on the lock servers (no round trip per call). Every process that opens the file must run
 /// on this host and pass it too: the table and the servers do not see each other's locks.
 pub const ATOMIO_HOST_LOCKS: u32 = 16;
+/// `atomio_open_direct` flag: treat the file system's client caches as kept coherent by the
+/// file system (Lustre, GPFS), whatever detection found: no mapping, no flushes or drops.
+pub const ATOMIO_CACHES_COHERENT: u32 = 32;
+/// `atomio_open_direct` flag: treat the file as one page cache shared by every process
+/// (a local file system), whatever detection found: small pieces may go through a mapping.
+pub const ATOMIO_CACHES_SHARED: u32 = 64;
+
+/// `atomio_fs_caches` result: one page cache for every process (local file systems).
+pub const ATOMIO_FS_SHARED: c_int = 0;
+/// `atomio_fs_caches` result: per-client caches the file system keeps coherent.
+pub const ATOMIO_FS_COHERENT: c_int = 1;
+/// `atomio_fs_caches` result: per-client caches without coherence (NFS, FUSE, unknown).
+pub const ATOMIO_FS_PRIVATE: c_int = 2;
+
+fn caches_code(c: Caches) -> c_int {
+    match c {
+        Caches::Shared => ATOMIO_FS_SHARED,
+        Caches::Coherent => ATOMIO_FS_COHERENT,
+        Caches::Private => ATOMIO_FS_PRIVATE,
+    }
+}
+
+/// The override an `atomio_open_direct` flag asks for, if any.
+fn caches_flag(flags: u32) -> Option<Caches> {
+    if flags & ATOMIO_CACHES_PRIVATE != 0 {
+        Some(Caches::Private)
+    } else if flags & ATOMIO_CACHES_COHERENT != 0 {
+        Some(Caches::Coherent)
+    } else if flags & ATOMIO_CACHES_SHARED != 0 {
+        Some(Caches::Shared)
+    } else {
+        None
+    }
+}
+
+/// What the open file `fd` lives on: `*caches` = `ATOMIO_FS_SHARED|COHERENT|PRIVATE` and, if
+/// `name` is not NULL, the file system's name (`ext4`, `fuse.glusterfs`, …) as a
+/// NUL-terminated string in `name[0..name_len]` (cut to fit). `override_` (NULL: none; else
+/// `shared`, `coherent` or `private`) wins over the environment's `ATOMIO_FS_CACHES`, which
+/// wins over detection.
+#[no_mangle]
+pub extern "C" fn atomio_fs_caches(
+    fd: c_int,
+    override_: *const c_char,
+    caches: *mut c_int,
+    name: *mut c_char,
+    name_len: usize,
+) -> c_int {
+    call(|| {
+        let f = borrowed_fd(fd)?;
+        let forced = if override_.is_null() {
+            None
+        } else {
+            Some(str_or(override_, "override")?)
+        };
+        if let Some(v) = forced {
+            if Caches::parse(v).is_none() {
+                return Err(err(
+                    ErrorCode::InvalidArgument,
+                    format!("file system caches \"{v}\": want shared, coherent or private"),
+                ));
+            }
+        }
+        let info = match forced {
+            Some(v) => atomio_client::fs_caches::detect(&f, Some(v)),
+            None => atomio_client::fs_caches::detect_env(&f),
+        };
+        *mut_or(caches, "caches")? = caches_code(info.caches);
+        if !name.is_null() && name_len > 0 {
+            let bytes = info.name.as_bytes();
+            let n = bytes.len().min(name_len - 1);
+            let out = slice_mut(name.cast::<c_void>(), name_len, "name")?;
+            out[..n].copy_from_slice(&bytes[..n]);
+            out[n] = 0;
+        }
+        Ok(())
+    })
+}
 
 /// Opens (with `ATOMIO_CREATE`, creates) the user's ordinary file at `path` in direct
 /// mode: its bytes stay in that file, written with positioned I/O under atomio's locks;
@@ -727,8 +807,8 @@ pub extern "C" fn atomio_open_direct(
             flags & ATOMIO_CREATE != 0,
             flags & ATOMIO_RDONLY == 0,
         )?;
-        if flags & ATOMIO_NFS != 0 {
-            data.coherence = Coherence::nfs();
+        if let Some(c) = caches_flag(flags) {
+            data.set_caches(c);
         }
         let mut file = File::direct(data);
         if flags & ATOMIO_HOST_LOCKS != 0 {
@@ -742,6 +822,18 @@ pub extern "C" fn atomio_open_direct(
                 file,
             },
         )
+    })
+}
+
+/// Whether the server file's atomic writes are all-or-nothing (`on` != 0, the default:
+/// staged at every server, committed at one, so a writer killed mid-call leaves its write
+/// whole or absent). Turn it off only for a copy whose bytes count once a collective step
+/// exports them (see `File::set_all_or_nothing`). Direct files: no effect.
+#[no_mangle]
+pub extern "C" fn atomio_set_all_or_nothing(file: *mut AtomioFile, on: c_int) -> c_int {
+    call(|| {
+        mut_or(file, "file")?.file.set_all_or_nothing(on != 0);
+        Ok(())
     })
 }
 

@@ -319,7 +319,7 @@ int amio_write_all(amio_file *f, int explicit_offset, MPI_Offset offset, const v
      * them lock-free; atomio refuses), and private bytes need no lock anyway: each rank
      * writes its own part (in_force is the same on every rank: the same interval set). */
     int by_intervals = f->atomic && f->iv && strcmp(f->in_force, "interval") == 0;
-    if (!f->direct || amio_cfg.cb_max == 0 || by_intervals)
+    if (!(f->direct || f->forwarded) || amio_cfg.cb_max == 0 || by_intervals)
         return amio_io(f, 1, explicit_offset, offset, (void *)buf, count, dt, bytes);
     int fallback = 0;
     int code = gathered(f, explicit_offset, offset, buf, count, dt, bytes, &fallback);

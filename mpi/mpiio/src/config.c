@@ -30,7 +30,7 @@ static long long env_num(const char *name, long long dflt, long long lo, long lo
         end++;
     }
     if (!end || *end || x < lo || x > hi) {
-        fprintf(stderr, "atomio-mpiio: ignoring %s=%s (want %lld..%lld)\n", name, v, lo, hi);
+        fprintf(stderr, "atomio-mpiio: warning: ignoring %s=%s (want %lld..%lld)\n", name, v, lo, hi);
         return dflt;
     }
     return x;
@@ -61,32 +61,41 @@ void amio_config_load(void)
     amio_cfg.stripe_count = (uint32_t)env_num("ATOMIO_STRIPE_COUNT", 0, 0, 1 << 20);
     amio_cfg.export_on_sync = (int)env_num("ATOMIO_EXPORT_ON_SYNC", 1, 0, 1);
     amio_cfg.cb_max = (uint64_t)env_num("ATOMIO_CB_MAX", 1LL << 30, 0, 1LL << 40);
-    amio_cfg.nfs = (int)env_num("ATOMIO_NFS", 0, 0, 1);
+    amio_cfg.fs_caches = env_str("ATOMIO_FS_CACHES");
+    if (amio_cfg.fs_caches && strcmp(amio_cfg.fs_caches, "shared") != 0 &&
+        strcmp(amio_cfg.fs_caches, "coherent") != 0 && strcmp(amio_cfg.fs_caches, "private") != 0) {
+        fprintf(stderr, "atomio-mpiio: warning: ignoring ATOMIO_FS_CACHES=%s "
+                        "(shared|coherent|private); detecting the file system\n",
+                amio_cfg.fs_caches);
+        amio_cfg.fs_caches = NULL;
+    }
     const char *locks = env_str("ATOMIO_LOCKS");
     amio_cfg.host_locks = locks && strcmp(locks, "host") == 0;
     if (locks && !amio_cfg.host_locks && strcmp(locks, "servers") != 0)
-        fprintf(stderr, "atomio-mpiio: ignoring ATOMIO_LOCKS=%s (servers|host)\n", locks);
+        fprintf(stderr, "atomio-mpiio: warning: ignoring ATOMIO_LOCKS=%s (servers|host)\n", locks);
     amio_cfg.stats = env_str("ATOMIO_STATS");
     if (amio_cfg.stats && strcmp(amio_cfg.stats, "0") == 0)
         amio_cfg.stats = NULL;
     const char *d = env_str("ATOMIO_DATA");
     amio_cfg.data_servers = d && strcmp(d, "servers") == 0;
+    amio_cfg.data_direct = d && strcmp(d, "direct") == 0;
     if (d && !amio_cfg.data_servers && strcmp(d, "direct") != 0)
-        fprintf(stderr, "atomio-mpiio: ignoring ATOMIO_DATA=%s (direct|servers)\n", d);
+        fprintf(stderr, "atomio-mpiio: warning: ignoring ATOMIO_DATA=%s (direct|servers)\n", d);
     amio_cfg.rma_mode = RMALOCK_DIRECT_GRANT;
     const char *m = env_str("ATOMIO_RMA_MODE");
     if (m && strcmp(m, "paper") == 0)
         amio_cfg.rma_mode = RMALOCK_PAPER;
     else if (m && strcmp(m, "direct-grant") != 0)
-        fprintf(stderr, "atomio-mpiio: ignoring ATOMIO_RMA_MODE=%s (paper|direct-grant)\n", m);
+        fprintf(stderr, "atomio-mpiio: warning: ignoring ATOMIO_RMA_MODE=%s (paper|direct-grant)\n", m);
     const char *s = env_str("ATOMIO_RMA_SCOPE");
     /* Forced atomic mode promises atomicity across independent opens (each rank on
      * MPI_COMM_SELF): only the job-wide lock gives that with rma, so it is the default then. */
     amio_cfg.rma_world = s ? strcmp(s, "world") == 0 : amio_cfg.force_atomic;
     if (s && !amio_cfg.rma_world && strcmp(s, "file") != 0)
-        fprintf(stderr, "atomio-mpiio: ignoring ATOMIO_RMA_SCOPE=%s (file|world)\n", s);
+        fprintf(stderr, "atomio-mpiio: warning: ignoring ATOMIO_RMA_SCOPE=%s (file|world)\n", s);
 }
 
+/* Every line names its level: "info" at ATOMIO_VERBOSE=1, "debug" above. */
 void amio_log(int level, const char *fmt, ...)
 {
     if (amio_cfg.verbose < level)
@@ -96,5 +105,16 @@ void amio_log(int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "atomio-mpiio[%d]: %s\n", amio_rt.world_rank, msg);
+    fprintf(stderr, "atomio-mpiio[%d] %s: %s\n", amio_rt.world_rank, level <= 1 ? "info" : "debug",
+            msg);
+}
+
+void amio_warn(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "atomio-mpiio[%d] warning: %s\n", amio_rt.world_rank, msg);
 }

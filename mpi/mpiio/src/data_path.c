@@ -285,6 +285,8 @@ int amio_io(amio_file *f, int is_write, int explicit_offset, MPI_Offset offset, 
         if (code == MPI_SUCCESS)
             code = amio_rma_lock(f, s, e);
         locked = code == MPI_SUCCESS;
+        if (code == MPI_SUCCESS)
+            code = amio_rma_after_acquire(f, s, e);
         if (code != MPI_SUCCESS)
             goto out;
     }
@@ -331,6 +333,8 @@ int amio_io(amio_file *f, int is_write, int explicit_offset, MPI_Offset offset, 
             moved = avail;
     }
 out:
+    if (locked && is_write && code == MPI_SUCCESS)
+        code = amio_rma_before_release(f);
     if (locked) {
         int c2 = amio_rma_unlock(f);
         if (code == MPI_SUCCESS)

@@ -77,7 +77,7 @@ static int code_for(int klass)
 static int make(int klass, int dynamic_class, const char *msg)
 {
     amio_errors_init();
-    amio_log(1, "error: %s", msg);
+    amio_log(1, "returning an error: %s", msg);
     pthread_mutex_lock(&mu);
     int target = class_codes_ok ? klass : dynamic_class;
     int code = target >= 0 ? code_for(target) : -1;

@@ -77,6 +77,9 @@ int MPI_File_sync(MPI_File fh)
     if (f->is_rma) {
         if (!(f->amode & MPI_MODE_RDONLY) && fsync(f->data_fd) < 0)
             code = amio_error(MPI_ERR_IO, "fsync %s: %s", f->path, strerror(errno));
+        /* sync-barrier-sync: later reads must see what other clients synced */
+        if (code == MPI_SUCCESS)
+            code = amio_rma_after_acquire(f, 0, 0);
         return amio_raise(fh, amio_agree(code, f->comm, "MPI_File_sync"));
     }
     if (f->direct && f->versioning) {
@@ -103,6 +106,16 @@ int MPI_File_sync(MPI_File fh)
     if (code == MPI_SUCCESS)
         code = c1;
     int exported = 0;
+    if (f->forwarded) {
+        /* every rank writes its own domain of the ordinary file and flushes it
+         * (amio_session_export_all): that file is what must be durable, not the copy */
+        code = amio_agree(code, f->comm, "MPI_File_sync");
+        if (code == MPI_SUCCESS && dirty)
+            code = amio_session_export_all(f);
+        if (code == MPI_SUCCESS)
+            f->dirty = 0;
+        return amio_raise(fh, code);
+    }
     if (code == MPI_SUCCESS && f->rank == 0) {
         int rc = atomio_sync(f->af);
         if (rc != ATOMIO_OK)

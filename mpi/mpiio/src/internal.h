@@ -45,16 +45,16 @@ typedef struct {
     int data_servers;          /* ATOMIO_DATA=servers: bytes in atomio's servers, copied in
                                   at open and out at close/sync; default direct: the
                                   ordinary file holds the bytes, servers hold only locks */
+    int data_direct;           /* ATOMIO_DATA=direct: never forwarded (see amio_file.forwarded) */
     rmalock_mode_t rma_mode;   /* ATOMIO_RMA_MODE=direct-grant (default) | paper */
     int rma_world;             /* ATOMIO_RMA_SCOPE=world: one job-wide lock for rma files */
     uint64_t cb_max;           /* ATOMIO_CB_MAX: largest collective write aggregated on one
                                   rank (bytes, all ranks together); 0 = never aggregate */
     const char *stats;         /* ATOMIO_STATS: NULL (off), "1" (stderr) or a file to append
                                   to (stats.c) */
-    int nfs;                   /* ATOMIO_NFS=1: direct placement on a file system whose
-                                  clients cache without coherence (atomio_open_direct's
-                                  ATOMIO_NFS: fdatasync before release, drop cached pages
-                                  after acquire) */
+    const char *fs_caches;     /* ATOMIO_FS_CACHES=shared|coherent|private, or NULL:
+                                  detected per file (atomio_fs_caches); the hint
+                                  atomio_fs_caches wins over it */
     int host_locks;            /* ATOMIO_LOCKS=host: direct placement takes its locks in the
                                   host's shared lock table (atomio_open_direct's
                                   ATOMIO_HOST_LOCKS), not on lock servers: for jobs whose
@@ -63,8 +63,11 @@ typedef struct {
 
 extern amio_config amio_cfg;
 void amio_config_load(void);
+
 /* Prints "atomio-mpiio[rank]: ..." to stderr when ATOMIO_VERBOSE >= level. */
 void amio_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "atomio-mpiio[rank] warning: ..." to stderr, always. */
+void amio_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define AMIO_DEFAULT_STRATEGY "auto"
 
@@ -149,6 +152,16 @@ typedef struct amio_file {
     char *path;                /* canonical path of the ordinary file (= name on servers) */
     char strategy[96];
     int is_rma;
+    char caches[16];           /* the hint atomio_fs_caches, else ATOMIO_FS_CACHES, else ""
+                                  (detect): how the file system's clients cache */
+    int forwarded;             /* servers placement chosen by auto because the file system's
+                                  clients cache privately and the ranks use more than one
+                                  client: the bytes live on the servers while the file is
+                                  open, and at sync and close every rank writes its own
+                                  1 MiB-aligned domain of the file (amio_session_export_all) */
+    int private_caches;        /* rma: the file system's clients cache without coherence, so
+                                  a lock's bytes are flushed before release and their cached
+                                  pages dropped after acquire (set by amio_rma_open) */
 
     /* server strategies */
     atomio_file *af;
@@ -274,6 +287,12 @@ int amio_rma_open(amio_file *f);
 int amio_rma_close(amio_file *f);
 int amio_rma_lock(amio_file *f, uint64_t start, uint64_t end);
 int amio_rma_unlock(amio_file *f);
+/* The atomio_open_direct flag asking for f->caches (0: detect). */
+uint32_t amio_caches_flag(const amio_file *f);
+/* Collective: the server copy written over the ordinary file, each rank its own domain. */
+int amio_session_export_all(amio_file *f);
+int amio_rma_after_acquire(amio_file *f, uint64_t start, uint64_t end);
+int amio_rma_before_release(amio_file *f);
 
 /* ----- shared file pointer (shared_fp.c) -------------------------------------------- */
 

@@ -285,10 +285,14 @@ int amio_intervals_update(amio_file *f, const char *what)
     char why[256] = "";
     /* ATOMIO_FORCE_ATOMIC promises atomicity across independent opens (other
      * communicators), whose views this analysis never sees: nothing may be lock-free */
-    int acode = amio_cfg.force_atomic
-                    ? amio_error(MPI_ERR_OTHER, "ATOMIO_FORCE_ATOMIC=1: other opens' views are "
-                                                "unknown, every call locks")
-                    : analyze(f, &set);
+    int acode = MPI_SUCCESS;
+    if (amio_cfg.force_atomic) {
+        amio_log(1, "%s: ATOMIO_FORCE_ATOMIC=1: other opens' views are unknown, every call locks",
+                 f->path);
+        acode = MPI_ERR_OTHER;
+    } else {
+        acode = analyze(f, &set);
+    }
     if (acode != MPI_SUCCESS) {
         /* every rank failed alike (agreed): no declared byte, every call locks */
         snprintf(why, sizeof why, "%s",

@@ -7,6 +7,12 @@
  *      program's amode and info. That gives MPI's own amode semantics (CREATE, EXCL,
  *      RDONLY on a missing file, permissions: same error classes as without atomio) and
  *      the genuine MPI_File handle the program gets back;
+ *   2b. strategy auto, direct placement: if the file system's clients cache privately (NFS,
+ *      FUSE: atomio_fs_caches) and the ranks reach the file through more than one client
+ *      (hosts, or mounts: st_dev), the file is *forwarded*: servers placement with
+ *      FORWARD_STRATEGY, so that small pieces reach the file system in large requests and
+ *      every page of the file is written by exactly one client (at sync and close, each rank
+ *      writes its own 1 MiB-aligned domain: amio_session_export_all);
  *   3. rank 0's canonical path (realpath) names the file on the servers for every rank,
  *      and rank 0's nonce names the shared file pointer's hidden file (shared_fp.c);
  *   4. strategy rma: the data descriptor and the lock (rma.c). Direct placement (the
@@ -38,11 +44,88 @@
 #define _GNU_SOURCE
 #include "internal.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* What auto runs a forwarded file with: fine-grained locks on the servers, deadlock-free. */
+#define FORWARD_STRATEGY "ching:datatype:one-try"
+
+/* How the file system's clients cache: the hint atomio_fs_caches, else ATOMIO_FS_CACHES,
+ * else detected when the file is opened. A malformed hint is ignored with a warning. */
+static void caches_hint(amio_file *f, MPI_Info info)
+{
+    const char *v = amio_cfg.fs_caches ? amio_cfg.fs_caches : "";
+    char h[32] = "";
+    int flag = 0;
+    if (info != MPI_INFO_NULL &&
+        PMPI_Info_get(info, "atomio_fs_caches", (int)sizeof h - 1, h, &flag) == MPI_SUCCESS &&
+        flag) {
+        if (strcmp(h, "shared") == 0 || strcmp(h, "coherent") == 0 || strcmp(h, "private") == 0)
+            v = h;
+        else
+            amio_warn("ignoring the hint atomio_fs_caches=%s (shared|coherent|private)", h);
+    }
+    snprintf(f->caches, sizeof f->caches, "%s", v);
+}
+
+/* Collective: whether the file at path lives on a file system whose clients cache privately
+ * and the ranks reach it through more than one client (a client = host name and device). */
+static int spans_private_clients(amio_file *f, const char *path, int *spans)
+{
+    *spans = 0;
+    int code = MPI_SUCCESS, priv = 0;
+    unsigned long long key = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        code = amio_error(MPI_ERR_IO, "opening %s: %s", path, strerror(errno));
+    } else {
+        int caches = ATOMIO_FS_PRIVATE;
+        char fs[64] = "";
+        struct stat st;
+        int rc = atomio_fs_caches(fd, f->caches[0] ? f->caches : NULL, &caches, fs, sizeof fs);
+        if (rc != ATOMIO_OK)
+            code = amio_error_atomio(rc, "finding what the file lives on");
+        else if (fstat(fd, &st) < 0)
+            code = amio_error(MPI_ERR_IO, "stat %s: %s", path, strerror(errno));
+        else {
+            char host[256] = "";
+            gethostname(host, sizeof host - 1);
+            key = 1469598103934665603ULL;
+            for (const char *p = host; *p; p++)
+                key = (key ^ (unsigned char)*p) * 1099511628211ULL;
+            key ^= (unsigned long long)st.st_dev * 0x9E3779B97F4A7C15ULL;
+            priv = caches == ATOMIO_FS_PRIVATE;
+            amio_log(2, "%s: on %s, %s client caches", path, fs,
+                     caches == ATOMIO_FS_SHARED     ? "shared"
+                     : caches == ATOMIO_FS_COHERENT ? "coherent"
+                                                    : "private");
+        }
+        close(fd);
+    }
+    /* max(private), max(key), max(~key) = ~min(key): one allreduce, even after a failure */
+    unsigned long long v[3] = {(unsigned long long)priv, key, ~key};
+    int rc = PMPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, f->comm);
+    if (rc != MPI_SUCCESS && code == MPI_SUCCESS)
+        code = rc;
+    *spans = v[0] && v[1] != ~v[2];
+    return code;
+}
+
+uint32_t amio_caches_flag(const amio_file *f)
+{
+    if (strcmp(f->caches, "private") == 0)
+        return ATOMIO_CACHES_PRIVATE;
+    if (strcmp(f->caches, "coherent") == 0)
+        return ATOMIO_CACHES_COHERENT;
+    if (strcmp(f->caches, "shared") == 0)
+        return ATOMIO_CACHES_SHARED;
+    return 0;
+}
 
 static uint32_t hash32(const char *s)
 {
@@ -117,6 +200,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     amio_view_default(f);
     f->intervals = !f->is_rma && amio_intervals_wanted(strategy);
     amio_intervals_hint(f, info);
+    caches_hint(f, info);
     int rc = amio_comm_dup(comm, &f->comm);
     if (rc != MPI_SUCCESS) {
         f->comm = MPI_COMM_NULL;
@@ -144,6 +228,30 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     if (rc != MPI_SUCCESS) {
         destroy(f);
         return rc; /* PMPI raised it on MPI_FILE_NULL already */
+    }
+
+    /* 2b. forwarding (see the top of this file) */
+    if (f->direct && strcmp(strategy, "auto") == 0 && !amio_cfg.data_direct) {
+        int spans = 0;
+        code = amio_agree(spans_private_clients(f, path, &spans), f->comm, "MPI_File_open");
+        if (code == MPI_SUCCESS && spans) {
+            f->direct = 0;
+            f->forwarded = 1;
+            f->intervals = 0;
+            snprintf(strategy, sizeof strategy, "%s", FORWARD_STRATEGY);
+            snprintf(f->strategy, sizeof f->strategy, "%s", FORWARD_STRATEGY);
+            if (f->rank == 0)
+                amio_log(1, "%s: the file system's clients cache privately and the ranks use "
+                            "more than one client: auto forwards the bytes through atomio's "
+                            "servers (%s), each rank writing its own domain of the file at "
+                            "sync and close",
+                         path, FORWARD_STRATEGY);
+        }
+        if (code != MPI_SUCCESS) {
+            PMPI_File_close(&f->fh);
+            destroy(f);
+            return amio_raise(MPI_FILE_NULL, code);
+        }
     }
 
     /* 3. the name on the servers, and the nonce naming the shared pointer's hidden file */
@@ -192,8 +300,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             code = amio_client(&c);
         if (code == MPI_SUCCESS) {
             uint32_t flags = (amode & MPI_MODE_RDONLY) ? ATOMIO_RDONLY : 0;
-            if (amio_cfg.nfs)
-                flags |= ATOMIO_NFS;
+            flags |= amio_caches_flag(f);
             if (amio_cfg.host_locks)
                 flags |= ATOMIO_HOST_LOCKS;
             rc = atomio_open_direct(c, f->path, flags, &f->af);
@@ -223,6 +330,11 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                 code = amio_error_atomio(rc, "opening the server copy");
             }
         }
+        /* a forwarded copy counts only once exported, which a job that lost a rank never
+         * reaches: its writes need no staging (File::set_all_or_nothing) */
+        if (code == MPI_SUCCESS && f->forwarded &&
+            atomio_set_all_or_nothing(f->af, 0) != ATOMIO_OK)
+            code = amio_error_atomio(ATOMIO_EINTERNAL, "forwarded writes");
         if (code == MPI_SUCCESS) {
             char what[160];
             snprintf(what, sizeof what, "atomio strategy \"%s\"", strategy);
@@ -307,6 +419,12 @@ int MPI_File_close(MPI_File *fh)
         int c1 = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* everyone is done */
         if (code == MPI_SUCCESS)
             code = c1;
+        if (f->forwarded && dirty && !(f->amode & MPI_MODE_DELETE_ON_CLOSE)) {
+            code = amio_agree(code, f->comm, "MPI_File_close");
+            if (code == MPI_SUCCESS)
+                code = amio_session_export_all(f);
+            dirty = 0; /* exported: leaving needs no export of rank 0's */
+        }
         if (f->rank == 0) {
             atomio_client *c = NULL;
             int c2 = amio_client(&c);

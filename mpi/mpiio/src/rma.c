@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int lock_error(int rc, const char *what)
@@ -38,6 +39,17 @@ int amio_rma_open(amio_file *f)
     int code = MPI_SUCCESS;
     if (f->data_fd < 0)
         code = amio_error(MPI_ERR_IO, "opening %s: %s", f->path, strerror(errno));
+    if (code == MPI_SUCCESS) {
+        int caches = ATOMIO_FS_PRIVATE;
+        char fs[64] = "";
+        int rc = atomio_fs_caches(f->data_fd, f->caches[0] ? f->caches : NULL, &caches, fs,
+                                  sizeof fs);
+        if (rc != ATOMIO_OK)
+            code = amio_error_atomio(rc, "finding what the file lives on");
+        f->private_caches = caches == ATOMIO_FS_PRIVATE;
+        amio_log(2, "%s: on %s, %s client caches", f->path, fs,
+                 caches == ATOMIO_FS_SHARED ? "shared" : caches == ATOMIO_FS_COHERENT ? "coherent" : "private");
+    }
     if (amio_cfg.rma_world) {
         if (!amio_rt.world_lock && code == MPI_SUCCESS)
             code = amio_error(MPI_ERR_IO, "ATOMIO_RMA_SCOPE=world but the job-wide lock was "
@@ -52,6 +64,30 @@ int amio_rma_open(amio_file *f)
     if (rc != RMALOCK_OK && code == MPI_SUCCESS)
         code = lock_error(rc, "create");
     return code;
+}
+
+/* Where client caches are private: after a lock on [s, e) is granted, this client's cached
+ * pages of it and its cached size are forgotten (a read then asks the file system). */
+int amio_rma_after_acquire(amio_file *f, uint64_t s, uint64_t e)
+{
+    if (!f->private_caches)
+        return MPI_SUCCESS;
+    int r = posix_fadvise(f->data_fd, (off_t)s, (off_t)(e - s), POSIX_FADV_DONTNEED);
+    if (r != 0)
+        return amio_error(MPI_ERR_IO, "posix_fadvise %s: %s", f->path, strerror(r));
+    struct statx st;
+    if (statx(f->data_fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_SIZE, &st) < 0)
+        return amio_error(MPI_ERR_IO, "statx %s: %s", f->path, strerror(errno));
+    return MPI_SUCCESS;
+}
+
+/* Where client caches are private: a write's bytes reach the file system before its lock
+ * is released. */
+int amio_rma_before_release(amio_file *f)
+{
+    if (f->private_caches && fdatasync(f->data_fd) < 0)
+        return amio_error(MPI_ERR_IO, "fdatasync %s: %s", f->path, strerror(errno));
+    return MPI_SUCCESS;
 }
 
 int amio_rma_close(amio_file *f)

@@ -36,6 +36,7 @@
 #define SESSION_BYTE ((off_t)0x7fffffffffff0000LL)
 #define MUTEX_BYTE (SESSION_BYTE + 1)
 #define IMPORT_CHUNK ((size_t)8 << 20)
+#define EXPORT_DOMAIN ((uint64_t)1 << 20)
 
 static int ofd(int fd, int cmd, short type, off_t at, short *seen)
 {
@@ -187,6 +188,91 @@ int amio_session_export(amio_file *f)
         code = amio_error_atomio(rc, "exporting to the ordinary file");
     unlock_mutex(f);
     amio_log(2, "exported %s", f->path);
+    return code;
+}
+
+/* One rank's share of a parallel export: [lo, hi) of the copy over the ordinary file,
+ * through this rank's own descriptor (its own file system client), then flushed. */
+static int export_domain(amio_file *f, uint64_t lo, uint64_t hi)
+{
+    if (lo >= hi)
+        return MPI_SUCCESS;
+    int fd = open(f->path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sys_error("opening", f->path);
+    unsigned char *buf = malloc(IMPORT_CHUNK);
+    int code = buf ? MPI_SUCCESS : amio_error(MPI_ERR_NO_MEM, "out of memory exporting");
+    for (uint64_t off = lo; off < hi && code == MPI_SUCCESS;) {
+        uint64_t len = hi - off < IMPORT_CHUNK ? hi - off : IMPORT_CHUNK;
+        int rc = atomio_read_list(f->af, 1, &off, &len, buf, (size_t)len);
+        if (rc != ATOMIO_OK) {
+            code = amio_error_atomio(rc, "reading the server copy to export it");
+            break;
+        }
+        for (size_t done = 0; done < len && code == MPI_SUCCESS;) {
+            ssize_t w = pwrite(fd, buf + done, (size_t)len - done, (off_t)(off + done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0)
+                code = sys_error("writing", f->path);
+            else
+                done += (size_t)w;
+        }
+        off += len;
+    }
+    if (code == MPI_SUCCESS && fdatasync(fd) < 0)
+        code = sys_error("flushing (fdatasync)", f->path);
+    close(fd);
+    free(buf);
+    return code;
+}
+
+/* size * r / P (without overflow) rounded down to EXPORT_DOMAIN; size itself for r = P. */
+static uint64_t domain_start(uint64_t size, uint64_t r, uint64_t P)
+{
+    if (r >= P)
+        return size;
+    uint64_t at = size / P * r + size % P * r / P;
+    return at / EXPORT_DOMAIN * EXPORT_DOMAIN;
+}
+
+/* Collective (see internal.h): rank 0 takes MUTEX and sizes the ordinary file as the copy;
+ * then rank r of P writes bytes [D(r), D(r + 1)) with D(r) = size * r / P rounded down to
+ * EXPORT_DOMAIN, so ranks on different clients never write the same page; each flushes. */
+int amio_session_export_all(amio_file *f)
+{
+    uint64_t size = 0;
+    int code = MPI_SUCCESS, locked = 0;
+    if (f->rank == 0) {
+        code = lock_mutex(f);
+        locked = code == MPI_SUCCESS;
+        if (code == MPI_SUCCESS) {
+            int rc = atomio_size(f->af, &size);
+            if (rc != ATOMIO_OK)
+                code = amio_error_atomio(rc, "the server copy's size");
+        }
+        if (code == MPI_SUCCESS && ftruncate(f->lock_fd, (off_t)size) < 0)
+            code = sys_error("sizing (ftruncate)", f->path);
+    }
+    code = amio_agree(code, f->comm, "exporting");
+    if (code == MPI_SUCCESS)
+        code = amio_bcast(&size, 1, MPI_UINT64_T, 0, f->comm);
+    /* every rank is done writing (sync and close are collective): the copy is read
+     * without locks */
+    if (code == MPI_SUCCESS && atomio_set_atomic(f->af, NULL) != ATOMIO_OK)
+        code = amio_error_atomio(ATOMIO_EINTERNAL, "atomic mode off for the export");
+    if (code == MPI_SUCCESS) {
+        uint64_t lo = domain_start(size, (uint64_t)f->rank, (uint64_t)f->size);
+        uint64_t hi = domain_start(size, (uint64_t)f->rank + 1, (uint64_t)f->size);
+        code = amio_agree(export_domain(f, lo, hi), f->comm, "exporting");
+    }
+    if (f->atomic && atomio_set_atomic(f->af, f->strategy) != ATOMIO_OK && code == MPI_SUCCESS)
+        code = amio_error_atomio(ATOMIO_EINTERNAL, "atomic mode back on after the export");
+    if (locked)
+        unlock_mutex(f);
+    if (code == MPI_SUCCESS && f->rank == 0)
+        amio_log(2, "exported %s (%llu bytes, every rank its domain)", f->path,
+                 (unsigned long long)size);
     return code;
 }
 

@@ -119,9 +119,9 @@ t2g() { T_DIR=$(fresh t2g) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --col
         T_DIR=$(fresh t2g-servers) ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_overlap_writers" --collective ching:list:two-phase; }
 step "2g. collective overlapping writers atomic (aggregated in direct mode; also servers)" t2g
 step "2f. negative control: strategy none is caught violating (servers, then direct)" t2f
-t2h() { T_DIR=$(fresh t2h) ATOMIO_NFS=1 mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:datatype:one-try bounding-extent &&
+t2h() { T_DIR=$(fresh t2h) ATOMIO_FS_CACHES=private mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:datatype:one-try bounding-extent &&
         T_DIR=$(fresh t2h-pwrite) ATOMIO_MMAP=0 mpirun_n 4 --preload "$BUILD/t_overlap_writers" ching:list:one-try; }
-step "2h. overlapping writers atomic with NFS coherence (ATOMIO_NFS=1) and with one pwrite per piece (ATOMIO_MMAP=0)" t2h
+step "2h. overlapping writers atomic with private client caches (ATOMIO_FS_CACHES=private) and with one pwrite per piece (ATOMIO_MMAP=0)" t2h
 # Host locks (ATOMIO_LOCKS=host): the locks in this host's shared lock table, no lock server
 # (ATOMIO_SERVERS=none proves it: lock servers would be refused); only where every rank runs
 # on this host (not across emulated hosts, whose namespaces share one kernel's /dev/shm but
