@@ -7,10 +7,13 @@ and `spack spec atomio` are the real checks."""
 import importlib.util
 import py_compile
 import sys
+import tempfile
 import types
 
+sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
 path = sys.argv[1] if len(sys.argv) > 1 else __file__.replace("check_recipe.py", "atomio/package.py")
-py_compile.compile(path, doraise=True)
+with tempfile.TemporaryDirectory() as tmp:
+    py_compile.compile(path, cfile=tmp + "/package.pyc", doraise=True)
 
 recorded = []
 
