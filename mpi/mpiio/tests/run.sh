@@ -5,7 +5,8 @@
 #
 #   BUILD=<dir with libatomio_mpiio.so and the test programs> [MPIEXEC=mpiexec]
 #   [ATOMIO_BIN=<atomio CLI, to test external servers>] [ONLY=<substring>]
-#   [UNTIL=<step, e.g. 5d>: skip the steps after it] tests/run.sh
+#   [UNTIL=<step, e.g. 5d>: skip the steps after it] [T_WORK_ROOT=<where the test files go,
+#   default $TMPDIR or /tmp; on the shared file system bed: scripts/sharedfs path>] tests/run.sh
 #
 # Across emulated hosts: `scripts/hosts up 4`, then MPIEXEC=scripts/hosts-mpiexec UNTIL=5d
 # (steps 6 on start external servers on this namespace's loopback, which hosts cannot reach).
@@ -18,7 +19,7 @@ set -euo pipefail
 BUILD=${BUILD:?BUILD must name the build directory}
 MPIEXEC=${MPIEXEC:-mpiexec}
 LIB="$BUILD/libatomio_mpiio.so"
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/atomio-mpiio-tests.XXXXXX")
+WORK=$(mktemp -d "${T_WORK_ROOT:-${TMPDIR:-/tmp}}/atomio-mpiio-tests.XXXXXX")
 SERVER_PIDS=()
 cleanup() {
   for p in "${SERVER_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -320,6 +321,63 @@ t13() { local d; d=$(fresh t13)
         T_DIR=$(fresh t13-coll) mpirun_n 4 --preload "$BUILD/t_overlap_writers" --collective interval auto &&
         T_DIR=$(fresh t13-self) ATOMIO_FORCE_ATOMIC=1 mpirun_n 4 --preload "$BUILD/t_overlap_writers" --self interval auto; }
 step "13. interval I/O: strided views lock-free under auto, overlapping views atomic with locks only on shared bytes" t13
+
+# Another PMPI tool in the same process (issue 51): the project's pmpi_count tool (counts
+# MPI_Init/_File_open/_set_atomicity/_write_at/_read_at/_close/Finalize, prints the sums at
+# MPI_Finalize) preloaded before and after the library. Both orders: the tool counts every
+# call the program made by its MPI_ name, and atomio did the I/O (ATOMIO_STATS calls = every
+# write and read, including the program's own PMPI_File_write_at calls; the file is an
+# `atomio:` one, which ROMIO would refuse) and it was atomic (verified). A tool that finds
+# PMPI_ with dlsym(RTLD_NEXT) works before the library; after it, the library says so.
+T14_COUNTS="init=4 open=4 set_atomicity=4 write_at=24 read_at=4 close=4 finalize=4"
+t14_run() {
+  local name=$1 preload=$2 kind=$3 d
+  d=$(fresh "t14-$name")
+  T_DIR=$d ATOMIO_STATS=1 LIB="$preload" mpirun_n 4 --preload "$BUILD/t_pmpi_chain" \
+    > "$WORK/t14.out" 2> "$WORK/t14.err" || { cat "$WORK/t14.out" "$WORK/t14.err"; return 1; }
+  local counts stats
+  counts=$(grep "^pmpi_count" "$WORK/t14.out" || true)
+  stats=$(grep -o "atomio-stats file=[^ ]*t_pmpi_chain.dat .* calls=[0-9]*" "$WORK/t14.err" || true)
+  echo "   LD_PRELOAD=${preload//$BUILD\//}"
+  echo "   $counts"
+  echo "   ${stats##* }; $(grep '^t_pmpi_chain:' "$WORK/t14.out" || echo 'no verdict')"
+  [ "$counts" = "pmpi_count$kind: $T14_COUNTS" ] || { echo "tool counts wrong"; cat "$WORK/t14.out" "$WORK/t14.err"; return 1; }
+  [ "${stats##* }" = "calls=36" ] || { echo "atomio did not serve the 36 calls"; cat "$WORK/t14.err"; return 1; }
+  grep -q "^t_pmpi_chain: 4 ranks, .*: atomic$" "$WORK/t14.out" || return 1
+  if grep -q "went around atomio" "$WORK/t14.err"; then cat "$WORK/t14.err"; return 1; fi
+}
+t14a() { t14_run before "$BUILD/libpmpi_count.so:$LIB" ""; }
+t14b() { t14_run after "$LIB:$BUILD/libpmpi_count.so" ""; }
+t14c() {
+  # the program alone (no tool): its own PMPI_File_write_at calls are atomio's too
+  local d; d=$(fresh t14-alone)
+  T_DIR=$d ATOMIO_STATS=1 mpirun_n 4 --preload "$BUILD/t_pmpi_chain" > "$WORK/t14.out" 2> "$WORK/t14.err" ||
+    { cat "$WORK/t14.out" "$WORK/t14.err"; return 1; }
+  grep -q "atomio-stats file=[^ ]*t_pmpi_chain.dat .* calls=36 " "$WORK/t14.err" || { cat "$WORK/t14.err"; return 1; }
+  grep -q "^t_pmpi_chain: 4 ranks, .*: atomic$" "$WORK/t14.out" || return 1
+  # the negative control: the tool without the library reaches ROMIO, which refuses atomio:
+  if T_DIR=$d LIB="$BUILD/libpmpi_count.so" mpirun_n 2 --preload "$BUILD/t_pmpi_chain" > "$WORK/t14.out" 2>&1; then
+    echo "control: t_pmpi_chain passed without libatomio_mpiio.so"; return 1
+  fi
+  grep -q "iofstypeunsupported\|FAIL" "$WORK/t14.out" || { cat "$WORK/t14.out"; return 1; }
+  echo "   alone: calls=36, atomic; control without the library: the atomio: open fails"
+}
+t14d() {
+  t14_run dlsym-before "$BUILD/libpmpi_count_dlsym.so:$LIB" " (dlsym)" || return 1
+  local d; d=$(fresh t14-dlsym-after)
+  # after the library, a dlsym(RTLD_NEXT) tool goes around it: warned, and the job fails
+  # (MPI_Init and the atomio: open reach ROMIO) instead of silently writing without atomio
+  if T_DIR=$d LIB="$LIB:$BUILD/libpmpi_count_dlsym.so" mpirun_n 2 --preload "$BUILD/t_pmpi_chain" \
+       > "$WORK/t14.out" 2>&1; then
+    echo "a dlsym tool after the library: the job passed?"; cat "$WORK/t14.out"; return 1
+  fi
+  grep -q "did not call PMPI_Init through its global symbol" "$WORK/t14.out" || { cat "$WORK/t14.out"; return 1; }
+  echo "   dlsym tool after the library: warned ($(grep -c 'went around atomio' "$WORK/t14.out") ranks), job failed"
+}
+step "14a. a PMPI tool preloaded BEFORE the library: it counts every call, atomio does the I/O (atomic)" t14a
+step "14b. a PMPI tool preloaded AFTER the library: it counts every call, atomio does the I/O (atomic)" t14b
+step "14c. the program's own PMPI_File_* calls go through atomio (no tool); control: tool without the library fails" t14c
+step "14d. a tool resolving PMPI_ by dlsym(RTLD_NEXT): works before the library, warned after it" t14d
 
 rm -rf "$WORK"
 echo "all MPI-IO tests passed"
