@@ -6,8 +6,10 @@
 //! same store id in each directory (proof it sees the same file system, not just a same
 //! named directory). Locks are taken exactly as before, on the servers; only the bytes take
 //! the short way, so clients on other hosts (going through messages) and clients here stay
-//! coherent through the page cache of one file. Sizes, truncation and removal stay with
-//! the servers (they act on the same files). `ATOMIO_LOCAL_BYPASS=0` turns it off.
+//! coherent through the page cache of one file — so the bypass is used only where the
+//! directory's file system shares pages between processes (`fs_caches::Caches::Shared`,
+//! never on NFS or FUSE, whose clients cache privately). Sizes, truncation and removal stay
+//! with the servers (they act on the same files). `ATOMIO_LOCAL_BYPASS=0` turns it off.
 //!
 //! Atomic writes never take this path: they are all-or-nothing, staged at every server and
 //! committed at one (`atomio_data::txn`), which object files cannot do. Reads take it
@@ -27,6 +29,19 @@ use atomio_proto::{Reply, Request, WireError};
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+
+/// A server's store directory `dir` as this client sees it, if the bypass may use it: the
+/// store id read there is the server's `id` (the same files, not a same-named directory),
+/// and every process shares its pages (`fs_caches`: on a file system whose clients cache
+/// privately, this client's copy of an object file may be stale).
+pub(crate) fn local_store_dir(dir: &str, id: &str) -> Option<PathBuf> {
+    let dir = PathBuf::from(dir);
+    let found = std::fs::read_to_string(dir.join(STORE_ID_FILE)).ok()?;
+    let d = std::fs::File::open(&dir).ok()?;
+    (found.trim() == id
+        && crate::fs_caches::detect_env(&d).caches == crate::fs_caches::Caches::Shared)
+        .then_some(dir)
+}
 
 #[derive(Debug)]
 pub struct ObjectFiles {
@@ -49,12 +64,7 @@ impl ObjectFiles {
             let Reply::Located(Some(lo)) = r else {
                 return None;
             };
-            let dir = PathBuf::from(&lo.dir);
-            let id = std::fs::read_to_string(dir.join(STORE_ID_FILE)).ok()?;
-            if id.trim() != lo.id {
-                return None;
-            }
-            *dirs.get_mut(s.0 as usize)? = Some(dir);
+            *dirs.get_mut(s.0 as usize)? = Some(local_store_dir(&lo.dir, &lo.id)?);
         }
         Some(Self {
             dirs,

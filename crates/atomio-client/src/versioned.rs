@@ -991,8 +991,28 @@ impl VersionedFile {
             let (mut from, mut to) = (at.offset as i64, s.start as i64);
             let mut left = s.len as usize;
             while left > 0 {
-                let n = nix::fcntl::copy_file_range(src, Some(&mut from), out, Some(&mut to), left)
-                    .map_err(|e| io_err("copy_file_range (chunk → file)", e.into()))?;
+                let n = match nix::fcntl::copy_file_range(
+                    src,
+                    Some(&mut from),
+                    out,
+                    Some(&mut to),
+                    left,
+                ) {
+                    Ok(n) => n,
+                    // Another file system (EXDEV), or one that cannot copy in the kernel
+                    // (FUSE, NFS before 4.2): through a buffer.
+                    Err(
+                        nix::errno::Errno::EXDEV
+                        | nix::errno::Errno::EOPNOTSUPP
+                        | nix::errno::Errno::EINVAL
+                        | nix::errno::Errno::ENOSYS,
+                    ) => copy_through_buffer(src, from as u64, out, to as u64, left).map(|()| {
+                        from += left as i64;
+                        to += left as i64;
+                        left
+                    })?,
+                    Err(e) => return Err(io_err("copy_file_range (chunk → file)", e.into())),
+                };
                 if n == 0 {
                     return Err(WireError::new(
                         ErrorCode::Io,
@@ -1307,8 +1327,31 @@ async fn one(c: &mut ClusterClient, s: ServerId, r: Request) -> Result<Reply, Wi
         .ok_or_else(|| WireError::new(ErrorCode::Internal, "no reply"))
 }
 
-/// Every server's object directory and store id, when all are on this host and see the
-/// same files.
+/// Copies `len` bytes at `from` of `src` to `to` of `out` through a buffer (where
+/// `copy_file_range` cannot cross file systems).
+fn copy_through_buffer(
+    src: &std::fs::File,
+    from: u64,
+    out: &std::fs::File,
+    to: u64,
+    len: usize,
+) -> Result<(), WireError> {
+    const CHUNK: usize = 4 << 20;
+    let mut buf = vec![0u8; len.min(CHUNK)];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(CHUNK);
+        src.read_exact_at(&mut buf[..n], from + done as u64)
+            .map_err(|e| io_err("pread (chunk)", e))?;
+        out.write_all_at(&buf[..n], to + done as u64)
+            .map_err(|e| io_err("pwrite (chunk → file)", e))?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// Every server's object directory and store id, when all are on this host, see the same
+/// files and share their pages (`objects::local_store_dir`).
 async fn locate_all(c: &mut ClusterClient) -> Option<Vec<(PathBuf, String)>> {
     if std::env::var("ATOMIO_LOCAL_BYPASS").is_ok_and(|v| v == "0") {
         return None;
@@ -1322,12 +1365,7 @@ async fn locate_all(c: &mut ClusterClient) -> Option<Vec<(PathBuf, String)>> {
         let Reply::Located(Some(lo)) = r else {
             return None;
         };
-        let dir = PathBuf::from(&lo.dir);
-        let id = std::fs::read_to_string(dir.join(atomio_data::STORE_ID_FILE)).ok()?;
-        if id.trim() != lo.id {
-            return None;
-        }
-        dirs.push((dir, lo.id));
+        dirs.push((crate::objects::local_store_dir(&lo.dir, &lo.id)?, lo.id));
     }
     Some(dirs)
 }

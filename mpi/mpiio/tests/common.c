@@ -4,7 +4,9 @@
  */
 #define _GNU_SOURCE
 #include "common.h"
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +143,12 @@ unsigned char *t_read_file(const char *path, size_t *len)
     FILE *fp = fopen(path, "rb");
     if (!fp)
         return NULL;
+    /* What the file system holds, not this client's cache of it: on a file system whose
+     * clients cache privately (scripts/sharedfs), pages this client read before another
+     * client wrote may still be cached after close and reopen. Size from the server too. */
+    posix_fadvise(fileno(fp), 0, 0, POSIX_FADV_DONTNEED);
+    struct statx sx;
+    statx(fileno(fp), "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_SIZE, &sx);
     fseek(fp, 0, SEEK_END);
     long n = ftell(fp);
     fseek(fp, 0, SEEK_SET);
