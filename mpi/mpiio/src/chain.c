@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include "chain.h"
 #include "internal.h"
+#include "span.h"
 #include <dlfcn.h>
 #include <stdio.h>
 
@@ -105,6 +106,19 @@ AMIO_CHAIN_LIST(AMIO_CH_DECL)
 AMIO_CHAIN_LIST_C(AMIO_CH_DECL)
 #endif
 
+/* Inside an H5Dwrite (hdf5_span.c) every entry point but the independent explicit-offset
+ * writes, which the span collects, first writes what the span collected (program order). */
+#if MPI_VERSION >= 4
+#define SPAN_COLLECTS(I) ((I) == AMIO_CH_File_write_at || (I) == AMIO_CH_File_write_at_c)
+#else
+#define SPAN_COLLECTS(I) ((I) == AMIO_CH_File_write_at)
+#endif
+#define SPAN_BARRIER(I)                                                                   \
+    do {                                                                                  \
+        if (__builtin_expect(amio_span_depth != 0, 0) && !SPAN_COLLECTS(I))               \
+            amio_span_barrier();                                                          \
+    } while (0)
+
 #define AMIO_CH_DEFINE(N, P, A)                                                           \
     int amio_next_PMPI_##N P                                                              \
     {                                                                                     \
@@ -114,6 +128,7 @@ AMIO_CHAIN_LIST_C(AMIO_CH_DECL)
     int PMPI_##N P                                                                        \
     {                                                                                     \
         pmpi_entries++;                                                                   \
+        SPAN_BARRIER(AMIO_CH_##N);                                                        \
         return amio_impl_MPI_##N A;                                                       \
     }                                                                                     \
     int MPI_##N P                                                                         \
@@ -126,6 +141,7 @@ AMIO_CHAIN_LIST_C(AMIO_CH_DECL)
                 warn_bypass(AMIO_CH_##N);                                                 \
             return rc;                                                                    \
         }                                                                                 \
+        SPAN_BARRIER(AMIO_CH_##N);                                                        \
         return amio_impl_MPI_##N A;                                                       \
     }
 

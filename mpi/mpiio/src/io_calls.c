@@ -20,12 +20,22 @@
  * entry point; a status is filled only on success; MPI_STATUS_IGNORE is honoured.
  */
 #include "internal.h"
+#include "span.h"
 #include <string.h>
 
 static int blocking(amio_file *f, int is_write, int explicit_offset, MPI_Offset off, void *buf,
                     MPI_Count count, MPI_Datatype dt, MPI_Status *st)
 {
     MPI_Count bytes = 0;
+    if (amio_span_depth && is_write && explicit_offset) { /* inside H5Dwrite: hdf5_span.c */
+        int handled = 0;
+        int code = amio_span_write(f, off, buf, count, dt, &bytes, &handled);
+        if (code != MPI_SUCCESS || handled) {
+            if (code == MPI_SUCCESS)
+                amio_status_set(st, bytes);
+            return amio_raise(f->fh, code);
+        }
+    }
     pthread_mutex_lock(&f->mu);
     int code = amio_io(f, is_write, explicit_offset, off, buf, count, dt, &bytes);
     pthread_mutex_unlock(&f->mu);

@@ -1,0 +1,24 @@
+/*
+ * span.h -- the write span of one H5Dwrite (hdf5_span.c): while HDF5 turns one dataset
+ * write into MPI-IO calls, the independent MPI_File_write_at calls on atomic atomio files
+ * are collected, and written as ONE atomic atomio call before H5Dwrite returns.
+ */
+#ifndef AMIO_SPAN_H
+#define AMIO_SPAN_H
+
+#include "internal.h"
+
+/* H5Dwrite calls in progress on this thread (0: no span, the common case). */
+extern __thread int amio_span_depth;
+
+/* io_calls.c, inside a span: an independent explicit-offset write on `f`. *handled = 1 when
+ * the span took it (its n bytes are copied; *bytes = n); else the caller does it as usual,
+ * the span's earlier pieces already written. Returns 0 or an MPI error code. */
+int amio_span_write(amio_file *f, MPI_Offset off, const void *buf, MPI_Count count,
+                    MPI_Datatype dt, MPI_Count *bytes, int *handled);
+
+/* chain.c, inside a span: any other MPI entry point is about to run; the pieces collected so
+ * far are written first (program order). */
+void amio_span_barrier(void);
+
+#endif
