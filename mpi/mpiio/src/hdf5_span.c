@@ -306,47 +306,99 @@ int amio_span_write(amio_file *f, MPI_Offset off, const void *buf, MPI_Count cou
     return MPI_SUCCESS;
 }
 
-/* ----- H5Dwrite ------------------------------------------------------------------------- */
+/* ----- H5Dwrite, H5Fcreate, H5Fopen ------------------------------------------------------ */
 
 /* hid_t is int64_t since HDF5 1.10 (an int before: passed in the same register). */
 typedef int64_t amio_hid_t;
 typedef int (*h5dwrite_fn)(amio_hid_t, amio_hid_t, amio_hid_t, amio_hid_t, amio_hid_t,
                            const void *);
+typedef int (*h5pget_dxpl_mpio_fn)(amio_hid_t, int *);
+typedef amio_hid_t (*h5fcreate_fn)(const char *, unsigned, amio_hid_t, amio_hid_t);
+typedef amio_hid_t (*h5fopen_fn)(const char *, unsigned, amio_hid_t);
 static h5dwrite_fn next_h5dwrite;
+static h5pget_dxpl_mpio_fn h5pget_dxpl_mpio;
+static h5fcreate_fn next_h5fcreate;
+static h5fopen_fn next_h5fopen;
 static pthread_once_t h5_once = PTHREAD_ONCE_INIT;
+__thread int amio_hdf5_depth;
 
 static void h5_resolve(void)
 {
     next_h5dwrite = (h5dwrite_fn)dlsym(RTLD_NEXT, "H5Dwrite");
+    h5pget_dxpl_mpio = (h5pget_dxpl_mpio_fn)dlsym(RTLD_NEXT, "H5Pget_dxpl_mpio");
+    next_h5fcreate = (h5fcreate_fn)dlsym(RTLD_NEXT, "H5Fcreate");
+    next_h5fopen = (h5fopen_fn)dlsym(RTLD_NEXT, "H5Fopen");
     span_config();
 }
 
-int H5Dwrite(amio_hid_t dset, amio_hid_t mem_type, amio_hid_t mem_space, amio_hid_t file_space,
-             amio_hid_t dxpl, const void *buf) __attribute__((visibility("default")));
+static void *h5_missing(const char *name)
+{
+    fprintf(stderr, "atomio-mpiio: %s called but no HDF5 library after libatomio_mpiio.so "
+                    "defines it\n", name);
+    return NULL;
+}
+
+/* Whether H5Dwrite with this transfer property list is independent (H5FD_MPIO_INDEPENDENT,
+ * HDF5's default): only then are its writes collected. A collective H5Dwrite may
+ * synchronize the ranks inside (and another rank could then read what this one wrote), so
+ * its writes are never deferred; its MPI calls are collective ones anyway. */
+static int independent(amio_hid_t dxpl)
+{
+    if (dxpl == 0) /* H5P_DEFAULT */
+        return 1;
+    int mode = -1;
+    return h5pget_dxpl_mpio && h5pget_dxpl_mpio(dxpl, &mode) >= 0 && mode == 0;
+}
+
+#define H5_API __attribute__((visibility("default")))
+H5_API int H5Dwrite(amio_hid_t dset, amio_hid_t mem_type, amio_hid_t mem_space,
+                    amio_hid_t file_space, amio_hid_t dxpl, const void *buf);
+H5_API amio_hid_t H5Fcreate(const char *name, unsigned flags, amio_hid_t fcpl, amio_hid_t fapl);
+H5_API amio_hid_t H5Fopen(const char *name, unsigned flags, amio_hid_t fapl);
 
 int H5Dwrite(amio_hid_t dset, amio_hid_t mem_type, amio_hid_t mem_space, amio_hid_t file_space,
              amio_hid_t dxpl, const void *buf)
 {
     pthread_once(&h5_once, h5_resolve);
-    if (!next_h5dwrite) {
-        fprintf(stderr, "atomio-mpiio: H5Dwrite called but no HDF5 library after "
-                        "libatomio_mpiio.so defines it (dlsym: %s)\n", dlerror());
-        return -1;
-    }
-    if (!span_on)
-        return next_h5dwrite(dset, mem_type, mem_space, file_space, dxpl, buf);
-    amio_span_depth++;
+    if (!next_h5dwrite)
+        return h5_missing("H5Dwrite"), -1;
+    int collect = span_on && independent(dxpl);
+    amio_hdf5_depth++;
+    amio_span_depth += collect;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = next_h5dwrite(dset, mem_type, mem_space, file_space, dxpl, buf);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    amio_log(2, "H5Dwrite: HDF5's part %.6f s",
+    amio_log(2, "H5Dwrite (%s): HDF5's part %.6f s", collect ? "independent, collected" : "not collected",
              (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-    if (--amio_span_depth == 0) {
+    amio_hdf5_depth--;
+    if (collect && --amio_span_depth == 0) {
         int code = flush_all();
         release_big();
         if (code != MPI_SUCCESS && rc >= 0)
             rc = -1;
     }
     return rc;
+}
+
+amio_hid_t H5Fcreate(const char *name, unsigned flags, amio_hid_t fcpl, amio_hid_t fapl)
+{
+    pthread_once(&h5_once, h5_resolve);
+    if (!next_h5fcreate)
+        return h5_missing("H5Fcreate"), -1;
+    amio_hdf5_depth++;
+    amio_hid_t id = next_h5fcreate(name, flags, fcpl, fapl);
+    amio_hdf5_depth--;
+    return id;
+}
+
+amio_hid_t H5Fopen(const char *name, unsigned flags, amio_hid_t fapl)
+{
+    pthread_once(&h5_once, h5_resolve);
+    if (!next_h5fopen)
+        return h5_missing("H5Fopen"), -1;
+    amio_hdf5_depth++;
+    amio_hid_t id = next_h5fopen(name, flags, fapl);
+    amio_hdf5_depth--;
+    return id;
 }

@@ -119,21 +119,24 @@ static int local_view(amio_file *f, atomio_pattern **p, int *owned, uint64_t *di
 
 typedef struct {
     uint64_t len, disp, reach;
-    uint64_t in_h5dwrite; /* this rank sets the view inside an H5Dwrite (hdf5_span.c) */
+    uint64_t in_hdf5; /* this rank sets the view inside H5Dwrite/H5Fcreate/H5Fopen (hdf5_span.c) */
 } head_t;
 
 /* The exchange and the analysis; *set NULL on failure (code says why). *skipped = 1 (set
- * NULL, success) when every rank set this view inside an H5Dwrite: HDF5's temporary view
- * of one collective dataset write, undone before H5Dwrite returns, is not analyzed (the
- * analysis of a hyperslab's filetype tiled over the reach costs 0.1-0.2 s per view) and
- * the caller installs the empty set: every call locks. */
+ * NULL, success) when every rank set this view inside an HDF5 call (hdf5_span.c): HDF5's
+ * temporary view of one collective H5Dwrite, undone before it returns, and the default
+ * view of H5Fcreate/H5Fopen say nothing of the hyperslabs the program will write. They are
+ * not analyzed (a hyperslab's filetype tiled over the reach costs 0.1-0.2 s per view, and
+ * the default views make auto lock each call's hull, which serializes every H5Dwrite
+ * span against every other); the caller installs the empty set: every call locks exactly
+ * its bytes (auto: ching:datatype:one-try). */
 static int analyze(amio_file *f, atomio_intervals **set, int *skipped)
 {
     *set = NULL;
     *skipped = 0;
     atomio_pattern *mine = NULL;
     int owned = 0;
-    head_t h = {0, 0, f->reach, amio_span_depth > 0};
+    head_t h = {0, 0, f->reach, amio_hdf5_depth > 0};
     unsigned char *enc = NULL;
     int code = local_view(f, &mine, &owned, &h.disp);
     if (code == MPI_SUCCESS) {
@@ -177,7 +180,7 @@ static int analyze(amio_file *f, atomio_intervals **set, int *skipped)
     }
     *skipped = code == MPI_SUCCESS;
     for (int i = 0; *skipped && i < n; i++)
-        *skipped = all[i].in_h5dwrite != 0 && all[i].len != UINT64_MAX;
+        *skipped = all[i].in_hdf5 != 0 && all[i].len != UINT64_MAX;
     if (*skipped)
         code = MPI_ERR_PENDING; /* not an error: nothing more to exchange, same on every rank */
     uint64_t total = 0;
@@ -313,7 +316,7 @@ int amio_intervals_update(amio_file *f, const char *what)
         /* every rank failed alike (agreed): no declared byte, every call locks */
         snprintf(why, sizeof why, "%s",
                  amio_cfg.force_atomic ? "ATOMIO_FORCE_ATOMIC=1: other opens' views are unknown"
-                 : skipped ? "a view HDF5 sets inside one H5Dwrite (every rank): not analyzed"
+                 : skipped ? "a view set inside an HDF5 call (H5Dwrite, H5Fcreate, H5Fopen) on every rank: not analyzed"
                            : atomio_last_error());
         int rc = atomio_intervals_from_views(0, NULL, NULL, 0, &set);
         if (rc != ATOMIO_OK)

@@ -8,8 +8,14 @@
 
 #include "internal.h"
 
-/* H5Dwrite calls in progress on this thread (0: no span, the common case). */
+/* Independent H5Dwrite calls in progress on this thread whose writes are collected (0: no
+ * span, the common case). */
 extern __thread int amio_span_depth;
+/* H5Dwrite, H5Fcreate, H5Fopen calls in progress on this thread (collecting or not): views
+ * set meanwhile are HDF5's own (the default view at open, a temporary filetype inside a
+ * collective H5Dwrite), which interval analysis skips when every rank is inside one
+ * (intervals.c). */
+extern __thread int amio_hdf5_depth;
 
 /* io_calls.c, inside a span: an independent explicit-offset write on `f`. *handled = 1 when
  * the span took it (its n bytes are copied; *bytes = n); else the caller does it as usual,
