@@ -246,6 +246,11 @@ pub struct MpiBenchConfig {
     /// Extra `tile_io` arguments for every run.
     pub extra: Vec<String>,
     pub verify: bool,
+    /// The benchmark files as another client of a shared file system sees them (the
+    /// `check` client of `scripts/sharedfs`): `strided_io` verifies there too, and the
+    /// verdict is that check's (`--verify-path`). Only the contiguous limit row is run then
+    /// (the piece-wise limits write from every client without coherence).
+    pub verify_dir: Option<PathBuf>,
     pub timeout: Duration,
 }
 
@@ -269,6 +274,7 @@ impl Default for MpiBenchConfig {
             atomio_env: Vec::new(),
             extra: Vec::new(),
             verify: true,
+            verify_dir: None,
             timeout: Duration::from_secs(600),
         }
     }
@@ -415,8 +421,10 @@ impl MpiBenchConfig {
         let mut v: Vec<Variant> = Vec::new();
         if self.limit {
             v.push(Variant::Limit);
-            v.push(Variant::LimitPieces);
-            v.push(Variant::LimitMapped);
+            if self.verify_dir.is_none() {
+                v.push(Variant::LimitPieces);
+                v.push(Variant::LimitMapped);
+            }
         }
         v.extend(self.baselines.iter().map(|&b| Variant::Baseline(b)));
         v.extend(self.strategies.iter().cloned().map(Variant::Atomio));
@@ -498,9 +506,11 @@ impl MpiBenchConfig {
                 }
             }
         }
-        let file = self
-            .dir
-            .join(format!("atomio_mpi_{}_{tag}.dat", self.program.name()));
+        let name = format!("atomio_mpi_{}_{tag}.dat", self.program.name());
+        let file = self.dir.join(&name);
+        if let (Some(d), true) = (&self.verify_dir, self.verify) {
+            c.extend(["--verify-path".into(), d.join(&name).display().to_string()]);
+        }
         let (path, atomic) = match v {
             Variant::Limit => {
                 c.push("--limit".into());
@@ -557,6 +567,9 @@ impl MpiBenchConfig {
                 }
                 if self.limit {
                     return bad("the limit row is strided_io's (tile_io has none)");
+                }
+                if self.verify_dir.is_some() {
+                    return bad("verifying through another client is strided_io's (tile_io checks through its own ranks)");
                 }
             }
             Program::Strided(g) => {

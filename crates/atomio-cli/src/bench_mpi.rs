@@ -56,10 +56,18 @@ pub struct MpiCommon {
     /// to this program; `none` lists the strategies as skipped; anything else is its path.
     #[arg(long, default_value = "auto")]
     mpiio_lib: String,
-    /// Where atomio runs keep the bytes: `direct` (the user's file; the library's default)
-    /// or `servers` (atomio's data servers, copied in at open and out at close).
-    #[arg(long, value_enum, default_value = "direct")]
+    /// Where atomio runs keep the bytes: `auto` (the library's choice: the user's file, or
+    /// forwarded through the servers where the file system's clients cache privately and
+    /// the ranks use more than one), `direct` (the user's file) or `servers` (atomio's data
+    /// servers, copied in at open and out at close).
+    #[arg(long, value_enum, default_value = "auto")]
     data: DataArg,
+    /// On the shared file system bed (`scripts/sharedfs up 2` first; root): ranks over its
+    /// clients (`scripts/sharedfs-mpiexec`), the files on its shared path, every result
+    /// verified through its check client (a client no rank wrote through), each run timed
+    /// through `MPI_File_sync` (until the bytes are in the file for every client).
+    #[arg(long)]
+    sharedfs: bool,
     /// Extra environment for every rank, NAME=VALUE (repeatable).
     #[arg(long = "env")]
     env: Vec<String>,
@@ -98,8 +106,37 @@ pub struct MpiCommon {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum DataArg {
+    Auto,
     Direct,
     Servers,
+}
+
+/// The bed's launcher, shared path and check client's path (`scripts/sharedfs`), found
+/// beside `mpi/bench`.
+fn sharedfs_bed(src: Option<&Path>) -> anyhow::Result<(String, PathBuf, PathBuf)> {
+    let bench = atomio_bench::mpi_run::find_dir("bench", src).map_err(|e| anyhow!("{e}"))?;
+    let scripts = bench.join("../../scripts");
+    let script = std::fs::canonicalize(scripts.join("sharedfs"))
+        .context("--sharedfs: scripts/sharedfs not found beside mpi/bench")?;
+    let ask = |what: &[&str]| -> anyhow::Result<String> {
+        let o = std::process::Command::new(&script).args(what).output()?;
+        anyhow::ensure!(
+            o.status.success(),
+            "scripts/sharedfs {}: failed",
+            what.join(" ")
+        );
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    anyhow::ensure!(
+        ask(&["status"])?.lines().any(|l| l.starts_with("check ")),
+        "--sharedfs: the bed is not up (run `scripts/sharedfs up 2` as root first)"
+    );
+    let launcher = script.with_file_name("sharedfs-mpiexec");
+    Ok((
+        launcher.display().to_string(),
+        PathBuf::from(ask(&["path"])?),
+        PathBuf::from(ask(&["mount", "check"])?),
+    ))
 }
 
 #[derive(Args)]
@@ -191,24 +228,29 @@ fn config(a: &MpiCommon, program: Program) -> anyhow::Result<MpiBenchConfig> {
         .map(|s| Baseline::parse(s).ok_or_else(|| anyhow!("unknown baseline {s}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut atomio_env = pairs(&a.atomio_env)?;
-    atomio_env.push((
-        "ATOMIO_DATA".into(),
-        match a.data {
-            DataArg::Direct => "direct",
-            DataArg::Servers => "servers",
-        }
-        .into(),
-    ));
+    match a.data {
+        DataArg::Auto => {}
+        DataArg::Direct => atomio_env.push(("ATOMIO_DATA".into(), "direct".into())),
+        DataArg::Servers => atomio_env.push(("ATOMIO_DATA".into(), "servers".into())),
+    }
+    let mut extra = a.extra.clone();
+    let (mpiexec, dir, verify_dir) = if a.sharedfs {
+        let (launcher, shared, check) = sharedfs_bed(a.src.as_deref())?;
+        extra.push("--sync".into());
+        (Some(launcher), Some(shared), Some(check))
+    } else {
+        (a.mpiexec.clone(), a.dir.clone(), None)
+    };
     let cfg = MpiBenchConfig {
         flavor,
-        mpiexec: a.mpiexec.clone(),
+        mpiexec,
         src: a.src.clone(),
         ranks: a.ranks,
         program,
         iterations: 1,
         collective: a.collective,
         reps: a.reps,
-        dir: a.dir.clone().unwrap_or_else(std::env::temp_dir),
+        dir: dir.unwrap_or_else(std::env::temp_dir),
         limit: false,
         baselines,
         strategies: a
@@ -220,8 +262,9 @@ fn config(a: &MpiCommon, program: Program) -> anyhow::Result<MpiBenchConfig> {
         mpiio_lib: resolve_lib(&a.mpiio_lib, flavor)?,
         env: pairs(&a.env)?,
         atomio_env,
-        extra: a.extra.clone(),
+        extra,
         verify: !a.no_verify,
+        verify_dir,
         timeout: Duration::from_secs(a.timeout),
     };
     if !cfg.strategies.is_empty() && cfg.mpiio_lib.is_none() {

@@ -8,6 +8,11 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Mutex;
+
+/// One suite at a time: each oversubscribes the machine's cores with 4 ranks, and two side
+/// by side make their watchdogs fire.
+static ONE_SUITE: Mutex<()> = Mutex::new(());
 
 fn have(p: &str) -> bool {
     std::env::var_os("PATH")
@@ -90,6 +95,7 @@ fn mpi_io_suite_runs_across_four_emulated_hosts() {
         eprintln!("SKIPPED: needs mpiexec, mpicc and ip (scripts/setup installs them)");
         return;
     }
+    let _one = ONE_SUITE.lock().unwrap_or_else(|p| p.into_inner());
     let Some(hosts) = Hosts::up(4) else { return };
     let mpiexec = hosts.script.with_file_name("hosts-mpiexec");
     let started = std::time::Instant::now();
@@ -123,6 +129,7 @@ fn mpi_io_front_passes_its_mpiexec_suite() {
         eprintln!("skipping: ATOMIO_SKIP_MPI is set and there is no MPI");
         return;
     }
+    let _one = ONE_SUITE.lock().unwrap_or_else(|p| p.into_inner());
     let (ok, stdout, stderr) = run_suite(&[]);
     assert!(
         ok,
@@ -131,8 +138,72 @@ fn mpi_io_front_passes_its_mpiexec_suite() {
     // Every step ran (none silently filtered out).
     for step in [
         "== 1.", "== 2f.", "== 2g.", "== 2h.", "== 2j.", "== 3d.", "== 4b.", "== 5d.", "== 5e.",
-        "== 6b.", "== 7.", "== 8.", "== 9.", "== 10.", "== 11.",
+        "== 6b.", "== 7.", "== 8.", "== 9.", "== 10.", "== 11.", "== 14a.", "== 14b.", "== 15.",
     ] {
         assert!(stdout.contains(step), "step {step} missing:\n{stdout}");
     }
+}
+
+/// atomio on file systems with several clients (`mpi/mpiio/tests/sharedfs.sh`): a GlusterFS
+/// volume mounted by two FUSE clients and a third that only reads (`scripts/sharedfs`), and
+/// bindfs clients whose `fcntl` locks stay inside each client. Ranks run over two clients;
+/// every result is read through a client that did not write it: the MPI suite, interleaved
+/// writes for every strategy at three block sizes (with ROMIO's own atomic mode caught
+/// writing stale bytes, the checker's negative control), and node-local locks (ROMIO caught,
+/// atomio correct). Needs root, MPICH, GlusterFS and bindfs (`scripts/setup`); without them
+/// it fails unless `ATOMIO_SKIP_SHAREDFS=1` says this machine cannot have them.
+#[test]
+fn mpi_io_is_correct_on_file_systems_with_several_clients() {
+    let ready = have("mpiexec") && have("glusterd") && have("bindfs") && have("unshare");
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !(ready && root) {
+        assert!(
+            std::env::var_os("ATOMIO_SKIP_SHAREDFS").is_some(),
+            "the shared file system bed needs root, mpiexec, glusterd, bindfs and unshare \
+             (scripts/setup installs them; root: {root}); ATOMIO_SKIP_SHAREDFS=1 skips it"
+        );
+        eprintln!("skipping: ATOMIO_SKIP_SHAREDFS is set and this machine cannot run the bed");
+        return;
+    }
+    let _one = ONE_SUITE.lock().unwrap_or_else(|p| p.into_inner());
+    let root_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let exe = std::env::current_exe().unwrap();
+    let lib_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    let started = std::time::Instant::now();
+    let out = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(root_dir.join("mpi/mpiio"))
+        .arg("test-sharedfs")
+        .arg(format!(
+            "BUILD={}",
+            lib_dir.join("mpiio-sharedfs").display()
+        ))
+        .arg(format!("ATOMIO_LIB_DIR={}", lib_dir.display()))
+        .arg(format!("ATOMIO_BIN={}", env!("CARGO_BIN_EXE_atomio")))
+        .output()
+        .expect("run make");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("all shared file system tests passed"),
+        "the shared file system tests failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for part in [
+        "== sharedfs suite",
+        "== 2b.",
+        "== 2j.",
+        "== sharedfs strided",
+        "the check caught MPICH's atomic mode",
+        "== sharedfs localflock",
+    ] {
+        assert!(stdout.contains(part), "{part} missing:\n{stdout}");
+    }
+    eprintln!(
+        "shared file system tests: passed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
 }

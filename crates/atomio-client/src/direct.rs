@@ -25,7 +25,7 @@
 use crate::fs_caches::{Caches, FsInfo};
 use atomio_layout::{Access, ByteRange};
 use atomio_proto::{file_id, ErrorCode, FileId, WireError};
-use nix::fcntl::{fcntl, posix_fadvise, FcntlArg, PosixFadviseAdvice};
+use nix::fcntl::{fcntl, FcntlArg};
 use nix::libc;
 use std::fs::OpenOptions;
 use std::ops::Range;
@@ -196,35 +196,15 @@ impl DirectData {
     /// system needs it.
     pub(crate) fn after_acquire(&self, hull: ByteRange) -> Result<(), WireError> {
         if self.coherence.drop_after_acquire {
-            self.drop_cached(hull)?;
-            self.fresh_size()?;
+            crate::fs_caches::forget_cached(&self.file, hull.start, hull.len())
+                .map_err(|e| io_err("forgetting cached pages", hull.start, e))?;
         }
         Ok(())
     }
 
-    /// Drops this client's clean cached pages of `r` (`len` 0: to the end of the file).
-    fn drop_cached(&self, r: ByteRange) -> Result<(), WireError> {
-        posix_fadvise(
-            self.file.as_raw_fd(),
-            r.start as libc::off_t,
-            r.len() as libc::off_t,
-            PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-        )
-        .map_err(|e| io_err("posix_fadvise", r.start, e))
-    }
-
-    /// The file's size as the file system has it now, not as this client cached it
-    /// (`statx` with `AT_STATX_FORCE_SYNC`: NFS and FUSE then ask their server, and the
-    /// kernel's idea of the size, which bounds every later `pread`, is brought up to date).
+    /// The file's size as the file system has it (see `fs_caches::fresh_size`).
     fn fresh_size(&self) -> Result<u64, WireError> {
-        rustix::fs::statx(
-            &self.file,
-            "",
-            rustix::fs::AtFlags::EMPTY_PATH | rustix::fs::AtFlags::STATX_FORCE_SYNC,
-            rustix::fs::StatxFlags::SIZE,
-        )
-        .map(|s| s.stx_size)
-        .map_err(|e| io_err("statx", 0, e))
+        crate::fs_caches::fresh_size(&self.file).map_err(|e| io_err("statx", 0, e))
     }
 
     /// Before a write lock is released: push the bytes out when the file system needs it.
@@ -499,8 +479,8 @@ impl DirectData {
     pub fn sync(&self) -> Result<(), WireError> {
         self.file.sync_data().map_err(|e| io_err("fsync", 0, e))?;
         if self.coherence.drop_after_acquire {
-            self.drop_cached(ByteRange { start: 0, end: 0 })?;
-            self.fresh_size()?;
+            crate::fs_caches::forget_cached(&self.file, 0, 0)
+                .map_err(|e| io_err("forgetting cached pages", 0, e))?;
         }
         Ok(())
     }

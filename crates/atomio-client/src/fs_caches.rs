@@ -157,6 +157,32 @@ pub fn detect_env(file: &std::fs::File) -> FsInfo {
     detect(file, std::env::var(OVERRIDE_ENV).ok().as_deref())
 }
 
+/// Forgets this client's clean cached pages of `file` in `[start, start + len)` (`len` 0:
+/// to the end) and fetches its size from the file system (`statx` with
+/// `AT_STATX_FORCE_SYNC`: NFS and FUSE then ask their server, and the kernel's idea of the
+/// size, which bounds every later `pread`, is brought up to date); returns that size. What a
+/// reader on a file system whose clients cache privately does before trusting its reads.
+pub fn forget_cached(file: &std::fs::File, start: u64, len: u64) -> std::io::Result<u64> {
+    nix::fcntl::posix_fadvise(
+        std::os::fd::AsRawFd::as_raw_fd(file),
+        start as i64,
+        len as i64,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )?;
+    fresh_size(file)
+}
+
+/// The file's size as the file system has it now, not as this client cached it.
+pub fn fresh_size(file: &std::fs::File) -> std::io::Result<u64> {
+    let s = rustix::fs::statx(
+        file,
+        "",
+        rustix::fs::AtFlags::EMPTY_PATH | rustix::fs::AtFlags::STATX_FORCE_SYNC,
+        rustix::fs::StatxFlags::SIZE,
+    )?;
+    Ok(s.stx_size)
+}
+
 /// The file system type of the mount whose device is `dev` (`/proc/self/mountinfo`).
 fn mount_type(dev: u64) -> Option<String> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;

@@ -1517,6 +1517,10 @@ pub extern "C" fn atomio_verifier_check(
         let path = str_or(path, "path")?;
         let f =
             std::fs::File::open(path).map_err(|e| err(ErrorCode::Io, format!("{path}: {e}")))?;
+        // The file as its file system holds it, not this client's cache of it (a client of a
+        // file system whose clients cache privately may keep pages others wrote since).
+        atomio_client::fs_caches::forget_cached(&f, 0, 0)
+            .map_err(|e| err(ErrorCode::Io, format!("{path}: {e}")))?;
         let reads: Vec<atomio_verify::Read<'_>> = v
             .reads
             .iter()

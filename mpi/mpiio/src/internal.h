@@ -192,6 +192,8 @@ typedef struct amio_file {
      * first use; sfp_init is its value while the hidden file is still empty */
     char *sfp_path;
     int sfp_fd;
+    int sfp_private;           /* the hidden file's clients cache privately: read it from the
+                                  file system and flush it under its lock */
     int64_t sfp_init;
 
     int split_active;          /* split collective begun, not ended */

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,10 +105,22 @@ static int update(amio_file *f, int set, int64_t v, int64_t *old)
         f->sfp_fd = open(f->sfp_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (f->sfp_fd < 0)
             return sfp_fail(f, "creating", errno);
+        int caches = ATOMIO_FS_PRIVATE;
+        if (atomio_fs_caches(f->sfp_fd, f->caches[0] ? f->caches : NULL, &caches, NULL, 0) !=
+            ATOMIO_OK)
+            caches = ATOMIO_FS_PRIVATE;
+        f->sfp_private = caches == ATOMIO_FS_PRIVATE;
     }
     int writes = set || v != 0;
     if (lock_word(f->sfp_fd, writes ? F_WRLCK : F_RDLCK) != 0)
         return sfp_fail(f, "locking", errno);
+    /* Where clients cache privately, the word is read from the file system, not from this
+     * client's cached page, and written back to it before the lock goes. */
+    if (f->sfp_private) {
+        struct statx sx;
+        posix_fadvise(f->sfp_fd, 0, 0, POSIX_FADV_DONTNEED);
+        statx(f->sfp_fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_SIZE, &sx);
+    }
     int64_t cur = f->sfp_init;
     unsigned char b[8];
     ssize_t got = pread(f->sfp_fd, b, 8, 0);
@@ -131,6 +144,8 @@ static int update(amio_file *f, int set, int64_t v, int64_t *old)
             b[i] = (unsigned char)((uint64_t)next >> (8 * i));
         if (pwrite(f->sfp_fd, b, 8, 0) != 8)
             code = sfp_fail(f, "writing", errno ? errno : EIO);
+        else if (f->sfp_private && fdatasync(f->sfp_fd) != 0)
+            code = sfp_fail(f, "flushing", errno);
     }
     if (lock_word(f->sfp_fd, F_UNLCK) != 0 && code == MPI_SUCCESS)
         code = sfp_fail(f, "unlocking", errno);

@@ -5,7 +5,8 @@
 #
 #   BUILD=<dir with libatomio_mpiio.so and the test programs> [MPIEXEC=mpiexec]
 #   [ATOMIO_BIN=<atomio CLI, to test external servers>] [ONLY=<substring>]
-#   [UNTIL=<step, e.g. 5d>: skip the steps after it] [T_WORK_ROOT=<where the test files go,
+#   [UNTIL=<step, e.g. 5d>: skip the steps after it] [EXCEPT="<step> …" EXCEPT_WHY=<reason>:
+#   not these steps, each named with the reason] [T_WORK_ROOT=<where the test files go,
 #   default $TMPDIR or /tmp; on the shared file system bed: scripts/sharedfs path>] tests/run.sh
 #
 # Across emulated hosts: `scripts/hosts up 4`, then MPIEXEC=scripts/hosts-mpiexec UNTIL=5d
@@ -80,6 +81,13 @@ step() {
   if [ -n "${ONLY:-}" ] && [[ "$name" != *"$ONLY"* ]]; then return 0; fi
   if [ $PAST_UNTIL = 1 ]; then return 0; fi
   if [ -n "${UNTIL:-}" ] && [[ "$name" == "$UNTIL. "* ]]; then PAST_UNTIL=1; fi
+  local n
+  for n in ${EXCEPT:-}; do
+    if [[ "$name" == "$n. "* ]]; then
+      echo "-- $name: not run here (${EXCEPT_WHY:-EXCEPT})"
+      return 0
+    fi
+  done
   echo "== $name"
   local t0=$SECONDS
   if ! "$@"; then
