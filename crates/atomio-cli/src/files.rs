@@ -24,18 +24,54 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
         return export_version(&a, v);
     }
     let addrs = ClusterConfig::load(&a.cluster)?.addresses();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let bytes = rt.block_on(async {
+    let read = runtime()?.block_on(async {
         let mut c = ClusterClient::connect_tcp(&addrs).await?;
         let f = c.open(&a.path).await?;
-        let out = c.read_all(&f).await?;
-        Ok::<_, atomio_proto::WireError>(out)
+        // A versioned file's bytes are its snapshots (its base alone is empty or old).
+        if let Some(v) = newest_snapshot(&mut c, &f).await? {
+            return Ok::<_, anyhow::Error>(Err(v));
+        }
+        Ok(Ok(c.read_all(&f).await?))
     })?;
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        Err(newest) => return export_version(&a, newest),
+    };
     std::fs::write(&a.out, &bytes).with_context(|| format!("writing {}", a.out.display()))?;
     println!("{}: {} bytes from {}", a.out.display(), bytes.len(), a.path);
     Ok(())
+}
+
+/// The newest published snapshot of a file written with strategy `versioning` (`None`: the
+/// file has no versions, so its objects hold its bytes). Asks without making versions for
+/// a file that has none; a versioned file with nothing published is refused with the reason.
+async fn newest_snapshot(
+    c: &mut ClusterClient,
+    f: &atomio_net::FileInfo,
+) -> anyhow::Result<Option<u64>> {
+    use atomio_client::versioned::VersionedFile;
+    let mut vf = match VersionedFile::open(c, f.id(), &f.meta.path, None).await {
+        Err(e) if e.code == atomio_proto::ErrorCode::NotFound => return Ok(None),
+        r => r?,
+    };
+    let list = vf.list(c).await?;
+    let published = list
+        .iter()
+        .filter(|r| r.state == atomio_version::VersionState::Published)
+        .map(|r| r.version)
+        .max();
+    match published {
+        Some(v) => Ok(Some(v)),
+        None => bail!(
+            "{} is written with strategy versioning but has no published snapshot yet \
+             ({} versions: {:?}); nothing to export",
+            f.meta.path,
+            list.len(),
+            list.iter()
+                .map(|r| (r.version, r.state))
+                .collect::<Vec<_>>()
+        ),
+    }
 }
 
 #[derive(Args)]

@@ -1103,3 +1103,47 @@ fn a_peer_cannot_change_bytes_another_client_holds_locked() {
     );
     server.assert_alive_and_clean();
 }
+
+/// Over the server's client limit a connection gets one `LimitExceeded` and is closed (it
+/// was left open before, with its requests never answered, holding a descriptor and its
+/// host's slot); clients already connected are served, and a freed place is reusable.
+#[test]
+fn connections_over_the_client_limit_are_refused_and_closed() {
+    const CAP: usize = 8;
+    let cap = CAP.to_string();
+    let mut server = Server::start_with(&[("ATOMIO_MAX_CLIENTS", &cap)]);
+    let mut mine: Vec<TcpStream> = (0..CAP)
+        .map(|i| connect_from(&format!("127.0.0.{}", 2 + i % 3), &server.addr))
+        .collect();
+    for (i, c) in mine.iter_mut().enumerate() {
+        ping_ok(c, i as u64);
+    }
+    for _ in 0..3 {
+        let mut over = server.connect();
+        expect_error(&mut over, 0, ErrorCode::LimitExceeded, "clients");
+        // Closed by the server (end of stream), not merely silent (a read timeout).
+        over.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut byte = [0u8; 1];
+        match over.read(&mut byte) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("the refused connection was left open: {other:?}"),
+        }
+    }
+    ping_ok(&mut mine[0], 100);
+    drop(mine.pop());
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = server.connect();
+        send(&mut again, 1, Request::Ping { nonce: 2 });
+        match recv(&mut again).map(|f| f.reply) {
+            Some(Reply::Pong { nonce: 2 }) => break,
+            r if std::time::Instant::now() < deadline => {
+                assert!(matches!(r, Some(Reply::Error(_)) | None), "{r:?}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => panic!("the freed place was not given back: {r:?}"),
+        }
+    }
+    server.assert_alive_and_clean();
+}

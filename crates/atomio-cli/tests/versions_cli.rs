@@ -65,6 +65,28 @@ async fn versions_export_and_gc_from_the_command_line() {
         3,
         "{text}"
     );
+    // Real times (they printed as 1970: the server's clock was ms since it started).
+    let year: u32 = {
+        let days = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            / 86_400;
+        1970 + (days as f64 / 365.2425) as u32
+    };
+    for line in text.lines().filter(|l| l.contains("Published")) {
+        let shown = line.split_whitespace().nth(1).unwrap_or("");
+        assert!(
+            shown.starts_with(&year.to_string()) || shown.starts_with(&(year - 1).to_string()),
+            "not this year's time ({year}): {line}"
+        );
+    }
+    // Without --version, a versioned file exports its newest snapshot (it wrote 0 bytes).
+    let newest = dir.join("newest.bin");
+    let (ok, text) = atomio(&["export", "--cluster", cf, path, newest.to_str().unwrap()]);
+    assert!(ok, "{text}");
+    assert!(text.contains("as of version 3"), "{text}");
+    assert_eq!(std::fs::read(&newest).unwrap(), expect[2]);
 
     for v in 1..=3usize {
         let out = dir.join(format!("v{v}.bin"));

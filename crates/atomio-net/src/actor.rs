@@ -102,11 +102,60 @@ pub struct ServerHandle {
     inbox: mpsc::Sender<Event>,
     data: Option<mpsc::Sender<Event>>,
     next_client: Arc<AtomicUsize>,
+    /// Connections admitted (`admit_client`) and not yet gone.
+    clients: Arc<AtomicUsize>,
+    /// Most of them at once (`MAX_CLIENTS_PER_SERVER`, or lower: `ATOMIO_MAX_CLIENTS`).
+    max_clients: usize,
+}
+
+/// A connection's place among the server's `MAX_CLIENTS_PER_SERVER`, given back on drop
+/// (after the connection's `Disconnected` was sent, so the actors never count more
+/// clients than there are slots).
+#[derive(Debug)]
+pub struct ClientSlot(Arc<AtomicUsize>);
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl ServerHandle {
+    fn with_inboxes(inbox: mpsc::Sender<Event>, data: Option<mpsc::Sender<Event>>) -> Self {
+        Self {
+            inbox,
+            data,
+            next_client: Arc::new(AtomicUsize::new(1)),
+            clients: Arc::new(AtomicUsize::new(0)),
+            max_clients: std::env::var("ATOMIO_MAX_CLIENTS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(MAX_CLIENTS_PER_SERVER, |n: usize| {
+                    n.clamp(1, MAX_CLIENTS_PER_SERVER)
+                }),
+        }
+    }
+
+    /// Most connections this server serves at once.
+    pub fn max_clients(&self) -> usize {
+        self.max_clients
+    }
+
     pub fn new_client_id(&self) -> ClientId {
         ClientId(self.next_client.fetch_add(1, Ordering::Relaxed) as u64)
+    }
+
+    /// A place for one more connection, or `None` when the server already serves
+    /// `max_clients`: the caller refuses the connection *and closes it*, so a
+    /// refused peer holds no descriptor, per-host slot or reader. (The actors' own check
+    /// stays as a backstop for in-process clients.)
+    pub fn admit_client(&self) -> Option<ClientSlot> {
+        self.clients
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_clients).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ClientSlot(self.clients.clone()))
     }
 
     /// Routes `event` to the actor that serves it (connection events to both).
@@ -162,11 +211,7 @@ pub fn spawn<S: Service>(service: S) -> ServerHandle {
     let mut actor = Actor::new(service);
     actor.inbox = Some(tx.downgrade());
     tokio::spawn(run(actor, rx, None));
-    ServerHandle {
-        inbox: tx,
-        data: None,
-        next_client: Arc::new(AtomicUsize::new(1)),
-    }
+    ServerHandle::with_inboxes(tx, None)
 }
 
 /// Starts the lock actor on the current tokio runtime and the data actor on a thread of
@@ -210,11 +255,7 @@ pub fn spawn_split<L: Service, D: Service>(locks: L, data: D) -> std::io::Result
     lock_actor.fence_via = Some(dtx.clone());
     lock_actor.inbox = Some(tx.downgrade());
     tokio::spawn(run(lock_actor, rx, Some(control_rx)));
-    Ok(ServerHandle {
-        inbox: tx,
-        data: Some(dtx),
-        next_client: Arc::new(AtomicUsize::new(1)),
-    })
+    Ok(ServerHandle::with_inboxes(tx, Some(dtx)))
 }
 
 /// Events the data actor takes off its inbox to choose from.

@@ -118,8 +118,16 @@ impl<S: ObjectStore + Send + 'static> Service for DataService<S> {
             out.push(Outgoing { to, tag, reply });
         }
     }
-    fn set_now(&mut self, now_ms: u64) {
-        DataService::set_now(self, now_ms)
+    /// The data service's clock is the wall clock (Unix ms), not the driver's monotonic
+    /// one: a version's time is shown to people (`atomio versions`), compared with Unix
+    /// times (`atomio gc --newer-than-secs`) and kept across restarts in its board, where
+    /// ms since this process started read as 1970 and went back to 0 at every restart.
+    /// Versioning's patience only subtracts two of these.
+    fn set_now(&mut self, _monotonic_ms: u64) {
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        DataService::set_now(self, unix_ms)
     }
     fn fence(&mut self, client: ClientId) {
         DataService::fence(self, client)

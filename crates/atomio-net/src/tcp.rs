@@ -166,17 +166,28 @@ impl Drop for HostSlot {
 }
 
 /// Tells a peer over its host's connection limit why, then closes.
-async fn refuse(mut stream: TcpStream, cap: usize) {
+async fn refuse(stream: TcpStream, cap: usize) {
+    let e = WireError::new(
+        ErrorCode::LimitExceeded,
+        format!("this host already has {cap} connections to the server, its limit"),
+    );
+    refuse_and_close(stream, e).await
+}
+
+/// Sends `e` on tag 0 (for at most a second) and closes the connection (the caller drops
+/// the stream: its descriptor and slots go with it).
+async fn refuse_and_close<W: AsyncWrite + Unpin>(mut wr: W, e: WireError) {
     let frame = ServerFrame {
         tag: 0,
-        reply: Reply::Error(WireError::new(
-            ErrorCode::LimitExceeded,
-            format!("this host already has {cap} connections to the server, its limit"),
-        )),
+        reply: Reply::Error(e),
     };
     let mut buf = Vec::new();
     if encode(&frame, &mut buf).is_ok() {
-        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&buf)).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            wr.write_all(&buf).await?;
+            wr.shutdown().await
+        })
+        .await;
     }
 }
 
@@ -210,6 +221,15 @@ async fn serve_connection<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let Some(_client_slot) = server.admit_client() else {
+        let max = server.max_clients();
+        tracing::warn!(%peer, "connection refused: the server serves {max} clients, its limit");
+        let e = WireError::new(
+            ErrorCode::LimitExceeded,
+            format!("the server serves {max} clients, its limit; this connection is closed"),
+        );
+        return refuse_and_close(wr, e).await;
+    };
     let client = server.new_client_id();
     tracing::info!(%peer, ?client, "client connected");
     let (tx, rx) = mpsc::unbounded_channel::<ServerFrame>();
