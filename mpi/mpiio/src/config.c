@@ -1,12 +1,14 @@
 /*
  * config.c -- the environment variables of libatomio_mpiio, read once at MPI_Init (or at
- * the first open when MPI_Init did not go through this library), and the log.
+ * the first open when MPI_Init did not go through this library), and the log. The
+ * ATOMIO_HINTS file fills the variables left unset first (hints_file.c).
  *
  * Invariants: a malformed value never aborts; it falls back to the default and says so
  * when ATOMIO_VERBOSE >= 1. Strings point into the environment (never freed).
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "hints.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +49,7 @@ void amio_config_load(void)
     if (loaded)
         return;
     loaded = 1;
+    amio_hints_load(); /* ATOMIO_HINTS: the site-wide file, under the environment */
     amio_cfg.verbose = (int)env_num("ATOMIO_VERBOSE", 0, 0, 9);
     amio_cfg.force_atomic = (int)env_num("ATOMIO_FORCE_ATOMIC", 0, 0, 1);
     amio_cfg.files = env_str("ATOMIO_FILES");
@@ -93,6 +96,7 @@ void amio_config_load(void)
     amio_cfg.rma_world = s ? strcmp(s, "world") == 0 : amio_cfg.force_atomic;
     if (s && !amio_cfg.rma_world && strcmp(s, "file") != 0)
         fprintf(stderr, "atomio-mpiio: warning: ignoring ATOMIO_RMA_SCOPE=%s (file|world)\n", s);
+    amio_hints_report();
 }
 
 /* Every line names its level: "info" at ATOMIO_VERBOSE=1, "debug" above. */

@@ -1,6 +1,7 @@
 /*
- * hdf5_span.c -- one H5Dwrite, one atomic write: the library defines H5Dwrite (found first
- * when preloaded, like the MPI_ names) and calls HDF5's own, found with dlsym(RTLD_NEXT).
+ * hdf5_span.c -- one H5Dwrite, one atomic write: the library defines H5Dwrite (and H5Fcreate,
+ * H5Fopen), found first when preloaded like the MPI_ names, and calls HDF5's own, found with
+ * dlsym(RTLD_NEXT). Nothing links HDF5: a program without it never calls these.
  *
  * Why: HDF5 turns one independent H5Dwrite of a hyperslab into one MPI_File_write_at per
  * contiguous piece (a row of a column band: 1024 calls for 1024 rows), and MPI atomic mode
@@ -8,28 +9,39 @@
  * row by row (H5Fset_mpi_atomicity's documentation says so). Each call also takes its own
  * lock.
  *
- * The span: while an H5Dwrite runs (amio_span_depth > 0 on this thread), an independent
- * explicit-offset write (MPI_File_write_at, _c) on an atomio file in atomic mode whose view
- * is contiguous is not written: its bytes are copied into the span (io_calls.c asks
- * amio_span_write) and the call returns success. Before H5Dwrite returns, the pieces of
- * each file are written as ONE atomio_write_list (servers, direct placement, every
- * strategy: one lock request; rma: one rmalock on their hull, then the pwrites), so the
- * data of one H5Dwrite replaces the overlap of another entirely or not at all.
- * Any other MPI entry point called meanwhile (a read, a collective write, set_view, sync,
- * close ... : chain.c calls amio_span_barrier first) writes the pieces collected so far
- * first, so program order is kept: a read inside H5Dwrite sees the rows written before it,
- * and a collective H5Dwrite (set_view + write_at_all, one atomio call already) stays
- * collective and untouched. Pieces that overlap an earlier piece of the span also write the
- * earlier ones first (later bytes win, as they would have).
+ * The span: while an independent H5Dwrite runs (transfer mode H5FD_MPIO_INDEPENDENT, HDF5's
+ * default; amio_span_depth > 0 on this thread), an explicit-offset write (MPI_File_write_at,
+ * _c) on an atomio file in atomic mode whose view is contiguous is not written: its bytes are
+ * copied into the span (io_calls.c asks amio_span_write) and the call returns success.
+ * Before H5Dwrite returns, the pieces of each file are written as ONE atomio_write_list
+ * (every server strategy: one lock request for exactly those bytes; rma: one rmalock on
+ * their hull, then the pwrites), so the data of one H5Dwrite replaces the overlap of another
+ * entirely or not at all. Any other MPI entry point called meanwhile (a read, set_view,
+ * sync, close ...: chain.c calls amio_span_barrier first) writes the pieces collected so far
+ * first, so program order is kept (a read inside H5Dwrite sees the rows written before it).
+ * A piece overlapping an earlier piece of the span writes the earlier ones first (later
+ * bytes win, as they would have). A collective H5Dwrite is not collected: HDF5 may
+ * synchronize the ranks inside it, after which another rank could read what this one wrote;
+ * its data goes as MPI_File_set_view + MPI_File_write_at_all, which direct placement
+ * already gathers into one atomic call (collective.c).
  *
- * Exact guarantee (ATOMIO_HDF5_SPAN=1, the default): the independent writes one H5Dwrite
- * makes to one atomic atomio file, between two other MPI calls of HDF5 on the library's
- * files, are one atomic call -- for HDF5's contiguous and unfiltered chunked datasets this
- * is the whole dataset write (HDF5 reads nothing in between); a span growing past
- * ATOMIO_HDF5_SPAN_MAX bytes (default 1 GiB) is written in parts of at most that size, each
- * atomic. The data is in the file (as a write that returned) before H5Dwrite returns; an
- * error of the span's write makes H5Dwrite return -1 (after the file's error handler was
- * called with it). ATOMIO_HDF5_SPAN=0 turns it off: every piece is its own call again.
+ * Views inside HDF5 calls: amio_hdf5_depth > 0 during H5Dwrite, H5Fcreate and H5Fopen; a
+ * view set then on every rank (the default view of HDF5's open, the temporary filetype of
+ * a collective H5Dwrite) is not analyzed for interval I/O (intervals.c): every call locks
+ * exactly its bytes, so auto runs ching:datatype:one-try rather than a lock on each call's
+ * hull, which would serialize every span against every other.
+ *
+ * Exact guarantee (ATOMIO_HDF5_SPAN=1, the default): the writes one independent H5Dwrite
+ * makes to one atomio file in atomic mode, up to the next other MPI-IO call HDF5 makes in
+ * it, are one atomic call -- for contiguous and unfiltered chunked datasets this is the
+ * whole dataset write (HDF5 calls nothing else in between) -- as long as the span holds at
+ * most ATOMIO_HDF5_SPAN_MAX bytes (default 1 GiB; a larger one is written in parts of at
+ * most that size, each atomic). The data is in the file (as a write that returned) before
+ * H5Dwrite returns; an error of the span's write makes H5Dwrite return -1 (after the file's
+ * error handler was called with it). A collective H5Dwrite is atomic as a whole when HDF5
+ * makes it one collective call (contiguous layouts; HDF5 falls back to independent I/O in
+ * some cases, e.g. type conversion, and those pieces are then atomic each). ATOMIO_HDF5_SPAN=0
+ * turns collection off: every piece is its own atomic call again.
  *
  * Invariants: a span never outlives its H5Dwrite (written at depth 0, also when HDF5 failed:
  * HDF5 believed those pieces written); pieces handed to atomio_write_list are increasing and

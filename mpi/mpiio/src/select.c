@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "hints.h"
 #include <ctype.h>
 #include <fnmatch.h>
 #include <stdio.h>
@@ -122,5 +123,7 @@ int amio_select(const char *name, MPI_Info info, char *path, size_t path_cap, ch
     }
     if (!taken)
         taken = listed(name);
+    if (taken)
+        amio_hints_check_info(info); /* unknown or job-wide atomio_ keys: warned */
     return taken;
 }

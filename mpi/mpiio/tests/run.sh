@@ -456,5 +456,48 @@ if [ $OMPI = 0 ] || [ -x "$BUILD/t_hdf5_bands" ]; then
   step "16b. HDF5 negative control: ATOMIO_HDF5_SPAN=0, one atomic call per row: an overlap ends up mixed" t16b
 fi
 
+# Settings the ROMIO way (src/hints_file.c, README "Settings"): a site-wide file named by
+# ATOMIO_HINTS (`key value` lines), the environment over it, an open's per-file hint over
+# both; unknown keys warned about; ATOMIO_VERBOSE=1 prints every setting and its origin.
+t17() {
+  local d; d=$(fresh t17)
+  local h="$d/site.hints"
+  printf '# site-wide settings\natomio_strategy bounding-extent\nATOMIO_STATS 1\natomio_bogus 1\natomio_interval_reach 4096\n' > "$h"
+  # the file: strategy and stats from it; its unknown and per-open-only keys warned about (rank 0)
+  ATOMIO_HINTS=$h ATOMIO_VERBOSE=1 mpirun_n 2 --preload "$BUILD/t_hints" "atomio:$d/f.dat" \
+    atomio_cb_max=0 atomio_nonsense=1 atomio_fs_caches=shared > "$WORK/t17.out" 2>&1 || { cat "$WORK/t17.out"; return 1; }
+  local want
+  for want in "t_hints: 2 ranks, 3 hints: verified" \
+      "atomio-stats file=[^ ]*/f.dat strategy=bounding-extent in_force=bounding-extent " \
+      "atomio-mpiio\[0\] warning: $h:4: unknown key atomio_bogus" \
+      "atomio-mpiio\[0\] warning: $h:5: atomio_interval_reach is a per-open hint only" \
+      "atomio-mpiio\[0\] info:   atomio_strategy *= bounding-extent  (ATOMIO_HINTS $h:2; an open's hint wins)" \
+      "atomio-mpiio\[0\] info:   atomio_stats *= 1  (ATOMIO_HINTS $h:3)" \
+      "atomio-mpiio\[0\] info:   atomio_verbose *= 1  (environment ATOMIO_VERBOSE)" \
+      "atomio-mpiio\[0\] info:   atomio_lease_ms *= 5000  (default)" \
+      "atomio-mpiio\[1\] warning: MPI_File_open: hint atomio_cb_max is a job-wide setting" \
+      "atomio-mpiio\[0\] warning: MPI_File_open: unknown hint atomio_nonsense"; do
+    grep -q -- "$want" "$WORK/t17.out" || { echo "   missing: $want"; cat "$WORK/t17.out"; return 1; }
+  done
+  [ "$(grep -c "unknown key atomio_bogus" "$WORK/t17.out")" = 1 ] || { echo "   the file's warning is not once"; return 1; }
+  echo "   file: strategy=bounding-extent, stats on; unknown keys (file, open's info) and job-wide hints warned; origins printed"
+  # the environment overrides the file; an open's hint overrides both
+  ATOMIO_HINTS=$h ATOMIO_STRATEGY=ching:list:one-try mpirun_n 2 --preload "$BUILD/t_hints" "atomio:$d/f.dat" > "$WORK/t17.out" 2>&1 &&
+    grep -q "atomio-stats .* strategy=ching:list:one-try " "$WORK/t17.out" || { echo "   environment did not win"; cat "$WORK/t17.out"; return 1; }
+  ATOMIO_HINTS=$h ATOMIO_STRATEGY=ching:list:one-try mpirun_n 2 --preload "$BUILD/t_hints" "atomio:$d/f.dat" atomio_strategy=whole-file > "$WORK/t17.out" 2>&1 &&
+    grep -q "atomio-stats .* strategy=whole-file " "$WORK/t17.out" || { echo "   the open's hint did not win"; cat "$WORK/t17.out"; return 1; }
+  echo "   ATOMIO_STRATEGY over the file: ching:list:one-try; the open's atomio_strategy over both: whole-file"
+  # a setting read outside config.c (the H5Dwrite span) comes from the file too
+  if [ -x "$BUILD/t_hdf5_bands" ]; then
+    printf 'atomio_hdf5_span 0\natomio_stats %s\n' "$d/stats" > "$h"
+    ATOMIO_HINTS=$h mpirun_n 4 --preload "$BUILD/t_hdf5_bands" "atomio:$d/b.h5" --ind --rows 64 --cols 1088 --iters 1 --count \
+      > "$WORK/t17.out" 2>&1 || { cat "$WORK/t17.out"; return 1; }
+    local calls; calls=$(grep -m1 -o "atomio-stats file=[^ ]*b.h5 .* calls=[0-9]*" "$d/stats" | grep -o "[0-9]*$")
+    [ -n "$calls" ] && [ "$calls" -ge 256 ] || { echo "   atomio_hdf5_span 0 in the file: calls=$calls, want one per row"; return 1; }
+    echo "   atomio_hdf5_span 0 in the file: one call per row (calls=$calls)"
+  fi
+}
+step "17. settings: ATOMIO_HINTS file < environment < an open's hint; unknown keys warned; ATOMIO_VERBOSE=1 prints origins" t17
+
 rm -rf "$WORK"
 echo "all MPI-IO tests passed"
