@@ -25,7 +25,8 @@
  * its data goes as MPI_File_set_view + MPI_File_write_at_all, which direct placement
  * already gathers into one atomic call (collective.c).
  *
- * Views inside HDF5 calls: amio_hdf5_depth > 0 during H5Dwrite, H5Fcreate and H5Fopen; a
+ * Views inside HDF5 calls: amio_hdf5_depth > 0 during H5Dwrite, and (span on) H5Fcreate and
+ * H5Fopen; a
  * view set then on every rank (the default view of HDF5's open, the temporary filetype of
  * a collective H5Dwrite) is not analyzed for interval I/O (intervals.c): every call locks
  * exactly its bytes, so auto runs ching:datatype:one-try rather than a lock on each call's
@@ -398,9 +399,9 @@ amio_hid_t H5Fcreate(const char *name, unsigned flags, amio_hid_t fcpl, amio_hid
     pthread_once(&h5_once, h5_resolve);
     if (!next_h5fcreate)
         return h5_missing("H5Fcreate"), -1;
-    amio_hdf5_depth++;
+    amio_hdf5_depth += span_on; /* the default views matter to the span only */
     amio_hid_t id = next_h5fcreate(name, flags, fcpl, fapl);
-    amio_hdf5_depth--;
+    amio_hdf5_depth -= span_on;
     return id;
 }
 
@@ -409,8 +410,8 @@ amio_hid_t H5Fopen(const char *name, unsigned flags, amio_hid_t fapl)
     pthread_once(&h5_once, h5_resolve);
     if (!next_h5fopen)
         return h5_missing("H5Fopen"), -1;
-    amio_hdf5_depth++;
+    amio_hdf5_depth += span_on;
     amio_hid_t id = next_h5fopen(name, flags, fapl);
-    amio_hdf5_depth--;
+    amio_hdf5_depth -= span_on;
     return id;
 }
