@@ -113,7 +113,7 @@ enum DataArg {
 
 /// The bed's launcher, shared path and check client's path (`scripts/sharedfs`), found
 /// beside `mpi/bench`.
-fn sharedfs_bed(src: Option<&Path>) -> anyhow::Result<(String, PathBuf, PathBuf)> {
+pub(crate) fn sharedfs_bed(src: Option<&Path>) -> anyhow::Result<(String, PathBuf, PathBuf)> {
     let bench = atomio_bench::mpi_run::find_dir("bench", src).map_err(|e| anyhow!("{e}"))?;
     let scripts = bench.join("../../scripts");
     let script = std::fs::canonicalize(scripts.join("sharedfs"))
@@ -199,7 +199,7 @@ fn pairs(v: &[String]) -> anyhow::Result<Vec<(String, String)>> {
 
 /// `--mpiio-lib`: `none`, `auto` (built next to this executable) or a path (made absolute:
 /// the runs start in `mpi/bench`).
-fn resolve_lib(arg: &str, flavor: Flavor) -> anyhow::Result<Option<PathBuf>> {
+pub(crate) fn resolve_lib(arg: &str, flavor: Flavor) -> anyhow::Result<Option<PathBuf>> {
     match arg {
         "none" => Ok(None),
         "auto" => {
@@ -278,7 +278,7 @@ fn config(a: &MpiCommon, program: Program) -> anyhow::Result<MpiBenchConfig> {
 }
 
 /// Runs one configuration with a progress bar.
-fn measure(cfg: &MpiBenchConfig, progress: bool) -> anyhow::Result<MpiBenchReport> {
+pub(crate) fn measure(cfg: &MpiBenchConfig, progress: bool) -> anyhow::Result<MpiBenchReport> {
     let bar = atomio_bench::progress::bar(1, progress);
     let result = mpi_bench::run(cfg, |p| {
         bar.set_length(p.total);
@@ -488,7 +488,7 @@ pub fn report(r: &MpiBenchReport) -> String {
 }
 
 /// One panel per report (per block size for mpi-strided).
-fn chart(path: &Path, reports: &[&MpiBenchReport]) -> anyhow::Result<()> {
+pub(crate) fn chart(path: &Path, reports: &[&MpiBenchReport]) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }

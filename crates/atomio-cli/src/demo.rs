@@ -12,7 +12,7 @@ use atomio_bench::workload::WorkloadRow;
 use atomio_client::PlacementKind;
 use atomio_workloads::Workload;
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The rows of each workload: limit, no atomicity, the two fcntl baselines, the lock
 /// strategies that matter (on lock servers, and datatype one-try on the host's shared lock
@@ -36,6 +36,12 @@ pub struct DemoArgs {
     json: Option<PathBuf>,
     #[arg(long)]
     no_progress: bool,
+    /// Instead: the story on a file system with several clients (brings up the GlusterFS
+    /// bed of scripts/sharedfs, two clients and a check client, and tears it down; root):
+    /// MPICH's atomic mode, MPICH without data sieving, atomio's auto and the limit, each
+    /// verified through a client no rank wrote through; chart out/demo-sharedfs.svg.
+    #[arg(long)]
+    sharedfs: bool,
 }
 
 struct Part {
@@ -180,6 +186,14 @@ fn why(overlapping: bool, piece_bytes: f64, winner: &WorkloadRow, rows: &[Worklo
 }
 
 pub fn run(a: DemoArgs) -> anyhow::Result<()> {
+    if a.sharedfs {
+        let chart = if a.chart == Path::new("out/demo.svg") {
+            PathBuf::from("out/demo-sharedfs.svg")
+        } else {
+            a.chart.clone()
+        };
+        return crate::demo_sharedfs::run(a.runs, &chart, !a.no_progress);
+    }
     let common = CommonArgs {
         clients: 4,
         servers: 4,

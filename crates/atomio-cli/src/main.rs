@@ -8,6 +8,7 @@ mod bench_versions;
 mod bench_workload;
 mod closed_stdout;
 mod demo;
+mod demo_sharedfs;
 mod explain;
 mod files;
 mod interval;

@@ -157,15 +157,24 @@ pub fn detect_env(file: &std::fs::File) -> FsInfo {
     detect(file, std::env::var(OVERRIDE_ENV).ok().as_deref())
 }
 
-/// Forgets this client's clean cached pages of `file` in `[start, start + len)` (`len` 0:
-/// to the end) and fetches its size from the file system (`statx` with
+/// Forgets this client's clean cached pages of `file` that hold any byte of
+/// `[start, start + len)` (`len` 0: to the end) and fetches its size from the file system (`statx` with
 /// `AT_STATX_FORCE_SYNC`: NFS and FUSE then ask their server, and the kernel's idea of the
 /// size, which bounds every later `pread`, is brought up to date); returns that size. What a
 /// reader on a file system whose clients cache privately does before trusting its reads.
 pub fn forget_cached(file: &std::fs::File, start: u64, len: u64) -> std::io::Result<u64> {
+    // The kernel drops only pages wholly inside the range: widen it to whole pages, or the
+    // pages at its ends (shared with bytes outside it) keep what another client overwrote.
+    let page = rustix::param::page_size() as u64;
+    let from = start / page * page;
+    let len = if len == 0 {
+        0
+    } else {
+        (start + len).div_ceil(page) * page - from
+    };
     nix::fcntl::posix_fadvise(
         std::os::fd::AsRawFd::as_raw_fd(file),
-        start as i64,
+        from as i64,
         len as i64,
         nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
     )?;

@@ -72,7 +72,10 @@ int amio_rma_after_acquire(amio_file *f, uint64_t s, uint64_t e)
 {
     if (!f->private_caches)
         return MPI_SUCCESS;
-    int r = posix_fadvise(f->data_fd, (off_t)s, (off_t)(e - s), POSIX_FADV_DONTNEED);
+    /* whole pages: the kernel keeps a page the range covers only in part */
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t from = s / page * page, to = e == 0 ? 0 : (e + page - 1) / page * page;
+    int r = posix_fadvise(f->data_fd, (off_t)from, (off_t)(to - from), POSIX_FADV_DONTNEED);
     if (r != 0)
         return amio_error(MPI_ERR_IO, "posix_fadvise %s: %s", f->path, strerror(r));
     struct statx st;

@@ -39,6 +39,7 @@ cleanup() { "$BED" down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 fail() { echo "FAILED: $*" >&2; exit 1; }
+RUNS=0
 
 # One strided run: label, block, extra strided_io args…; env PRE=1 preloads atomio.
 # Prints "label B=… verdict foreign_bad=…" and sets VERDICT.
@@ -47,10 +48,12 @@ strided() {
   local shared pre=()
   shared=$("$BED" path)
   if [ -n "${PRE:-}" ]; then pre=(-genv LD_PRELOAD "$LIB" -genv ATOMIO_FILES "$shared/*"); fi
-  local out
+  # A fresh name per run: a client may resolve a name to the file deleted under it for a
+  # second (the check client read the previous run's file).
+  local out name="strided-$((RUNS += 1)).dat"
   out=$(timeout 120 "$MPIEXEC_BED" -n 4 "${pre[@]}" "$BUILD/strided_io" --block "$block" \
-    --per-rank "${PER_RANK:-1048576}" --path "$shared/strided.dat" \
-    --verify-path "$("$BED" mount check)/strided.dat" "$@" 2>"$BUILD/strided.err" | tail -1) ||
+    --per-rank "${PER_RANK:-1048576}" --path "$shared/$name" \
+    --verify-path "$("$BED" mount check)/$name" "$@" 2>"$BUILD/strided.err" | tail -1) ||
     { cat "$BUILD/strided.err" >&2; fail "$label B=$block: strided_io failed"; }
   VERDICT=$(echo "$out" | sed -n 's/.*"verify":"\([a-z]*\)".*/\1/p')
   echo "  $label B=$block: $VERDICT (blocks wrong through the check client: $(echo "$out" | sed -n 's/.*"foreign_bad_blocks":\([-0-9]*\).*/\1/p'))"
@@ -64,7 +67,7 @@ part_suite() {
   printf 'romio_ds_write disable\nromio_ds_read disable\nromio_cb_write disable\nromio_cb_read disable\n' \
     >"$BUILD/romio_hints_bed"
   ROMIO_HINTS="$BUILD/romio_hints_bed" T_WORK_ROOT=$("$BED" path) MPIEXEC="$MPIEXEC_BED" \
-    EXCEPT="3c 3d 4b 5a 5b 6b 13" \
+    EXCEPT="3c 3d 4b 5a 5b 6b 13 16a" \
     EXCEPT_WHY="its oracle is ROMIO, whose shared file pointer and sizes are stale on a file system whose clients cache privately, or auto's choice on one client (here auto forwards)" \
     BUILD="$BUILD" "$HERE/run.sh" || fail "the MPI suite over two clients"
   "$BED" down >/dev/null
