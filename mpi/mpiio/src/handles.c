@@ -11,6 +11,7 @@
  * adds and removes them; lookups return stable pointers (entries are never moved).
  */
 #include "internal.h"
+#include "span.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,11 +49,13 @@ int amio_table_add(amio_file *f)
     }
     table[n++] = f;
     pthread_mutex_unlock(&mu);
+    amio_span_opened(f);
     return 0;
 }
 
 void amio_table_remove(amio_file *f)
 {
+    amio_span_closed(f);
     pthread_mutex_lock(&mu);
     for (size_t i = 0; i < n; i++)
         if (table[i] == f) {

@@ -42,7 +42,9 @@
  * error handler was called with it). A collective H5Dwrite is atomic as a whole when HDF5
  * makes it one collective call (contiguous layouts; HDF5 falls back to independent I/O in
  * some cases, e.g. type conversion, and those pieces are then atomic each). ATOMIO_HDF5_SPAN=0
- * turns collection off: every piece is its own atomic call again.
+ * turns collection off: every piece is its own atomic call again; an open's hint
+ * atomio_hdf5_span (0 or 1, in the MPI_Info HDF5 gets with H5Pset_fapl_mpio) decides for
+ * that file, whatever ATOMIO_HDF5_SPAN says.
  *
  * Invariants: a span never outlives its H5Dwrite (written at depth 0, also when HDF5 failed:
  * HDF5 believed those pieces written); pieces handed to atomio_write_list are increasing and
@@ -50,6 +52,7 @@
  */
 #define _GNU_SOURCE
 #include "span.h"
+#include "hints.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -96,6 +99,59 @@ static void span_config(void)
         else
             amio_warn("ignoring ATOMIO_HDF5_SPAN_MAX=%s (want a positive byte count)", m);
     }
+}
+
+/* Files whose open said atomio_hdf5_span (its value wins over ATOMIO_HDF5_SPAN). */
+#define SPAN_HINTED 64
+static struct {
+    amio_file *f;
+    int on;
+} hinted[SPAN_HINTED];
+static int n_hinted, n_hinted_on; /* n_hinted read without the mutex: a hint only */
+static pthread_mutex_t hinted_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void amio_span_opened(amio_file *f)
+{
+    int v = amio_hints_open_span();
+    if (v < 0)
+        return;
+    pthread_mutex_lock(&hinted_mu);
+    if (n_hinted < SPAN_HINTED) {
+        hinted[n_hinted].f = f;
+        hinted[n_hinted].on = v;
+        n_hinted++;
+        n_hinted_on += v;
+    } else {
+        amio_warn("%s: more than %d open files with the hint atomio_hdf5_span; ignored for this one",
+                  f->path, SPAN_HINTED);
+    }
+    pthread_mutex_unlock(&hinted_mu);
+}
+
+void amio_span_closed(amio_file *f)
+{
+    pthread_mutex_lock(&hinted_mu);
+    for (int i = 0; i < n_hinted; i++)
+        if (hinted[i].f == f) {
+            n_hinted_on -= hinted[i].on;
+            hinted[i] = hinted[--n_hinted];
+            break;
+        }
+    pthread_mutex_unlock(&hinted_mu);
+}
+
+/* The span setting of f: its open's hint, else ATOMIO_HDF5_SPAN. */
+static int span_on_for(amio_file *f)
+{
+    if (!__atomic_load_n(&n_hinted, __ATOMIC_RELAXED))
+        return span_on;
+    int on = span_on;
+    pthread_mutex_lock(&hinted_mu);
+    for (int i = 0; i < n_hinted; i++)
+        if (hinted[i].f == f)
+            on = hinted[i].on;
+    pthread_mutex_unlock(&hinted_mu);
+    return on;
 }
 
 static int cmp_piece(const void *a, const void *b)
@@ -253,7 +309,7 @@ int amio_span_write(amio_file *f, MPI_Offset off, const void *buf, MPI_Count cou
     *bytes = 0;
     size_t n;
     int code = MPI_SUCCESS;
-    int eligible = span_on && f->atomic && f->contig && !f->ifile &&
+    int eligible = span_on_for(f) && f->atomic && f->contig && !f->ifile &&
                    (f->is_rma ? f->data_fd >= 0 : f->af != NULL);
     if (eligible)
         code = amio_check_call(f, 1, 1, off, count, dt, &n);
@@ -375,7 +431,7 @@ int H5Dwrite(amio_hid_t dset, amio_hid_t mem_type, amio_hid_t mem_space, amio_hi
     pthread_once(&h5_once, h5_resolve);
     if (!next_h5dwrite)
         return h5_missing("H5Dwrite"), -1;
-    int collect = span_on && independent(dxpl);
+    int collect = (span_on || __atomic_load_n(&n_hinted_on, __ATOMIC_RELAXED) > 0) && independent(dxpl);
     amio_hdf5_depth++;
     amio_span_depth += collect;
     struct timespec t0, t1;

@@ -22,4 +22,9 @@ void amio_hints_report(void);
  * the open's info that are unknown, or that are job-wide settings an open cannot change. */
 void amio_hints_check_info(MPI_Info info);
 
+/* What the open in progress on this thread asked with its hint atomio_hdf5_span: 0 or 1, or
+ * -1 when it did not (set by amio_hints_check_info; read by amio_span_opened when the open
+ * adds its handle to the table, on the same thread). */
+int amio_hints_open_span(void);
+
 #endif

@@ -5,7 +5,8 @@
  *
  * Where a value comes from, first match wins:
  *   1. the open's MPI_Info hint, for the settings that are per file (`per_file` below:
- *      atomio_strategy, atomio_fs_caches, atomio_interval_reach, atomio_format);
+ *      atomio_strategy, atomio_fs_caches, atomio_hdf5_span, atomio_interval_reach,
+ *      atomio_format);
  *   2. the environment variable ATOMIO_NAME (overrides, as before);
  *   3. the site-wide hints file named by ATOMIO_HINTS (like ROMIO_HINTS): `key value` lines,
  *      key `atomio_NAME` (or `ATOMIO_NAME`), the value the rest of the line; `#` starts a
@@ -52,7 +53,7 @@ static const setting settings[] = {
     {"mmap_huge", "1", 0},
     {"locks", "servers", 0},
     {"cb_max", "1073741824", 0},
-    {"hdf5_span", "1", 0},
+    {"hdf5_span", "1", 1},
     {"hdf5_span_max", "1073741824", 0},
     {"fs_caches", "(detected per file)", 1},
     {"interval_reach", "1099511627776", 2},
@@ -224,14 +225,32 @@ void amio_hints_report(void)
     }
 }
 
+static __thread int open_span = -1;
+
+int amio_hints_open_span(void)
+{
+    return open_span;
+}
+
 void amio_hints_check_info(MPI_Info info)
 {
     static unsigned char warned[N_SETTINGS + 1];
     static char unknown[16][MPI_MAX_INFO_KEY + 1];
     static int n_unknown;
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    open_span = -1;
     if (info == MPI_INFO_NULL)
         return;
+    char v[64];
+    int flag = 0;
+    if (PMPI_Info_get(info, "atomio_hdf5_span", (int)sizeof v - 1, v, &flag) == MPI_SUCCESS && flag) {
+        if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "enable"))
+            open_span = 1;
+        else if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "disable"))
+            open_span = 0;
+        else
+            amio_warn("MPI_File_open: ignoring atomio_hdf5_span=%s (0|1)", v);
+    }
     int nkeys = 0;
     if (PMPI_Info_get_nkeys(info, &nkeys) != MPI_SUCCESS)
         return;

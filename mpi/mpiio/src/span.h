@@ -27,4 +27,9 @@ int amio_span_write(amio_file *f, MPI_Offset off, const void *buf, MPI_Count cou
  * far are written first (program order). */
 void amio_span_barrier(void);
 
+/* handles.c: a taken file's handle enters / leaves the table; the open's atomio_hdf5_span
+ * hint (if any) is the file's span setting instead of ATOMIO_HDF5_SPAN. */
+void amio_span_opened(amio_file *f);
+void amio_span_closed(amio_file *f);
+
 #endif

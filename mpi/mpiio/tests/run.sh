@@ -450,10 +450,22 @@ t16b() {
   local calls; calls=$(grep -m1 -o "atomio-stats file=[^ ]*bands.h5 .* calls=[0-9]*" "$d/stats" | grep -o "[0-9]*$")
   [ -n "$calls" ] && [ "$calls" -ge 1024 ] || { echo "   no span: calls=$calls, want one per row"; return 1; }
   echo "   span off: $(grep t_hdf5_bands "$WORK/t16.out"), ATOMIO_STATS calls=$calls"
+  # per file: the open's hint atomio_hdf5_span (HDF5's fapl info) wins over ATOMIO_HDF5_SPAN
+  d=$(fresh t16b-hint)
+  ATOMIO_STRATEGY=ching:datatype:one-try ATOMIO_STATS="$d/stats" mpirun_n 4 --preload "$BUILD/t_hdf5_bands" \
+    "atomio:$d/bands.h5" --ind "${H5_ARGS[@]}" --iters 64 --expect-mixed --info atomio_hdf5_span=0 \
+    > "$WORK/t16.out" 2>&1 || { cat "$WORK/t16.out"; return 1; }
+  echo "   hint atomio_hdf5_span=0: $(grep t_hdf5_bands "$WORK/t16.out")"
+  ATOMIO_HDF5_SPAN=0 ATOMIO_STATS="$d/stats2" mpirun_n 4 --preload "$BUILD/t_hdf5_bands" \
+    "atomio:$d/bands2.h5" --ind "${H5_ARGS[@]}" --iters 8 --info atomio_hdf5_span=1 \
+    > "$WORK/t16.out" 2>&1 || { cat "$WORK/t16.out"; return 1; }
+  calls=$(grep -m1 -o "atomio-stats file=[^ ]*bands2.h5 .* calls=[0-9]*" "$d/stats2" | grep -o "[0-9]*$")
+  [ -n "$calls" ] && [ "$calls" -lt 200 ] || { echo "   hint atomio_hdf5_span=1: calls=$calls, want < 200"; return 1; }
+  echo "   ATOMIO_HDF5_SPAN=0 but hint atomio_hdf5_span=1: $(grep t_hdf5_bands "$WORK/t16.out"), calls=$calls"
 }
 if [ $OMPI = 0 ] || [ -x "$BUILD/t_hdf5_bands" ]; then
   step "16a. HDF5: overlapping column bands, H5Fset_mpi_atomicity(1): one H5Dwrite atomic as a whole (the span), independent and collective" t16a
-  step "16b. HDF5 negative control: ATOMIO_HDF5_SPAN=0, one atomic call per row: an overlap ends up mixed" t16b
+  step "16b. HDF5 negative control: ATOMIO_HDF5_SPAN=0 (or the hint atomio_hdf5_span=0), one atomic call per row: an overlap ends up mixed; the hint wins" t16b
 fi
 
 # Settings the ROMIO way (src/hints_file.c, README "Settings"): a site-wide file named by

@@ -17,10 +17,11 @@
  * under MPI atomic mode). Anything else (a wrong tag, a stale iteration) is a FAIL always.
  *
  *   t_hdf5_bands PATH [--ind|--coll] [--rows R] [--cols C] [--overlap O] [--iters N]
- *                [--count | --expect-mixed]
+ *                [--count | --expect-mixed] [--info KEY=VALUE]...
  *   default: FAIL on a mixed overlap. --count: report the mixed overlaps, never fail on
  *   them. --expect-mixed: iterate (up to N) until an overlap is mixed, FAIL if none is (a
  *   negative control: proves the check sees a non-atomic H5Dwrite).
+ * --info: a hint of the MPI_Info given to H5Pset_fapl_mpio (HDF5 passes it to MPI_File_open).
  * PATH may carry the "atomio:" prefix (HDF5 hands the name to MPI_File_open unchanged).
  * Output (rank 0): "t_hdf5_bands: ind 4 ranks 256x2048 overlap 64 iters 8: mixed 0/24
  * overlaps, write 0.123 s".
@@ -50,6 +51,8 @@ int main(int argc, char **argv)
     int coll = 0, mode = 0; /* 0 verify, 1 count, 2 expect mixed */
     hsize_t rows = 1024, cols = 8192, overlap = 64;
     int iters = 4;
+    MPI_Info info;
+    MPI_Info_create(&info);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ind"))
             coll = 0;
@@ -67,11 +70,17 @@ int main(int argc, char **argv)
             mode = 1;
         else if (!strcmp(argv[i], "--expect-mixed"))
             mode = 2;
+        else if (!strcmp(argv[i], "--info") && i + 1 < argc && strchr(argv[i + 1], '=')) {
+            char kv[256];
+            snprintf(kv, sizeof kv, "%s", argv[++i]);
+            *strchr(kv, '=') = '\0';
+            T_MPI(MPI_Info_set(info, kv, kv + strlen(kv) + 1));
+        }
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else
             t_fail("usage: t_hdf5_bands PATH [--ind|--coll] [--rows R] [--cols C] "
-                   "[--overlap O] [--iters N] [--count|--expect-mixed]");
+                   "[--overlap O] [--iters N] [--count|--expect-mixed] [--info KEY=VALUE]");
     }
     T_ASSERT(path, "no PATH");
     hsize_t P = (hsize_t)t_size;
@@ -82,7 +91,7 @@ int main(int argc, char **argv)
     hsize_t step = (cols - overlap) / P, band = step + overlap, first = (hsize_t)t_rank * step;
 
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
+    H(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, info));
     hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     T_ASSERT(file >= 0, "H5Fcreate %s failed", path);
     H(H5Fset_mpi_atomicity(file, 1));
@@ -177,6 +186,7 @@ int main(int argc, char **argv)
     H5Dclose(dset);
     H5Fclose(file);
     H5Pclose(fapl);
+    MPI_Info_free(&info);
     t_finalize();
     return 0;
 }
