@@ -21,6 +21,7 @@
  *   default: FAIL on a mixed overlap. --count: report the mixed overlaps, never fail on
  *   them. --expect-mixed: iterate (up to N) until an overlap is mixed, FAIL if none is (a
  *   negative control: proves the check sees a non-atomic H5Dwrite).
+ * T_PER_ITER=1 also prints each iteration's write time.
  * --info: a hint of the MPI_Info given to H5Pset_fapl_mpio (HDF5 passes it to MPI_File_open).
  * PATH may carry the "atomio:" prefix (HDF5 hands the name to MPI_File_open unchanged).
  * Output (rank 0): "t_hdf5_bands: ind 4 ranks 256x2048 overlap 64 iters 8: mixed 0/24
@@ -127,6 +128,8 @@ int main(int argc, char **argv)
         double dt = MPI_Wtime() - t0, slowest = 0;
         MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         write_s += slowest;
+        if (getenv("T_PER_ITER"))
+            t_log("  iteration %d: write %.4f s", it, slowest);
         if (t_rank == 0) {
             H(H5Dread(dset, H5T_NATIVE_UINT, H5S_ALL, H5S_ALL, H5P_DEFAULT, all));
             for (int r = 0; r < t_size; r++) {
