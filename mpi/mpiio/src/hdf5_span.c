@@ -78,6 +78,10 @@ typedef struct {
     int unsorted;
 } pending;
 
+/* The bytes the current H5Dwrite selects (H5Sget_select_npoints x H5Tget_size), or 0: the
+ * span's buffer is sized for them at its first piece. */
+static __thread uint64_t span_expect;
+
 #define SPAN_FILES 4
 #define SPAN_KEEP (64u << 20) /* bytes of span buffer kept between H5Dwrites, per file slot */
 static __thread pending span[SPAN_FILES];
@@ -340,7 +344,9 @@ int amio_span_write(amio_file *f, MPI_Offset off, const void *buf, MPI_Count cou
         size_t cap = s->data_cap ? s->data_cap : 1 << 20;
         while (cap < s->used + n)
             cap *= 2;
-        unsigned char *d = realloc(s->data, cap);
+        if (s->used == 0 && span_expect > cap) /* the whole H5Dwrite at once, no regrowth */
+            cap = (size_t)span_expect;
+        unsigned char *d = s->used == 0 ? (free(s->data), malloc(cap)) : realloc(s->data, cap);
         if (!d) {
             free(owned);
             return amio_error(MPI_ERR_NO_MEM, "out of memory collecting an H5Dwrite (%zu bytes)",
@@ -384,6 +390,10 @@ typedef int (*h5dwrite_fn)(amio_hid_t, amio_hid_t, amio_hid_t, amio_hid_t, amio_
 typedef int (*h5pget_dxpl_mpio_fn)(amio_hid_t, int *);
 typedef amio_hid_t (*h5fcreate_fn)(const char *, unsigned, amio_hid_t, amio_hid_t);
 typedef amio_hid_t (*h5fopen_fn)(const char *, unsigned, amio_hid_t);
+typedef int64_t (*h5sget_select_npoints_fn)(amio_hid_t);
+typedef size_t (*h5tget_size_fn)(amio_hid_t);
+static h5sget_select_npoints_fn h5sget_select_npoints;
+static h5tget_size_fn h5tget_size;
 static h5dwrite_fn next_h5dwrite;
 static h5pget_dxpl_mpio_fn h5pget_dxpl_mpio;
 static h5fcreate_fn next_h5fcreate;
@@ -397,6 +407,8 @@ static void h5_resolve(void)
     h5pget_dxpl_mpio = (h5pget_dxpl_mpio_fn)dlsym(RTLD_NEXT, "H5Pget_dxpl_mpio");
     next_h5fcreate = (h5fcreate_fn)dlsym(RTLD_NEXT, "H5Fcreate");
     next_h5fopen = (h5fopen_fn)dlsym(RTLD_NEXT, "H5Fopen");
+    h5sget_select_npoints = (h5sget_select_npoints_fn)dlsym(RTLD_NEXT, "H5Sget_select_npoints");
+    h5tget_size = (h5tget_size_fn)dlsym(RTLD_NEXT, "H5Tget_size");
     span_config();
 }
 
@@ -434,6 +446,13 @@ int H5Dwrite(amio_hid_t dset, amio_hid_t mem_type, amio_hid_t mem_space, amio_hi
     int collect = (span_on || __atomic_load_n(&n_hinted_on, __ATOMIC_RELAXED) > 0) && independent(dxpl);
     amio_hdf5_depth++;
     amio_span_depth += collect;
+    if (collect && amio_span_depth == 1) {
+        /* H5S_ALL (0) as the memory space means the file space's selection */
+        amio_hid_t sp = mem_space ? mem_space : file_space;
+        int64_t pts = sp && h5sget_select_npoints ? h5sget_select_npoints(sp) : -1;
+        size_t size = pts > 0 && h5tget_size ? h5tget_size(mem_type) : 0;
+        span_expect = size && (uint64_t)pts <= span_max / size ? (uint64_t)pts * size : 0;
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = next_h5dwrite(dset, mem_type, mem_space, file_space, dxpl, buf);
