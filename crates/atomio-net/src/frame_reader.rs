@@ -11,6 +11,10 @@
 //!   socket (TCP pushes back on the peer). The host's share comes first, so one host that
 //!   stalls frames waits for itself and leaves the rest of the server's budget to the others.
 //!   Small frames need no permit: they are bounded by `SMALL_FRAME` × connections.
+//! * **kind**: a frame longer than `MAX_CONTROL_FRAME_BYTES` is judged from its first
+//!   bytes (the request's kind) against its kind's limit (`frame::max_request_frame`)
+//!   before the rest is buffered: a lock request or a list of node keys may not fill
+//!   64 MiB; such a frame is refused on its tag and the connection closed.
 //! * **time**: once its length prefix has arrived, a frame must arrive whole within
 //!   `FRAME_DEADLINE`, or the connection is closed with a `Timeout` error — so a stalled
 //!   peer gives its permits back.
@@ -19,8 +23,8 @@
 //! returned with the `Frame`); a clean end of stream between frames is `None`, anything
 //! else that ends a frame early is an error, after which the caller closes the connection.
 
-use atomio_proto::frame::{frame_length, LENGTH_BYTES};
-use atomio_proto::limits::MAX_FRAME_BYTES;
+use atomio_proto::frame::{frame_length, max_request_frame, LENGTH_BYTES, REQUEST_HEAD_BYTES};
+use atomio_proto::limits::{MAX_CONTROL_FRAME_BYTES, MAX_FRAME_BYTES};
 use atomio_proto::{ErrorCode, WireError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,6 +64,8 @@ pub struct FrameReader<R> {
     memory: Arc<Semaphore>,
     host_memory: Arc<Semaphore>,
     deadline: Duration,
+    /// The tag of the request whose frame was refused by its kind's limit (else 0).
+    refused_tag: u64,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -69,6 +75,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             memory,
             host_memory,
             deadline: FRAME_DEADLINE,
+            refused_tag: 0,
         }
     }
 
@@ -76,6 +83,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     fn with_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
         self
+    }
+
+    /// The tag to answer the last error on: the refused request's when its kind's frame
+    /// limit refused it, else 0.
+    pub fn error_tag(&self) -> u64 {
+        self.refused_tag
     }
 
     /// The next frame; `None` at a clean end of stream; an error ends the connection.
@@ -104,6 +117,28 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 )))
             }
         };
+        // Each kind of request has its largest frame (`max_request_frame`): a frame over
+        // the smallest of them is judged from its first bytes, before the rest is buffered.
+        let mut head = Vec::new();
+        if n > MAX_CONTROL_FRAME_BYTES {
+            head.resize(REQUEST_HEAD_BYTES, 0);
+            let read = tokio::time::timeout(self.deadline, self.rd.read_exact(&mut head)).await;
+            if let Some(e) = self.failed(read) {
+                return Some(Err(e));
+            }
+            if let Some((tag, max)) = max_request_frame(&head) {
+                if n > max {
+                    self.refused_tag = tag;
+                    return Some(Err(WireError::new(
+                        ErrorCode::LimitExceeded,
+                        format!(
+                            "closing the connection: a frame of {n} bytes for a request of \
+                             a kind limited to {max} bytes"
+                        ),
+                    )));
+                }
+            }
+        }
         let permits = if n > SMALL_FRAME {
             let kib = n.div_ceil(1024) as u32;
             let host = self.host_memory.clone().acquire_many_owned(kib).await;
@@ -116,7 +151,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             None
         };
         let mut body = vec![0u8; n];
-        let read = tokio::time::timeout(self.deadline, self.rd.read_exact(&mut body)).await;
+        body[..head.len()].copy_from_slice(&head);
+        let rest = &mut body[head.len()..];
+        let read = tokio::time::timeout(self.deadline, self.rd.read_exact(rest)).await;
         if let Some(e) = self.failed(read) {
             return Some(Err(e));
         }
@@ -201,6 +238,39 @@ mod tests {
         let e = r.next().await.unwrap().err().unwrap();
         assert_eq!(e.code, ErrorCode::Timeout);
         drop(tx);
+    }
+
+    /// A frame longer than its kind allows is refused from its prefix and first bytes, on
+    /// its request's tag, before the rest arrives or any memory budget is taken.
+    #[tokio::test]
+    async fn a_frame_over_its_kinds_limit_is_refused_from_its_first_bytes() {
+        use atomio_proto::limits::MAX_LIST_FRAME_BYTES;
+        use atomio_proto::{ClientFrame, FileId, LockDesc, LockMode, Request, Wait};
+        let mut full = Vec::new();
+        let request = Request::LockNew {
+            file: FileId(1),
+            mode: LockMode::Read,
+            desc: LockDesc::Ranges(Vec::new()),
+            wait: Wait::NonBlocking,
+        };
+        atomio_proto::encode(&ClientFrame { tag: 55, request }, &mut full).unwrap();
+        let body = &full[LENGTH_BYTES..];
+        let memory = frame_memory();
+        let (mut tx, rx) = tokio::io::duplex(1 << 20);
+        let mut r = FrameReader::new(rx, memory.clone(), host_frame_memory());
+        let n = MAX_LIST_FRAME_BYTES as u32 + 1;
+        tx.write_all(&n.to_be_bytes()).await.unwrap();
+        tx.write_all(body).await.unwrap();
+        tx.write_all(&[0u8; 64]).await.unwrap(); // and nothing more: not waited for
+        let e = tokio::time::timeout(Duration::from_secs(5), r.next())
+            .await
+            .expect("judged at once")
+            .unwrap()
+            .err()
+            .unwrap();
+        assert_eq!(e.code, ErrorCode::LimitExceeded, "{e}");
+        assert_eq!(r.error_tag(), 55);
+        assert_eq!(memory.available_permits(), PARTIAL_FRAME_BYTES >> 10);
     }
 
     /// Large frames wait for memory: with the budget taken by a stalled frame, the next

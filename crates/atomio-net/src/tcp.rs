@@ -14,7 +14,7 @@
 
 use crate::actor::{ClientEvent, Event, ReplySink, ServerHandle};
 use crate::auth::Token;
-use crate::frame_reader::{frame_memory, host_frame_memory, FrameReader};
+use crate::frame_reader::{frame_memory, host_frame_memory, FrameReader, SMALL_FRAME};
 use crate::reply_budget::{expected_reply_bytes, ReplyBudget};
 use atomio_layout::ServerId;
 use atomio_proto::frame::{encode, peek_tag};
@@ -299,15 +299,29 @@ async fn read_client_frames<R: AsyncRead + Unpin>(
             Ok(f) => f,
             Err(e) => {
                 let why = e.to_string();
-                direct.error(0, e);
+                direct.error(frames.error_tag(), e);
                 return why;
             }
         };
+        // A large frame is decoded on a blocking thread, never on the runtime's (which runs
+        // the lock service: a 64 MiB frame took seconds there, and every client waited).
+        // Its memory permits are held until it is decoded; lists over their limits are
+        // refused from their counts while decoding (`atomio_proto::bounded`).
+        let (decoded, frame) = if frame.body.len() > SMALL_FRAME {
+            let work = move || (decode::<ClientFrame>(&frame.body), frame);
+            match tokio::task::spawn_blocking(work).await {
+                Ok(done) => done,
+                Err(_) => return "the server is stopping".into(),
+            }
+        } else {
+            (decode::<ClientFrame>(&frame.body), frame)
+        };
         let bytes = &frame.body;
-        match decode::<ClientFrame>(bytes) {
+        match decoded {
             Ok(f) => {
-                // Stops reading this client while the replies it has coming exceed its
-                // budget (see `reply_budget`).
+                drop(frame); // its bytes and memory permits
+                             // Stops reading this client while the replies it has coming exceed its
+                             // budget (see `reply_budget`).
                 budget
                     .reserve(f.tag, expected_reply_bytes(&f.request))
                     .await;

@@ -48,8 +48,14 @@ pub fn decode<T: DeserializeOwned>(frame: &[u8]) -> Result<T, WireError> {
             ),
         ));
     }
-    let (msg, rest) = postcard::take_from_bytes(body)
-        .map_err(|e| WireError::new(ErrorCode::Malformed, format!("undecodable message: {e}")))?;
+    crate::bounded::reset();
+    let (msg, rest) = postcard::take_from_bytes(body).map_err(|e| {
+        match crate::bounded::take_refusal() {
+            // A list longer than its limit (see `bounded`): refused before it was read.
+            Some(why) => WireError::new(ErrorCode::LimitExceeded, why),
+            None => WireError::new(ErrorCode::Malformed, format!("undecodable message: {e}")),
+        }
+    })?;
     if !rest.is_empty() {
         return Err(WireError::new(
             ErrorCode::Malformed,
@@ -71,4 +77,122 @@ pub fn peek_tag(frame: &[u8]) -> Option<u64> {
     let body = frame.get(1..)?;
     let (tag, _) = postcard::take_from_bytes::<u64>(body).ok()?;
     Some(tag)
+}
+
+/// The largest frame a client may send for the request that begins `head` (the first
+/// bytes of a frame's contents: version, tag, the request's kind), and the tag, so that an
+/// oversized frame is refused from its length prefix and first bytes before the rest is
+/// buffered or decoded (see `limits::MAX_LIST_FRAME_BYTES`). `None` when `head` does not
+/// say (another protocol version, too few bytes): the decoder refuses such a frame anyway.
+pub fn max_request_frame(head: &[u8]) -> Option<(u64, usize)> {
+    let (&version, body) = head.split_first()?;
+    if version != PROTOCOL_VERSION {
+        return None;
+    }
+    let (tag, rest) = postcard::take_from_bytes::<u64>(body).ok()?;
+    let (kind, _) = postcard::take_from_bytes::<u32>(rest).ok()?;
+    let limit = request_frame_limits()
+        .get(kind as usize)
+        .copied()
+        .unwrap_or(crate::limits::MAX_CONTROL_FRAME_BYTES);
+    Some((tag, limit))
+}
+
+/// Bytes of a frame's contents `max_request_frame` needs to see: the version byte and two
+/// varints.
+pub const REQUEST_HEAD_BYTES: usize = 1 + 10 + 5;
+
+/// Each request kind's largest frame, by its wire number. Computed from one encoded
+/// example of each large kind, so it follows the enum (no wire numbers written here).
+fn request_frame_limits() -> &'static [usize] {
+    use crate::limits::{MAX_CONTROL_FRAME_BYTES, MAX_LIST_FRAME_BYTES};
+    use crate::messages::{LockDesc, LockMode, Request, Wait};
+    use crate::{data::Bytes, FileId, Striping, TxnId};
+    static LIMITS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    LIMITS.get_or_init(|| {
+        let file = FileId(0);
+        let striping = Striping {
+            stripe_size: 1,
+            objects: 1,
+        };
+        let payload = [
+            Request::Write {
+                file,
+                object: 0,
+                striping,
+                pieces: Vec::new(),
+                data: Bytes::from(Vec::new()),
+            },
+            Request::Stage {
+                txn: TxnId { origin: 0, seq: 0 },
+                decider: None,
+                file,
+                object: 0,
+                striping,
+                pieces: Vec::new(),
+                data: Bytes::from(Vec::new()),
+            },
+            Request::SeqWrite {
+                file,
+                object: 0,
+                blocks: Vec::new(),
+                data: Bytes::from(Vec::new()),
+                msn: 0,
+            },
+            Request::NodePut {
+                file,
+                nodes: Vec::new(),
+            },
+        ];
+        let lists = [
+            Request::LockNew {
+                file,
+                mode: LockMode::Read,
+                desc: LockDesc::Ranges(Vec::new()),
+                wait: Wait::NonBlocking,
+            },
+            Request::NodeGet {
+                file,
+                keys: Vec::new(),
+            },
+            Request::NodeDrop {
+                file,
+                keys: Vec::new(),
+            },
+            Request::NodeDropVersions {
+                file,
+                versions: Vec::new(),
+            },
+            Request::Punch {
+                file,
+                object: 0,
+                ranges: Vec::new(),
+            },
+            Request::VersionGcDone {
+                file,
+                plan: atomio_version::GcPlan {
+                    keep: 0,
+                    collect: Vec::new(),
+                    aborted: Vec::new(),
+                },
+            },
+        ];
+        let kind = |r: &Request| -> usize {
+            let bytes = postcard::to_allocvec(r).unwrap_or_default();
+            postcard::take_from_bytes::<u32>(&bytes).map_or(usize::MAX, |(k, _)| k as usize)
+        };
+        let mut limits = Vec::new();
+        let mut set = |r: &Request, limit: usize| {
+            let k = kind(r);
+            if k < 1 << 10 {
+                if limits.len() <= k {
+                    limits.resize(k + 1, MAX_CONTROL_FRAME_BYTES);
+                }
+                limits[k] = limit;
+            }
+        };
+        payload.iter().for_each(|r| set(r, MAX_FRAME_BYTES));
+        lists.iter().for_each(|r| set(r, MAX_LIST_FRAME_BYTES));
+        limits
+    })
 }

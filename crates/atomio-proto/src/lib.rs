@@ -1,6 +1,7 @@
 //! The atomio wire protocol: messages, frames, limits and error codes. No I/O here; the
 //! drivers in `atomio-net` move these bytes.
 
+pub mod bounded;
 pub mod data;
 pub mod dlm;
 pub mod error;

@@ -53,3 +53,16 @@ pub const MAX_DECISIONS_PER_SERVER: usize = 1 << 20;
 pub const MAX_DLM_GRANTS_PER_CLIENT: usize = 1 << 16;
 /// Most DLM lock resources (objects with locks) a server keeps at once.
 pub const MAX_DLM_RESOURCES: usize = 1 << 18;
+/// Most items in one list of a message that carries no payload of its own: tree nodes put,
+/// node keys asked or dropped, versions, a pattern's nodes (`MAX_PATTERN_ITEMS`). Checked
+/// while decoding (`bounded`), from the list's length, before anything is allocated.
+pub const MAX_NODES_PER_REQUEST: usize = atomio_layout::MAX_PATTERN_ITEMS;
+/// Most object servers one layout names (`atomio_layout::MAX_STRIPE_COUNT`).
+pub const MAX_OBJECT_SERVERS: usize = atomio_layout::MAX_STRIPE_COUNT;
+/// Largest frame of each kind, checked from its first bytes before the rest is buffered
+/// (`frame::max_request_frame`): messages with payload (writes, staged writes, flushes,
+/// tree nodes) may fill `MAX_FRAME_BYTES`; lock requests (a pattern of up to 2^20 items)
+/// and lists of node keys or ranges `MAX_LIST_FRAME_BYTES`; everything else
+/// `MAX_CONTROL_FRAME_BYTES` (a read of 2^16 pieces is ~1.3 MB).
+pub const MAX_LIST_FRAME_BYTES: usize = 24 << 20;
+pub const MAX_CONTROL_FRAME_BYTES: usize = 4 << 20;

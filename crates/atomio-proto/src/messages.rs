@@ -59,8 +59,10 @@ impl LockMode {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WirePattern {
     pub base: u64,
+    #[serde(deserialize_with = "crate::bounded::pattern_nodes")]
     pub nodes: Vec<Node>,
     pub stripe_size: u64,
+    #[serde(deserialize_with = "crate::bounded::servers")]
     pub object_servers: Vec<ServerId>,
     /// Which server of `object_servers` the receiver is.
     pub server: ServerId,
@@ -83,7 +85,7 @@ impl WirePattern {
 pub enum LockDesc {
     /// Explicit ranges in increasing order, non-empty, non-overlapping (POSIX and list
     /// methods; the client already cut them to this server's strips).
-    Ranges(Vec<ByteRange>),
+    Ranges(#[serde(deserialize_with = "crate::bounded::ranges")] Vec<ByteRange>),
     /// A structured description (datatype method).
     Pattern(WirePattern),
 }
@@ -240,6 +242,7 @@ pub enum Request {
     Create {
         path: String,
         stripe_size: u64,
+        #[serde(deserialize_with = "crate::bounded::servers")]
         object_servers: Vec<ServerId>,
         exclusive: bool,
     },
@@ -256,6 +259,7 @@ pub enum Request {
         file: FileId,
         object: u32,
         striping: crate::data::Striping,
+        #[serde(deserialize_with = "crate::bounded::pieces")]
         pieces: Vec<crate::data::ObjPiece>,
         data: crate::data::Bytes,
     },
@@ -263,6 +267,7 @@ pub enum Request {
     Read {
         file: FileId,
         object: u32,
+        #[serde(deserialize_with = "crate::bounded::pieces")]
         pieces: Vec<crate::data::ObjPiece>,
     },
     /// Make every object of the file held by this server durable (fsync).
@@ -298,6 +303,7 @@ pub enum Request {
         file: FileId,
         object: u32,
         striping: crate::data::Striping,
+        #[serde(deserialize_with = "crate::bounded::pieces")]
         pieces: Vec<crate::data::ObjPiece>,
         data: crate::data::Bytes,
     },
@@ -349,6 +355,7 @@ pub enum Request {
     SeqWrite {
         file: FileId,
         object: u32,
+        #[serde(deserialize_with = "crate::bounded::pieces")]
         blocks: Vec<crate::dlm::SnBlock>,
         data: crate::data::Bytes,
         msn: u64,
@@ -364,6 +371,7 @@ pub enum Request {
     VersionAssign {
         file: FileId,
         writer: u64,
+        #[serde(deserialize_with = "crate::bounded::regions")]
         regions: RangeList,
     },
     /// The writer of `version` put every node of its tree. Answered `Published` once the
@@ -386,24 +394,32 @@ pub enum Request {
     /// Segment-tree nodes, at the server the DHT places each on (answered `Done`).
     NodePut {
         file: FileId,
+        #[serde(deserialize_with = "crate::bounded::nodes")]
         nodes: Vec<(atomio_version::NodeKey, crate::data::Bytes)>,
     },
     /// Answered `Nodes`, one entry per key (`None`: not stored).
     NodeGet {
         file: FileId,
+        #[serde(deserialize_with = "crate::bounded::nodes")]
         keys: Vec<atomio_version::NodeKey>,
     },
     /// Frees nodes (answered `Done`).
     NodeDrop {
         file: FileId,
+        #[serde(deserialize_with = "crate::bounded::nodes")]
         keys: Vec<atomio_version::NodeKey>,
     },
     /// Frees every node of aborted versions held by this server (answered `Done`).
-    NodeDropVersions { file: FileId, versions: Vec<u64> },
+    NodeDropVersions {
+        file: FileId,
+        #[serde(deserialize_with = "crate::bounded::nodes")]
+        versions: Vec<u64>,
+    },
     /// Frees stored bytes of one object (a hole reads as zeros; the size stays). `Done`.
     Punch {
         file: FileId,
         object: u32,
+        #[serde(deserialize_with = "crate::bounded::pieces")]
         ranges: Vec<ByteRange>,
     },
     /// Materialization of snapshot `version` into the file's base: before it starts
