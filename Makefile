@@ -2,7 +2,7 @@
 CARGO ?= cargo
 ATOMIO := target/release/atomio
 
-.PHONY: demo test setup build bench-locks fuzz install install-files uninstall test-install
+.PHONY: demo demo-sharedfs test setup build bench-locks fuzz install install-files uninstall test-install
 
 setup:
 	@scripts/setup
@@ -13,6 +13,11 @@ build: setup
 # The main job on an embedded cluster: no daemons to start.
 demo: build
 	$(ATOMIO) demo
+
+# The same story on a file system with several clients (GlusterFS over FUSE; root): the
+# bed comes up and goes down by itself.
+demo-sharedfs: build
+	$(ATOMIO) demo --sharedfs
 
 # The whole test suite.
 test: setup

@@ -10,6 +10,10 @@
  *       [--element-bytes 1024] [--overlap 16 | --overlap-x X --overlap-y Y]
  *       [--iterations 1] [--atomic] [--collective] [--path FILE]
  *       [--hint key=value]... [--no-verify] [--keep] [--sync] [--label S]
+ *       [--verify-path FILE]
+ *   --verify-path FILE: after the close, rank 0 checks the file again as read through FILE
+ *   (the same file through another client of a shared file system, one no rank wrote
+ *   through: scripts/sharedfs mount check), and that check is the verdict.
  *   mpi-tile-io's own spellings are accepted too: --nr_tiles_x, --sz_tile_x,
  *   --sz_element, --overlap_x, --filename (underscores or dashes).
  *
@@ -52,12 +56,14 @@
 
 #include "bench_util.h"
 
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { MAX_HINTS = 16, HDR = 16, MAX_VERIFY_RANKS = 4096 };
 
@@ -65,7 +71,7 @@ typedef struct {
     int tiles_x, tiles_y;
     int64_t tile_x, tile_y, elem, ov_x, ov_y;
     int iters, atomic, collective, verify, keep, sync;
-    const char *path, *label;
+    const char *path, *label, *verify_path;
     int nhints;
     char *hint_key[MAX_HINTS], *hint_val[MAX_HINTS];
 } opts_t;
@@ -206,6 +212,8 @@ static void parse(int argc, char **argv, opts_t *o)
                 o->path = v;
             else if (!strcmp(a, "--label"))
                 o->label = v;
+            else if (!strcmp(a, "--verify-path"))
+                o->verify_path = v;
             else if (!strcmp(a, "--hint")) {
                 const char *eq = strchr(v, '=');
                 if (!eq || eq == v || o->nhints == MAX_HINTS)
@@ -379,49 +387,93 @@ static int find_cycle(const unsigned char *edge, int n, char *why, size_t cap)
 }
 
 /* Collective.  Rank 0 reads the whole dataset row block by row block. */
-static void verify(const opts_t *o, MPI_File fh, uint32_t nonce, verdict_t *v)
+/* Reads len bytes at off into buf: through the MPI handle or a POSIX descriptor. */
+typedef struct {
+    MPI_File fh;
+    int fd;
+} reader_t;
+
+static void read_bytes(reader_t *r, int64_t off, unsigned char *buf, size_t len)
+{
+    if (r->fd < 0) {
+        MPI_Status st;
+        CHECK(MPI_File_read_at(r->fh, off, buf, (int)len, MPI_BYTE, &st));
+        return;
+    }
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(r->fd, buf + got, len - got, (off_t)(off + (int64_t)got));
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    memset(buf + got, 0, len - got); /* missing bytes: zeros, which no element header is */
+}
+
+/* Rank 0: the verdict on the file of `size` bytes read through r. */
+static void verify_bytes(const opts_t *o, reader_t *r, int64_t size, uint32_t nonce, verdict_t *v)
 {
     geom_t g = geometry(o, 0);
     v->ok = 1;
     v->bad_elems = 0;
     v->why[0] = 0;
     v->edge = NULL;
+    int64_t row = g.dim_x * o->elem;
+    if (size < row * g.dim_y) {
+        v->ok = 0;
+        snprintf(v->why, sizeof v->why, "file has %lld bytes, dataset %lld", (long long)size,
+                 (long long)(row * g.dim_y));
+    }
+    int64_t rows = (64 << 20) / row;
+    if (rows < 1)
+        rows = 1;
+    if (rows > INT32_MAX / row)
+        rows = INT32_MAX / row;
+    unsigned char *buf = malloc((size_t)(rows * row)), *scratch = malloc((size_t)o->elem);
+    v->edge = calloc((size_t)g_size * (size_t)g_size, 1);
+    if (!buf || !scratch || !v->edge)
+        bu_die("verify: out of memory", MPI_ERR_NO_MEM);
+    for (int64_t y0 = 0; y0 < g.dim_y; y0 += rows) {
+        int64_t n = g.dim_y - y0 < rows ? g.dim_y - y0 : rows;
+        read_bytes(r, y0 * row, buf, (size_t)(n * row));
+        for (int64_t y = y0; y < y0 + n; y++)
+            for (int64_t x = 0; x < g.dim_x; x++)
+                check_elem(o, v, buf + (y - y0) * row + x * o->elem, x, y, g.dim_x, nonce,
+                           scratch);
+    }
+    if (v->ok && find_cycle(v->edge, g_size, v->why, sizeof v->why))
+        v->ok = 0;
+    free(buf);
+    free(scratch);
+    free(v->edge);
+    v->edge = NULL;
+}
+
+/* Collective: the verdict (on rank 0) on the file as read through the handle. */
+static void verify(const opts_t *o, MPI_File fh, uint32_t nonce, verdict_t *v)
+{
     CHECK(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL));
     if (g_rank == 0) {
         MPI_Offset size = 0;
         CHECK(MPI_File_get_size(fh, &size));
-        int64_t row = g.dim_x * o->elem;
-        if (size < row * g.dim_y) {
-            v->ok = 0;
-            snprintf(v->why, sizeof v->why, "file has %lld bytes, dataset %lld", (long long)size,
-                     (long long)(row * g.dim_y));
-        }
-        int64_t rows = (64 << 20) / row;
-        if (rows < 1)
-            rows = 1;
-        if (rows > INT32_MAX / row)
-            rows = INT32_MAX / row;
-        unsigned char *buf = malloc((size_t)(rows * row)), *scratch = malloc((size_t)o->elem);
-        v->edge = calloc((size_t)g_size * (size_t)g_size, 1);
-        if (!buf || !scratch || !v->edge)
-            bu_die("verify: out of memory", MPI_ERR_NO_MEM);
-        for (int64_t y0 = 0; y0 < g.dim_y; y0 += rows) {
-            int64_t n = g.dim_y - y0 < rows ? g.dim_y - y0 : rows;
-            MPI_Status st;
-            CHECK(MPI_File_read_at(fh, y0 * row, buf, (int)(n * row), MPI_BYTE, &st));
-            for (int64_t y = y0; y < y0 + n; y++)
-                for (int64_t x = 0; x < g.dim_x; x++)
-                    check_elem(o, v, buf + (y - y0) * row + x * o->elem, x, y, g.dim_x, nonce,
-                               scratch);
-        }
-        if (v->ok && find_cycle(v->edge, g_size, v->why, sizeof v->why))
-            v->ok = 0;
-        free(buf);
-        free(scratch);
-        free(v->edge);
-        v->edge = NULL;
+        reader_t r = {fh, -1};
+        verify_bytes(o, &r, (int64_t)size, nonce, v);
     }
     relaxed_barrier(MPI_COMM_WORLD);
+}
+
+/* Rank 0, after the close: the verdict on the file as read through path. */
+static void verify_path(const opts_t *o, const char *path, uint32_t nonce, verdict_t *v)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        v->ok = 0;
+        snprintf(v->why, sizeof v->why, "--verify-path %s: cannot open", path);
+        return;
+    }
+    reader_t r = {MPI_FILE_NULL, fd};
+    verify_bytes(o, &r, (int64_t)lseek(fd, 0, SEEK_END), nonce, v);
+    close(fd);
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -517,6 +569,8 @@ int main(int argc, char **argv)
         verify(&o, fh, nonce, &v);
     CHECK(MPI_File_close(&fh));
     relaxed_barrier(MPI_COMM_WORLD);
+    if (can_verify && o.verify_path && g_rank == 0)
+        verify_path(&o, o.verify_path, nonce, &v);
     if (!o.keep && g_rank == 0)
         MPI_File_delete(o.path, MPI_INFO_NULL);
 

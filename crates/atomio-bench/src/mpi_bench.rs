@@ -247,7 +247,7 @@ pub struct MpiBenchConfig {
     pub extra: Vec<String>,
     pub verify: bool,
     /// The benchmark files as another client of a shared file system sees them (the
-    /// `check` client of `scripts/sharedfs`): `strided_io` verifies there too, and the
+    /// `check` client of `scripts/sharedfs`): the program verifies there too, and the
     /// verdict is that check's (`--verify-path`). Only the contiguous limit row is run then
     /// (the piece-wise limits write from every client without coherence).
     pub verify_dir: Option<PathBuf>,
@@ -567,9 +567,6 @@ impl MpiBenchConfig {
                 }
                 if self.limit {
                     return bad("the limit row is strided_io's (tile_io has none)");
-                }
-                if self.verify_dir.is_some() {
-                    return bad("verifying through another client is strided_io's (tile_io checks through its own ranks)");
                 }
             }
             Program::Strided(g) => {

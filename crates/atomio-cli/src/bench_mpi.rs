@@ -234,7 +234,11 @@ fn config(a: &MpiCommon, program: Program) -> anyhow::Result<MpiBenchConfig> {
         DataArg::Servers => atomio_env.push(("ATOMIO_DATA".into(), "servers".into())),
     }
     let mut extra = a.extra.clone();
+    let mut env = pairs(&a.env)?;
     let (mpiexec, dir, verify_dir) = if a.sharedfs {
+        // The warm-up file would be written through the clients under test, and its
+        // deletion still drains through the volume during the timed run.
+        env.push(("ATOMIO_BENCH_WARM".into(), "0".into()));
         let (launcher, shared, check) = sharedfs_bed(a.src.as_deref())?;
         extra.push("--sync".into());
         (Some(launcher), Some(shared), Some(check))
@@ -260,7 +264,7 @@ fn config(a: &MpiCommon, program: Program) -> anyhow::Result<MpiBenchConfig> {
             .cloned()
             .collect(),
         mpiio_lib: resolve_lib(&a.mpiio_lib, flavor)?,
-        env: pairs(&a.env)?,
+        env,
         atomio_env,
         extra,
         verify: !a.no_verify,
