@@ -75,6 +75,16 @@ pub enum Event {
     Disconnected {
         client: ClientId,
     },
+    /// A request that changes bytes, to the lock actor for admission (mandatory locks),
+    /// with its place in the data actor's inbox already taken: its sender waited for that
+    /// place, so a full data inbox pushes back on the senders of data, and the lock actor
+    /// hands the admitted request on without ever waiting for the data actor.
+    Admit {
+        client: ClientId,
+        tag: u64,
+        request: Request,
+        place: mpsc::OwnedPermit<Event>,
+    },
     /// Lock actor → data actor: refuse everything `client` sends from now on.
     Fence {
         client: ClientId,
@@ -166,10 +176,25 @@ impl ServerHandle {
         };
         match event {
             // Mandatory locks: changes of bytes are admitted by the lock actor, which then
-            // hands them to the data actor.
-            Event::Frame { ref request, .. }
-                if request.class() != RequestClass::Lock && !request.needs_admission() =>
-            {
+            // hands them to the data actor, into a place in its inbox taken here (the sender
+            // waits for it, never the lock actor).
+            Event::Frame {
+                client,
+                tag,
+                request,
+            } if request.needs_admission() => {
+                let place = data.clone().reserve_owned().await.map_err(|_| {
+                    WireError::new(ErrorCode::Disconnected, "the server has stopped")
+                })?;
+                let admit = Event::Admit {
+                    client,
+                    tag,
+                    request,
+                    place,
+                };
+                self.inbox.send(admit).await.map_err(stopped)
+            }
+            Event::Frame { ref request, .. } if request.class() != RequestClass::Lock => {
                 data.send(event).await.map_err(stopped)
             }
             Event::Frame { .. } => self.inbox.send(event).await.map_err(stopped),
@@ -198,6 +223,7 @@ impl ServerHandle {
                 self.inbox.send(event).await.map_err(stopped)
             }
             Event::Fence { .. } => data.send(event).await.map_err(stopped),
+            Event::Admit { .. } => self.inbox.send(event).await.map_err(stopped),
             Event::Fenced { .. } | Event::Synchronize { .. } => {
                 self.inbox.send(event).await.map_err(stopped)
             }
@@ -282,6 +308,7 @@ fn next_to_serve(pending: &VecDeque<Event>) -> usize {
                 *client
             }
             Event::Connected { client, .. }
+            | Event::Admit { client, .. }
             | Event::Disconnected { client }
             | Event::Fence { client }
             | Event::Fenced { client } => *client,
@@ -472,7 +499,16 @@ impl<S: Service> Actor<S> {
     /// Mandatory locks, at the lock actor of a split server: admits a request that changes
     /// bytes (then hands it to the data actor, before the next lock message can grant
     /// anyone those bytes) or answers the refusal.
-    fn admit(&mut self, client: ClientId, tag: u64, request: Request) {
+    /// `place`: the request's place in the data actor's inbox, taken by its sender
+    /// (`Event::Admit`); without one (an event stepped directly) a full inbox holds the
+    /// request back.
+    fn admit(
+        &mut self,
+        client: ClientId,
+        tag: u64,
+        request: Request,
+        place: Option<mpsc::OwnedPermit<Event>>,
+    ) {
         let Some(data) = &self.fence_via else {
             return;
         };
@@ -491,6 +527,8 @@ impl<S: Service> Actor<S> {
                 };
                 if !self.held_back.is_empty() {
                     self.held_back.push_back(event);
+                } else if let Some(place) = place {
+                    place.send(event);
                 } else if let Err(mpsc::error::TrySendError::Full(event)) = data.try_send(event) {
                     self.held_back.push_back(event);
                 }
@@ -515,8 +553,14 @@ impl<S: Service> Actor<S> {
                 tag,
                 request,
             } if request.needs_admission() && self.fence_via.is_some() => {
-                return self.admit(client, tag, request)
+                return self.admit(client, tag, request, None)
             }
+            Event::Admit {
+                client,
+                tag,
+                request,
+                place,
+            } => return self.admit(client, tag, request, Some(place)),
             other => other,
         };
         if let Event::Frame {
@@ -593,6 +637,9 @@ impl<S: Service> Actor<S> {
                         let _ = lock_actor.send(Event::Fenced { client });
                     }
                 }
+                // Handled above (`admit`); here only if this actor has no data actor, which
+                // never takes places: nothing to admit into.
+                Event::Admit { .. } => {}
                 Event::Fenced { client } => {
                     if peers.contains_key(&client) {
                         tracing::info!(?client, "client fenced: its locks are released");
@@ -715,5 +762,102 @@ mod data_order_tests {
         // Nothing quick: the oldest.
         assert_eq!(q(vec![write(1), write(2)]), 0);
         assert_eq!(q(vec![list(4), write(1)]), 0);
+    }
+}
+
+#[cfg(test)]
+mod push_back_tests {
+    use super::*;
+    use crate::service::Service;
+    use atomio_proto::{FileId, ObjPiece, Striping};
+    use std::time::Duration;
+
+    /// A data service that stops on its first request until the test lets it go.
+    struct Stuck(std::sync::mpsc::Receiver<()>);
+
+    impl Service for Stuck {
+        fn handle(&mut self, _: ClientId, _: u64, _: Request, _: &mut Vec<Outgoing>) {
+            let _ = self.0.recv_timeout(Duration::from_secs(30));
+        }
+        fn disconnect(&mut self, _: ClientId, _: &mut Vec<Outgoing>) {}
+    }
+
+    fn write(i: u64) -> Request {
+        Request::Write {
+            file: FileId(1),
+            object: 0,
+            striping: Striping {
+                stripe_size: 1 << 16,
+                objects: 1,
+            },
+            pieces: vec![ObjPiece { offset: i, len: 1 }],
+            data: atomio_proto::data::Bytes::from(vec![1u8]),
+        }
+    }
+
+    /// With the data actor stuck and its inbox full of one client's admitted writes, the
+    /// lock actor still answers another client's ping at once: the writer's sends wait
+    /// for places in the data inbox, the lock actor never does (it waited in `data.send`
+    /// before, and every lock client with it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_data_inbox_pushes_back_on_the_writer_not_on_locks() {
+        let (go, stuck) = std::sync::mpsc::channel();
+        let server = spawn_split(atomio_lock::LockServer::new(), Stuck(stuck)).unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let connect = |s: &ServerHandle, n| {
+            let client = s.new_client_id();
+            let ev = Event::Connected {
+                client,
+                sink: ReplySink::InProcess(tx.clone(), ServerId(n)),
+                queued: Arc::new(AtomicUsize::new(0)),
+            };
+            (client, ev)
+        };
+        let (writer, ev) = connect(&server, 0);
+        server.send(ev).await.unwrap();
+        let (pinger, ev) = connect(&server, 1);
+        server.send(ev).await.unwrap();
+        let s = server.clone();
+        let writing = tokio::spawn(async move {
+            for i in 0..(INBOX_CAPACITY as u64 + 1000) {
+                let ev = Event::Frame {
+                    client: writer,
+                    tag: i,
+                    request: write(i),
+                };
+                if s.send(ev).await.is_err() {
+                    return;
+                }
+            }
+        });
+        // Let the writer fill the data inbox (its last sends wait for places).
+        let filled = tokio::time::Instant::now() + Duration::from_secs(10);
+        while server.data.as_ref().unwrap().capacity() > 0 && tokio::time::Instant::now() < filled {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(server.data.as_ref().unwrap().capacity(), 0, "filled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let ping = Event::Frame {
+            client: pinger,
+            tag: 7,
+            request: Request::Ping { nonce: 7 },
+        };
+        let answered = tokio::time::timeout(Duration::from_secs(2), async {
+            server.send(ping).await.unwrap();
+            loop {
+                match rx.recv().await {
+                    Some(ClientEvent::Frame(ServerId(1), f)) if f.tag == 7 => return f.reply,
+                    Some(_) => {}
+                    None => panic!("no replies"),
+                }
+            }
+        })
+        .await;
+        assert_eq!(
+            answered.expect("the ping waited for the data actor"),
+            Reply::Pong { nonce: 7 }
+        );
+        drop(go);
+        writing.abort();
     }
 }
