@@ -242,6 +242,12 @@ int atomio_open(atomio_client *client,
                 uint32_t stripe_count,
                 atomio_file **out);
 
+// Forgets this client's cached pages of the open file `fd` that hold any byte of
+// `[start, start + len)` (`len` 0: to the end) and fetches its size from the file system,
+// as a reader must on a file system whose clients cache privately (see
+// `atomio_fs_caches`) before trusting what it reads.
+int atomio_forget_cached(int fd, uint64_t start, uint64_t len);
+
 // What the open file `fd` lives on: `*caches` = `ATOMIO_FS_SHARED|COHERENT|PRIVATE` and, if
 // `name` is not NULL, the file system's name (`ext4`, `fuse.glusterfs`, …) as a
 // NUL-terminated string in `name[0..name_len]` (cut to fit). `override_` (NULL: none; else

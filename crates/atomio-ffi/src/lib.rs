@@ -732,6 +732,20 @@ fn caches_flag(flags: u32) -> Option<Caches> {
     }
 }
 
+/// Forgets this client's cached pages of the open file `fd` that hold any byte of
+/// `[start, start + len)` (`len` 0: to the end) and fetches its size from the file system,
+/// as a reader must on a file system whose clients cache privately (see
+/// `atomio_fs_caches`) before trusting what it reads.
+#[no_mangle]
+pub extern "C" fn atomio_forget_cached(fd: c_int, start: u64, len: u64) -> c_int {
+    call(|| {
+        let f = borrowed_fd(fd)?;
+        atomio_client::fs_caches::forget_cached(&f, start, len)
+            .map(|_| ())
+            .map_err(|e| err(ErrorCode::Io, format!("forgetting cached pages: {e}")))
+    })
+}
+
 /// What the open file `fd` lives on: `*caches` = `ATOMIO_FS_SHARED|COHERENT|PRIVATE` and, if
 /// `name` is not NULL, the file system's name (`ext4`, `fuse.glusterfs`, …) as a
 /// NUL-terminated string in `name[0..name_len]` (cut to fit). `override_` (NULL: none; else

@@ -72,16 +72,8 @@ int amio_rma_after_acquire(amio_file *f, uint64_t s, uint64_t e)
 {
     if (!f->private_caches)
         return MPI_SUCCESS;
-    /* whole pages: the kernel keeps a page the range covers only in part */
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    uint64_t from = s / page * page, to = e == 0 ? 0 : (e + page - 1) / page * page;
-    int r = posix_fadvise(f->data_fd, (off_t)from, (off_t)(to - from), POSIX_FADV_DONTNEED);
-    if (r != 0)
-        return amio_error(MPI_ERR_IO, "posix_fadvise %s: %s", f->path, strerror(r));
-    struct statx st;
-    if (statx(f->data_fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_SIZE, &st) < 0)
-        return amio_error(MPI_ERR_IO, "statx %s: %s", f->path, strerror(errno));
-    return MPI_SUCCESS;
+    int rc = atomio_forget_cached(f->data_fd, s, e - s);
+    return rc == ATOMIO_OK ? MPI_SUCCESS : amio_error_atomio(rc, "forgetting cached pages");
 }
 
 /* Where client caches are private: a write's bytes reach the file system before its lock

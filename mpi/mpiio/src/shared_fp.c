@@ -116,10 +116,9 @@ static int update(amio_file *f, int set, int64_t v, int64_t *old)
         return sfp_fail(f, "locking", errno);
     /* Where clients cache privately, the word is read from the file system, not from this
      * client's cached page, and written back to it before the lock goes. */
-    if (f->sfp_private) {
-        struct statx sx;
-        posix_fadvise(f->sfp_fd, 0, 0, POSIX_FADV_DONTNEED);
-        statx(f->sfp_fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_SIZE, &sx);
+    if (f->sfp_private && atomio_forget_cached(f->sfp_fd, 0, 0) != ATOMIO_OK) {
+        lock_word(f->sfp_fd, F_UNLCK);
+        return sfp_fail(f, "reading", EIO);
     }
     int64_t cur = f->sfp_init;
     unsigned char b[8];
