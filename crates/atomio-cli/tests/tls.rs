@@ -41,10 +41,16 @@ impl Drop for Server {
     }
 }
 
+/// The server's lease. Long enough that renewals over TLS (a handshake on the keeper's first
+/// round, then one round trip every fifth of a lease) keep up on a loaded two-core runner,
+/// where a 1 s lease has lapsed before the keeper's first renewal was answered.
+const LEASE_MS: u64 = 2500;
+
 fn server(dir: &Path, cert: &Path, key: &Path) -> Server {
     let (child, addr) = common::start_server(
         Command::new(exe())
-            .args(["server", "--listen", "127.0.0.1:0", "--lease-ms", "1000"])
+            .args(["server", "--listen", "127.0.0.1:0", "--lease-ms"])
+            .arg(LEASE_MS.to_string())
             .arg("--tls-cert")
             .arg(cert)
             .arg("--tls-key")
@@ -85,7 +91,7 @@ fn hold(addr: &str, ca: Option<&Path>) -> (bool, String) {
     let mut said = String::new();
     out.read_line(&mut said).unwrap();
     if said.trim() == "HOLDING" {
-        std::thread::sleep(Duration::from_millis(1500));
+        std::thread::sleep(Duration::from_millis(LEASE_MS * 3 / 2));
         child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
         for _ in 0..2 {
             out.read_line(&mut said).unwrap();

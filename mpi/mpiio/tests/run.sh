@@ -99,6 +99,20 @@ step() {
 
 fresh() { local d="$WORK/${1//:/_}"; rm -rf "$d"; mkdir -p "$d"; echo "$d"; }
 
+# job_fails_saying PATTERN CMD…: CMD must fail, and its output (in $WORK/job.out) must match
+# PATTERN. MPI_Abort may take a job down before mpiexec forwards the failing rank's message,
+# so a run that failed without saying why is run again, up to three times.
+job_fails_saying() {
+  local pattern=$1 i; shift
+  for i in 1 2 3; do
+    if "$@" > "$WORK/job.out" 2>&1; then
+      echo "expected to fail, passed: $*"; cat "$WORK/job.out"; return 1
+    fi
+    grep -q "$pattern" "$WORK/job.out" && return 0
+  done
+  echo "failed three times without saying \"$pattern\": $*"; cat "$WORK/job.out"; return 1
+}
+
 SERVER_STRATEGIES_A="whole-file bounding-extent block:4096 ching:posix:two-phase ching:posix:one-try ching:posix:alt-try"
 SERVER_STRATEGIES_B="ching:list:two-phase ching:list:one-try ching:list:alt-try ching:datatype:two-phase ching:datatype:one-try ching:datatype:alt-try"
 
@@ -351,7 +365,7 @@ t14_run() {
   echo "   ${stats##* }; $(grep '^t_pmpi_chain:' "$WORK/t14.out" || echo 'no verdict')"
   [ "$counts" = "pmpi_count$kind: $T14_COUNTS" ] || { echo "tool counts wrong"; cat "$WORK/t14.out" "$WORK/t14.err"; return 1; }
   [ "${stats##* }" = "calls=36" ] || { echo "atomio did not serve the 36 calls"; cat "$WORK/t14.err"; return 1; }
-  grep -q "^t_pmpi_chain: 4 ranks, .*: atomic$" "$WORK/t14.out" || return 1
+  grep -q "^t_pmpi_chain: 4 ranks, .*: atomic$" "$WORK/t14.out" || { cat "$WORK/t14.out" "$WORK/t14.err"; return 1; }
   if grep -q "went around atomio" "$WORK/t14.err"; then cat "$WORK/t14.err"; return 1; fi
 }
 t14a() { t14_run before "$BUILD/libpmpi_count.so:$LIB" ""; }
@@ -362,12 +376,10 @@ t14c() {
   T_DIR=$d ATOMIO_STATS=1 mpirun_n 4 --preload "$BUILD/t_pmpi_chain" > "$WORK/t14.out" 2> "$WORK/t14.err" ||
     { cat "$WORK/t14.out" "$WORK/t14.err"; return 1; }
   grep -q "atomio-stats file=[^ ]*t_pmpi_chain.dat .* calls=36 " "$WORK/t14.err" || { cat "$WORK/t14.err"; return 1; }
-  grep -q "^t_pmpi_chain: 4 ranks, .*: atomic$" "$WORK/t14.out" || return 1
+  grep -q "^t_pmpi_chain: 4 ranks, .*: atomic$" "$WORK/t14.out" || { cat "$WORK/t14.out" "$WORK/t14.err"; return 1; }
   # the negative control: the tool without the library reaches ROMIO, which refuses atomio:
-  if T_DIR=$d LIB="$BUILD/libpmpi_count.so" mpirun_n 2 --preload "$BUILD/t_pmpi_chain" > "$WORK/t14.out" 2>&1; then
-    echo "control: t_pmpi_chain passed without libatomio_mpiio.so"; return 1
-  fi
-  grep -q "iofstypeunsupported\|FAIL" "$WORK/t14.out" || { cat "$WORK/t14.out"; return 1; }
+  T_DIR=$d LIB="$BUILD/libpmpi_count.so" job_fails_saying "iofstypeunsupported\|FAIL" \
+    mpirun_n 2 --preload "$BUILD/t_pmpi_chain" || return 1
   echo "   alone: calls=36, atomic; control without the library: the atomio: open fails"
 }
 t14d() {
@@ -375,12 +387,9 @@ t14d() {
   local d; d=$(fresh t14-dlsym-after)
   # after the library, a dlsym(RTLD_NEXT) tool goes around it: warned, and the job fails
   # (MPI_Init and the atomio: open reach ROMIO) instead of silently writing without atomio
-  if T_DIR=$d LIB="$LIB:$BUILD/libpmpi_count_dlsym.so" mpirun_n 2 --preload "$BUILD/t_pmpi_chain" \
-       > "$WORK/t14.out" 2>&1; then
-    echo "a dlsym tool after the library: the job passed?"; cat "$WORK/t14.out"; return 1
-  fi
-  grep -q "did not call PMPI_Init through its global symbol" "$WORK/t14.out" || { cat "$WORK/t14.out"; return 1; }
-  echo "   dlsym tool after the library: warned ($(grep -c 'went around atomio' "$WORK/t14.out") ranks), job failed"
+  T_DIR=$d LIB="$LIB:$BUILD/libpmpi_count_dlsym.so" job_fails_saying \
+    "did not call PMPI_Init through its global symbol" mpirun_n 2 --preload "$BUILD/t_pmpi_chain" || return 1
+  echo "   dlsym tool after the library: warned ($(grep -c 'went around atomio' "$WORK/job.out") ranks), job failed"
 }
 step "14a. a PMPI tool preloaded BEFORE the library: it counts every call, atomio does the I/O (atomic)" t14a
 step "14b. a PMPI tool preloaded AFTER the library: it counts every call, atomio does the I/O (atomic)" t14b
