@@ -65,9 +65,7 @@ static inline void relaxed_barrier(MPI_Comm comm)
 
 /* Page-cache warming before the timed region. On VMs with virtio-balloon free page
  * reporting, memory left free for ~2 s goes back to the host and the next pwrite() into a
- * fresh file pays a host fault per block: 4 ranks writing 64 MiB each contiguously ran at
- * 580-890 MiB/s cold and 4,300-4,900 MiB/s right after another file of that size was
- * deleted. Each rank writes `bytes` into a scratch file beside `path` (any "prefix:" such
+ * fresh file pays a host fault per block (5-10x slower). Each rank writes `bytes` into a scratch file beside `path` (any "prefix:" such
  * as ufs: or atomio: dropped) and deletes it, so every configuration starts alike.
  * ATOMIO_BENCH_WARM=0 skips it (for an A/B). Errors only skip the warm-up. */
 static inline void bu_warm(const char *path, uint64_t bytes)

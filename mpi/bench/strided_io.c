@@ -1,6 +1,6 @@
 /*
  * strided_io.c -- an ordinary MPI-IO program: interleaved noncontiguous writes with no
- * overlap (the S3D / strided-view pattern of atomio issue 8, item 6). Rank r of P owns every
+ * overlap (the S3D / strided-view pattern). Rank r of P owns every
  * P-th block of B bytes of the file: block j of rank r is at file offset (j*P + r)*B. Each
  * rank writes its blocks through a file view (displacement r*B, filetype = B bytes resized
  * to an extent of P*B), optionally in MPI atomic mode, as ONE MPI_File_write_at_all
@@ -8,7 +8,7 @@
  *
  *   mpiexec -n 4 ./strided_io [--block 4096] [--per-rank 67108864] [--calls 16]
  *       [--collective] [--atomic] [--path FILE] [--hint key=value]... [--no-verify]
- *       [--keep] [--label S] [--limit | --limit-pieces | --limit-mapped]
+ *       [--keep] [--label S] [--contiguous | --plain | --plain-mapped]
  *       [--verify-path FILE] [--sync]
  *
  * --sync: MPI_File_sync after the calls, inside the timed region: the time until the bytes
@@ -19,12 +19,13 @@
  *   wrote through (scripts/sharedfs mount check) — and counts the blocks that are wrong or
  *   missing there ("foreign_bad_blocks"); the verdict is "atomic" only if both checks pass.
  *
- * --limit: the physical limit of the same bytes: each rank pwrite()s its bytes (same count)
- *   contiguously at offset r*bytes_per_rank of a fresh file, in --calls pieces, no MPI-IO.
- * --limit-pieces: the physical limit of the same pieces: each rank pwrite()s its blocks one
- *   by one at their strided offsets in a fresh file (the file the MPI modes write), no
- *   MPI-IO and no locks: what any writer of this pattern pays the file system.
- * --limit-mapped: the same pieces copied through a shared mapping of that file, the way
+ * The reference modes (no MPI-IO, no locks):
+ * --contiguous: the same bytes without the pattern: each rank pwrite()s its bytes (same
+ *   count) contiguously at offset r*bytes_per_rank of a fresh file, in --calls pieces.
+ * --plain: the same pieces written plainly: each rank pwrite()s its blocks one by one at
+ *   their strided offsets in a fresh file (the file the MPI modes write): what a plain
+ *   writer of this pattern pays the file system.
+ * --plain-mapped: the same pieces copied through a shared mapping of that file, the way
  *   atomio's direct placement writes small pieces, with no MPI-IO and no locks: per call,
  *   the file is grown (posix_fallocate, never shrinks) to the call's end, the call's hull
  *   widened to whole 2 MiB folios is mapped (with MADV_HUGEPAGE, and MADV_RANDOM when the
@@ -36,7 +37,7 @@
  *
  * Invariants of the method:
  *   - blocks per rank = per_rank / B (whole blocks; B a positive multiple of 8); the file
- *     then holds exactly P * blocks * B bytes in every mode (strided or --limit).
+ *     then holds exactly P * blocks * B bytes in every mode (strided or a reference mode).
  *   - Data: the 8-byte word at file offset 8k is splitmix(nonce ^ splitmix(k)), a function
  *     of the offset only, so the expected file is known whatever the layout and a stale
  *     file from an earlier run (other nonce) never passes.
@@ -44,7 +45,7 @@
  *     maximum over ranks; MiB/s = P * blocks * B / time. Filling buffers and verification
  *     are outside the timed region; waiting ranks sleep instead of spinning.
  *   - Verification (after the timed region, through MPI-IO on the same handle, so a PMPI
- *     library's placement is what is checked, and again for --limit with pread): the file
+ *     library's placement is what is checked, and again for the reference modes with pread): the file
  *     has exactly the expected size and every word is the expected word. The writes are
  *     disjoint, so this is exactly what atomicity leaves; the verdict is "atomic" or
  *     "violated" with the first wrong offset.
@@ -72,7 +73,7 @@ enum { MAX_HINTS = 16, VERIFY_CHUNK = 8 << 20 };
 
 typedef struct {
     int64_t block, per_rank;
-    int calls, collective, atomic, verify, keep, limit, sync;
+    int calls, collective, atomic, verify, keep, reference, sync;
     const char *path, *label, *verify_path;
     int nhints;
     char *hint_key[MAX_HINTS], *hint_val[MAX_HINTS];
@@ -88,7 +89,7 @@ static void usage(void)
         fprintf(stderr, "usage: strided_io [--block B] [--per-rank BYTES] [--calls N]\n"
                         "  [--collective] [--atomic] [--path FILE] [--hint key=value]...\n"
                         "  [--no-verify] [--keep] [--label S]\n"
-                        "  [--limit | --limit-pieces | --limit-mapped]\n");
+                        "  [--contiguous | --plain | --plain-mapped]\n");
     MPI_Finalize();
     exit(2);
 }
@@ -123,12 +124,12 @@ static void parse(int argc, char **argv, opts_t *o)
             o->keep = 1;
         else if (!strcmp(a, "--sync"))
             o->sync = 1;
-        else if (!strcmp(a, "--limit"))
-            o->limit = 1;
-        else if (!strcmp(a, "--limit-pieces"))
-            o->limit = 2;
-        else if (!strcmp(a, "--limit-mapped"))
-            o->limit = 3;
+        else if (!strcmp(a, "--contiguous"))
+            o->reference = 1;
+        else if (!strcmp(a, "--plain"))
+            o->reference = 2;
+        else if (!strcmp(a, "--plain-mapped"))
+            o->reference = 3;
         else if (!v)
             usage();
         else {
@@ -171,7 +172,7 @@ static void parse(int argc, char **argv, opts_t *o)
 /* File offset of byte `i` of this rank's data (in write order). */
 static uint64_t file_offset(const opts_t *o, int64_t blocks, uint64_t i)
 {
-    if (o->limit == 1)
+    if (o->reference == 1)
         return (uint64_t)g_rank * (uint64_t)blocks * (uint64_t)o->block + i;
     uint64_t j = i / (uint64_t)o->block;
     return (j * (uint64_t)g_size + (uint64_t)g_rank) * (uint64_t)o->block + i % (uint64_t)o->block;
@@ -282,7 +283,7 @@ static int write_posix(int fd, const unsigned char *buf, size_t len, uint64_t of
     return 0;
 }
 
-/* --limit-mapped: one call's pieces (bytes [off, off + len) of this rank's data, whole
+/* --plain-mapped: one call's pieces (bytes [off, off + len) of this rank's data, whole
  * blocks) copied through a mapping of the call's page hull. */
 static int write_mapped(const opts_t *o, int fd, int64_t blocks, const unsigned char *buf,
                         uint64_t off, uint64_t len)
@@ -373,13 +374,13 @@ int main(int argc, char **argv)
     MPI_Datatype piece = MPI_DATATYPE_NULL, ftype = MPI_DATATYPE_NULL;
     int fd = -1, set_rc = MPI_SUCCESS, atom_get = -1;
     if (g_rank == 0) {
-        if (o.limit)
+        if (o.reference)
             unlink(o.path);
         else
             MPI_File_delete(o.path, MPI_INFO_NULL); /* absent is fine */
     }
     relaxed_barrier(MPI_COMM_WORLD);
-    if (o.limit) {
+    if (o.reference) {
         fd = open(o.path, O_RDWR | O_CREAT, 0644);
         if (fd < 0) {
             fprintf(stderr, "strided_io: %s: %s\n", o.path, strerror(errno));
@@ -405,14 +406,14 @@ int main(int argc, char **argv)
         int64_t b0 = blocks * c / o.calls, b1 = blocks * (c + 1) / o.calls;
         uint64_t off = (uint64_t)b0 * (uint64_t)o.block;
         uint64_t len = (uint64_t)(b1 - b0) * (uint64_t)o.block;
-        if (o.limit == 3) {
+        if (o.reference == 3) {
             if (len && write_mapped(&o, fd, blocks, buf, off, len) != 0) {
                 fprintf(stderr, "strided_io: mapped write: %s\n", strerror(errno));
                 MPI_Abort(MPI_COMM_WORLD, 3);
             }
             continue;
         }
-        if (o.limit == 2) {
+        if (o.reference == 2) {
             for (uint64_t at = off; at < off + len; at += (uint64_t)o.block)
                 if (write_posix(fd, buf + at, (size_t)o.block,
                                 file_offset(&o, blocks, at)) != 0) {
@@ -421,7 +422,7 @@ int main(int argc, char **argv)
                 }
             continue;
         }
-        if (o.limit) {
+        if (o.reference) {
             if (write_posix(fd, buf + off, len, (uint64_t)g_rank * my_bytes + off) != 0) {
                 fprintf(stderr, "strided_io: pwrite: %s\n", strerror(errno));
                 MPI_Abort(MPI_COMM_WORLD, 3);
@@ -439,10 +440,10 @@ int main(int argc, char **argv)
             bu_die("short write", MPI_ERR_IO);
     }
     if (o.sync) {
-        if (o.limit && fsync(fd) != 0) {
+        if (o.reference && fsync(fd) != 0) {
             fprintf(stderr, "strided_io: fsync: %s\n", strerror(errno));
             MPI_Abort(MPI_COMM_WORLD, 3);
-        } else if (!o.limit) {
+        } else if (!o.reference) {
             CHECK(MPI_File_sync(fh));
         }
     }
@@ -458,7 +459,7 @@ int main(int argc, char **argv)
         uint64_t lo = file_bytes * (uint64_t)g_rank / (uint64_t)g_size;
         uint64_t hi = file_bytes * (uint64_t)(g_rank + 1) / (uint64_t)g_size;
         relaxed_barrier(MPI_COMM_WORLD);
-        if (o.limit) {
+        if (o.reference) {
             size = (long long)lseek(fd, 0, SEEK_END);
             bad = check_range(lo, hi, nonce, read_posix, &fd, vbuf);
         } else {
@@ -471,16 +472,16 @@ int main(int argc, char **argv)
     }
     long long first_bad = bad < 0 ? LLONG_MAX : (long long)bad;
     MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
-    if (o.limit)
+    if (o.reference)
         close(fd);
     else
         CHECK(MPI_File_close(&fh));
     relaxed_barrier(MPI_COMM_WORLD);
     long long foreign_bad = -2; /* not checked */
-    if (o.verify && o.verify_path && o.limit != 1 && g_rank == 0)
+    if (o.verify && o.verify_path && o.reference != 1 && g_rank == 0)
         foreign_bad = foreign_bad_blocks(o.verify_path, file_bytes, o.block, nonce, vbuf);
     if (!o.keep && g_rank == 0) {
-        if (o.limit)
+        if (o.reference)
             unlink(o.path);
         else
             MPI_File_delete(o.path, MPI_INFO_NULL);
@@ -509,12 +510,12 @@ int main(int argc, char **argv)
         double bytes = (double)file_bytes;
         printf("{\"bench\":\"strided_io\",\"label\":\"%s\",\"mpi_library\":\"%s\",\"ranks\":%d,"
                "\"block\":%" PRId64 ",\"blocks_per_rank\":%" PRId64 ",\"calls\":%d,"
-               "\"collective\":%s,\"limit\":%s,\"atomic\":%s,\"atomicity_set_rc\":%d,"
+               "\"collective\":%s,\"reference\":%s,\"atomic\":%s,\"atomicity_set_rc\":%d,"
                "\"atomicity_get\":%d,\"path\":\"%s\",\"bytes\":%.0f,\"seconds\":%.6f,"
                "\"iter_seconds\":[%.6f],\"mib_per_s\":%.3f,\"verify\":\"%s\","
                "\"violation\":\"%s\",\"bad_elements\":%d,\"foreign_bad_blocks\":%lld}\n",
                labelj, libj, g_size, o.block, blocks, o.calls, o.collective ? "true" : "false",
-               o.limit ? "true" : "false", o.atomic ? "true" : "false", set_rc, atom_get, pathj,
+               o.reference ? "true" : "false", o.atomic ? "true" : "false", set_rc, atom_get, pathj,
                bytes, slowest, slowest, slowest > 0 ? bytes / (1 << 20) / slowest : 0.0, verdict,
                why, ok ? 0 : 1, foreign_bad);
         fflush(stdout);

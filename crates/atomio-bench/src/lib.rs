@@ -3,7 +3,6 @@
 //! `rma` and `mpi_bench` drive the C MPI programs under `mpi/` through `mpi_run`.
 
 pub mod chart;
-pub mod host_memory;
 pub mod locks;
 pub mod mpi_bench;
 pub mod mpi_run;

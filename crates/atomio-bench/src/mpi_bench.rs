@@ -9,13 +9,12 @@
 //! * for each atomio strategy, the same program with `LD_PRELOAD=<libatomio_mpiio.so>`,
 //!   `ATOMIO_STRATEGY=<strategy>` and the path `atomio:<dir>/…` — skipped, with the reason in
 //!   the row, when no library is given;
-//! * `strided_io` only: the *limit* row, the same bytes `pwrite`n contiguously by each rank
-//!   into a fresh file (no MPI-IO): what the machine does with those bytes; and the
-//!   *limit-pieces* row, the same pieces `pwrite`n one by one at their strided offsets into
-//!   one fresh file, no locks: what the file system makes any writer of the pattern pay;
-//!   and the *limit-mapped* row, the same pieces copied through a shared mapping of that
-//!   file as atomio's direct placement copies small pieces, no locks: the faster of the
-//!   two is the most a writer of only its own pieces reaches here.
+//! * `strided_io` only, three reference rows without MPI-IO: *contiguous*, the same bytes
+//!   `pwrite`n contiguously by each rank into a fresh file (the bytes without the
+//!   pattern); *plain*, the same pieces `pwrite`n one by one at their strided offsets into
+//!   one fresh file, no locks: what the file system makes a plain writer of the pattern
+//!   pay; and *plain-mapped*, the same pieces copied through a shared mapping of that file
+//!   as atomio's direct placement copies small pieces, no locks.
 //!
 //! **Invariants:** repetition `k` runs every runnable configuration once before repetition
 //! `k+1` starts, the order rotated by one each repetition (so slow drift and position
@@ -170,7 +169,7 @@ pub struct StridedGeometry {
 }
 
 impl Default for StridedGeometry {
-    /// Issue 8's: 64 MiB per rank in 16 `write_at` calls.
+    /// 64 MiB per rank in 16 `write_at` calls.
     fn default() -> Self {
         Self {
             block: 4096,
@@ -204,9 +203,9 @@ impl Program {
         }
     }
 
-    /// The target of the key figure: best atomio / MPI atomic. mpi-tile (issue 8): 1.0×,
-    /// no loss where the overlap forces every strategy to serialize; strided (issue 8):
-    /// 1.5× independent, 3× collective.
+    /// The target of the key figure: best atomio / MPI atomic. mpi-tile: 1.0×, no loss
+    /// where the overlap forces every strategy to serialize; strided: 1.5× independent, 3×
+    /// collective.
     pub fn target(&self, collective: bool) -> f64 {
         match (self, collective) {
             (Program::Tile(_), _) => TILE_TARGET,
@@ -232,8 +231,8 @@ pub struct MpiBenchConfig {
     pub reps: u32,
     /// Directory of the plain files (and of the `atomio:` paths).
     pub dir: PathBuf,
-    /// The limit row (`strided_io` only).
-    pub limit: bool,
+    /// The reference rows (`strided_io` only).
+    pub reference_rows: bool,
     pub baselines: Vec<Baseline>,
     /// atomio strategies, each run with the preloaded library.
     pub strategies: Vec<String>,
@@ -248,8 +247,8 @@ pub struct MpiBenchConfig {
     pub verify: bool,
     /// The benchmark files as another client of a shared file system sees them (the
     /// `check` client of `scripts/sharedfs`): the program verifies there too, and the
-    /// verdict is that check's (`--verify-path`). Only the contiguous limit row is run then
-    /// (the piece-wise limits write from every client without coherence).
+    /// verdict is that check's (`--verify-path`). Only the `contiguous` reference row is run
+    /// then (the piece-wise ones write from every client without coherence).
     pub verify_dir: Option<PathBuf>,
     pub timeout: Duration,
 }
@@ -266,7 +265,7 @@ impl Default for MpiBenchConfig {
             collective: false,
             reps: 5,
             dir: std::env::temp_dir(),
-            limit: false,
+            reference_rows: false,
             baselines: Baseline::ALL.to_vec(),
             strategies: Vec::new(),
             mpiio_lib: None,
@@ -283,14 +282,14 @@ impl Default for MpiBenchConfig {
 /// One configuration of the benchmark.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Variant {
-    /// The same bytes, `pwrite`n contiguously per rank (no MPI-IO).
-    Limit,
-    /// The same pieces, `pwrite`n one by one at their strided offsets into one file (no
-    /// MPI-IO, no locks): what any writer of the pattern pays the file system.
-    LimitPieces,
-    /// The same pieces copied through a shared mapping of one file, per call (no MPI-IO,
-    /// no locks): atomio's own way of writing small pieces, without atomio.
-    LimitMapped,
+    /// `contiguous`: the same bytes, `pwrite`n contiguously per rank (no MPI-IO).
+    Contiguous,
+    /// `plain`: the same pieces, `pwrite`n one by one at their strided offsets into one
+    /// file (no MPI-IO, no locks): what a plain writer of the pattern pays the file system.
+    Plain,
+    /// `plain-mapped`: the same pieces copied through a shared mapping of one file, per
+    /// call (no MPI-IO, no locks): atomio's own way of writing small pieces, without atomio.
+    PlainMapped,
     Baseline(Baseline),
     Atomio(String),
 }
@@ -321,9 +320,10 @@ pub struct ProgramRun {
 /// One configuration's results.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MpiBenchRow {
-    /// `limit`, `mpich`, `mpich-atomic`, …, or `atomio:<strategy>`.
+    /// `contiguous`, `plain`, `plain-mapped`, `mpich`, `mpich-atomic`, …, or
+    /// `atomio:<strategy>`.
     pub config: String,
-    /// `limit`, `baseline` or `atomio`.
+    /// `reference`, `baseline` or `atomio`.
     pub kind: String,
     /// Atomic mode was requested (`--atomic`); `verified` says whether the file shows it.
     pub atomic: bool,
@@ -363,12 +363,13 @@ pub struct MpiBenchReport {
 }
 
 /// The project's target: atomio's best strategy ≥ `target` × the MPI library's own atomic
-/// mode; where a limit row is below that, the lower limit is the target (physically out of
-/// reach): `limit` (each rank's bytes written contiguously) or the pattern's limit, the
-/// faster of `limit-pieces` and `limit-mapped` (the same pieces written one by one, or
-/// copied through a mapping, into one file with no locks: the most a writer that writes
-/// only its own pieces, as atomio does, gets from the file system; ROMIO's data sieving
-/// can beat it by writing its neighbours' bytes back under a lock on the whole extent).
+/// mode; where a reference row without MPI-IO is below that, the target is capped at the
+/// lower of `contiguous` (each rank's bytes written contiguously) and the pattern's own
+/// way, the faster of `plain` and `plain-mapped` (the same pieces written one by one, or
+/// copied through a mapping, into one file with no locks: what a writer that writes only
+/// its own pieces, as atomio does, gets from the file system without locks; ROMIO's data
+/// sieving can beat it by writing its neighbours' bytes back under a lock on the whole
+/// extent).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KeyFigure {
     pub best: String,
@@ -378,29 +379,28 @@ pub struct KeyFigure {
     /// Against the faster of `-atomic` and `-atomic-nods` (ROMIO tuned by hand).
     pub ratio_to_best_mpi_atomic: Option<f64>,
     pub target: f64,
-    /// The limit row's MiB/s, when measured.
+    /// The `contiguous` row's MiB/s, when measured.
     #[serde(default)]
-    pub limit_mib_per_s: Option<f64>,
-    /// The limit-pieces row's MiB/s (the pattern's own limit), when measured.
+    pub contiguous_mib_per_s: Option<f64>,
+    /// The `plain` row's MiB/s (the pattern's pieces one `pwrite` each), when measured.
     #[serde(default)]
-    pub pieces_limit_mib_per_s: Option<f64>,
-    /// The limit-mapped row's MiB/s (the pattern through a mapping), when measured.
+    pub plain_mib_per_s: Option<f64>,
+    /// The `plain-mapped` row's MiB/s (the pattern through a mapping), when measured.
     #[serde(default)]
-    pub mapped_limit_mib_per_s: Option<f64>,
-    /// The limit row that set `needed_mib_per_s` (`limit`, `limit-pieces` or
-    /// `limit-mapped`), if one did.
+    pub plain_mapped_mib_per_s: Option<f64>,
+    /// The reference row that capped `needed_mib_per_s` (`contiguous`, `plain` or
+    /// `plain-mapped`), if one did.
     #[serde(default)]
-    pub binding_limit: Option<String>,
-    /// MiB/s that meets the target: target × MPI atomic, or the lower limit if lower.
+    pub capped_by: Option<String>,
+    /// MiB/s that meets the target: target × MPI atomic, or the capping row's if lower.
     #[serde(default)]
     pub needed_mib_per_s: f64,
     pub met: bool,
 }
 
-/// mpi-tile's target (issue 8): best atomio ≥ 1.0× MPI atomic. The issue that introduced
-/// the bench asked 3×, more than MPICH's own non-atomic mode without data sieving reaches
-/// here (1.9–2.0× its atomic mode: `results/issue8/stop34/mpi-tile.txt`), where overlapping
-/// tiles leave every atomic strategy to serialize.
+/// mpi-tile's target: best atomio ≥ 1.0× MPI atomic. Overlapping tiles leave every atomic
+/// strategy to serialize: even MPICH's own non-atomic mode without data sieving reaches
+/// only ~2× its atomic mode on one host.
 pub const TILE_TARGET: f64 = 1.0;
 
 #[derive(Clone, Debug)]
@@ -419,11 +419,11 @@ impl MpiBenchConfig {
 
     pub fn variants(&self) -> Vec<Variant> {
         let mut v: Vec<Variant> = Vec::new();
-        if self.limit {
-            v.push(Variant::Limit);
+        if self.reference_rows {
+            v.push(Variant::Contiguous);
             if self.verify_dir.is_none() {
-                v.push(Variant::LimitPieces);
-                v.push(Variant::LimitMapped);
+                v.push(Variant::Plain);
+                v.push(Variant::PlainMapped);
             }
         }
         v.extend(self.baselines.iter().map(|&b| Variant::Baseline(b)));
@@ -433,9 +433,9 @@ impl MpiBenchConfig {
 
     pub fn name(&self, v: &Variant) -> String {
         match v {
-            Variant::Limit => "limit".into(),
-            Variant::LimitPieces => "limit-pieces".into(),
-            Variant::LimitMapped => "limit-mapped".into(),
+            Variant::Contiguous => "contiguous".into(),
+            Variant::Plain => "plain".into(),
+            Variant::PlainMapped => "plain-mapped".into(),
             Variant::Baseline(b) => b.name(self.flavor),
             Variant::Atomio(s) => format!("atomio:{s}"),
         }
@@ -512,16 +512,16 @@ impl MpiBenchConfig {
             c.extend(["--verify-path".into(), d.join(&name).display().to_string()]);
         }
         let (path, atomic) = match v {
-            Variant::Limit => {
-                c.push("--limit".into());
+            Variant::Contiguous => {
+                c.push("--contiguous".into());
                 (file.display().to_string(), false)
             }
-            Variant::LimitPieces => {
-                c.push("--limit-pieces".into());
+            Variant::Plain => {
+                c.push("--plain".into());
                 (file.display().to_string(), false)
             }
-            Variant::LimitMapped => {
-                c.push("--limit-mapped".into());
+            Variant::PlainMapped => {
+                c.push("--plain-mapped".into());
                 (file.display().to_string(), false)
             }
             Variant::Baseline(b) => {
@@ -565,8 +565,8 @@ impl MpiBenchConfig {
                         return bad("tiles-x × tiles-y must equal the ranks");
                     }
                 }
-                if self.limit {
-                    return bad("the limit row is strided_io's (tile_io has none)");
+                if self.reference_rows {
+                    return bad("the reference rows are strided_io's (tile_io has none)");
                 }
             }
             Program::Strided(g) => {
@@ -655,7 +655,7 @@ pub fn run(cfg: &MpiBenchConfig, mut progress: impl FnMut(&Progress)) -> Result<
             .as_ref()
             .filter(|l| !l.is_file())
             .map(|l| format!("skipped: {} does not exist", l.display())),
-        Variant::Baseline(_) | Variant::Limit | Variant::LimitPieces | Variant::LimitMapped => None,
+        Variant::Baseline(_) | Variant::Contiguous | Variant::Plain | Variant::PlainMapped => None,
     };
     let skipped: Vec<Option<String>> = variants.iter().map(skip_reason).collect();
     let runnable: Vec<usize> = (0..variants.len())
@@ -728,8 +728,8 @@ pub fn run(cfg: &MpiBenchConfig, mut progress: impl FnMut(&Progress)) -> Result<
     for (i, v) in variants.iter().enumerate() {
         let m = med(i);
         let (atomic, no_sieving, strategy, kind) = match v {
-            Variant::Limit | Variant::LimitPieces | Variant::LimitMapped => {
-                (false, false, None, "limit")
+            Variant::Contiguous | Variant::Plain | Variant::PlainMapped => {
+                (false, false, None, "reference")
             }
             Variant::Baseline(b) => (b.atomic, b.no_sieving, None, "baseline"),
             Variant::Atomio(s) => (true, false, Some(s.clone()), "atomio"),
@@ -783,7 +783,7 @@ pub fn run(cfg: &MpiBenchConfig, mut progress: impl FnMut(&Progress)) -> Result<
 }
 
 /// Best atomio row (verified atomic, not failed) over the `<flavor>-atomic` row; met when it
-/// reaches `target` × that, or the limit row where the limit is lower.
+/// reaches `target` × that, or the capping reference row where that is lower.
 pub fn key_figure(rows: &[MpiBenchRow], flavor: Flavor, target: f64) -> Option<KeyFigure> {
     let atomic_name = Baseline {
         atomic: true,
@@ -807,28 +807,24 @@ pub fn key_figure(rows: &[MpiBenchRow], flavor: Flavor, target: f64) -> Option<K
         .filter_map(|r| Some((r, r.mib_per_s?)))
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let best_mpi = get(&nods_name).map_or(base, |n| n.max(base));
-    let limit = get("limit");
-    let pieces_limit = get("limit-pieces");
-    let mapped_limit = get("limit-mapped");
-    // A writer of only its own pieces takes the faster way to write them: that is the
-    // pattern's limit.
-    let pattern = [
-        ("limit-pieces", pieces_limit),
-        ("limit-mapped", mapped_limit),
-    ]
-    .into_iter()
-    .filter_map(|(n, l)| Some((n, l?)))
-    .max_by(|a, b| a.1.total_cmp(&b.1));
-    // The lower of that and the contiguous limit, when below target × base, is the target.
-    let binding = [
-        ("limit", limit),
-        pattern.map_or(("limit-pieces", None), |(n, l)| (n, Some(l))),
+    let contiguous = get("contiguous");
+    let plain = get("plain");
+    let plain_mapped = get("plain-mapped");
+    // A writer of only its own pieces takes the faster way to write them.
+    let pattern = [("plain", plain), ("plain-mapped", plain_mapped)]
+        .into_iter()
+        .filter_map(|(n, l)| Some((n, l?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    // The lower of that and `contiguous`, when below target × base, caps the target.
+    let capping = [
+        ("contiguous", contiguous),
+        pattern.map_or(("plain", None), |(n, l)| (n, Some(l))),
     ]
     .into_iter()
     .filter_map(|(n, l)| Some((n, l?)))
     .filter(|&(_, l)| l < target * base)
     .min_by(|a, b| a.1.total_cmp(&b.1));
-    let needed = binding.map_or(target * base, |(_, l)| l);
+    let needed = capping.map_or(target * base, |(_, l)| l);
     Some(KeyFigure {
         best: best.0.config.clone(),
         best_mib_per_s: best.1,
@@ -836,10 +832,10 @@ pub fn key_figure(rows: &[MpiBenchRow], flavor: Flavor, target: f64) -> Option<K
         ratio: best.1 / base,
         ratio_to_best_mpi_atomic: Some(best.1 / best_mpi),
         target,
-        limit_mib_per_s: limit,
-        pieces_limit_mib_per_s: pieces_limit,
-        mapped_limit_mib_per_s: mapped_limit,
-        binding_limit: binding.map(|(n, _)| n.to_string()),
+        contiguous_mib_per_s: contiguous,
+        plain_mib_per_s: plain,
+        plain_mapped_mib_per_s: plain_mapped,
+        capped_by: capping.map(|(n, _)| n.to_string()),
         needed_mib_per_s: needed,
         met: best.1 >= needed,
     })
@@ -901,14 +897,14 @@ mod tests {
     }
 
     #[test]
-    fn strided_runs_pass_the_geometry_and_the_limit_row_runs_without_mpi_io() {
+    fn strided_runs_pass_the_geometry_and_the_reference_rows_run_without_mpi_io() {
         let cfg = MpiBenchConfig {
             program: Program::Strided(StridedGeometry {
                 block: 384,
                 per_rank: 1 << 20,
                 calls: 16,
             }),
-            limit: true,
+            reference_rows: true,
             baselines: vec![Baseline::ALL[2]],
             strategies: vec!["ching:list:one-try".into()],
             mpiio_lib: Some("/x/libatomio_mpiio.so".into()),
@@ -920,28 +916,28 @@ mod tests {
         assert_eq!(
             names,
             [
-                "limit",
-                "limit-pieces",
-                "limit-mapped",
+                "contiguous",
+                "plain",
+                "plain-mapped",
                 "mpich-atomic",
                 "atomio:ching:list:one-try"
             ]
         );
-        let l = cfg.command_line(&Variant::Limit, "t").join(" ");
+        let l = cfg.command_line(&Variant::Contiguous, "t").join(" ");
         assert!(
-            l.ends_with("./strided_io --block 384 --per-rank 1048576 --calls 16 --limit --path /s/atomio_mpi_strided_io_t.dat --label limit"),
+            l.ends_with("./strided_io --block 384 --per-rank 1048576 --calls 16 --contiguous --path /s/atomio_mpi_strided_io_t.dat --label contiguous"),
             "{l}"
         );
-        let m = cfg.command_line(&Variant::LimitMapped, "t").join(" ");
+        let m = cfg.command_line(&Variant::PlainMapped, "t").join(" ");
         assert!(
             m.ends_with(
-                "--limit-mapped --path /s/atomio_mpi_strided_io_t.dat --label limit-mapped"
+                "--plain-mapped --path /s/atomio_mpi_strided_io_t.dat --label plain-mapped"
             ),
             "{m}"
         );
-        let p = cfg.command_line(&Variant::LimitPieces, "t").join(" ");
+        let p = cfg.command_line(&Variant::Plain, "t").join(" ");
         assert!(
-            p.ends_with("--calls 16 --limit-pieces --path /s/atomio_mpi_strided_io_t.dat --label limit-pieces")
+            p.ends_with("--calls 16 --plain --path /s/atomio_mpi_strided_io_t.dat --label plain")
                 && !p.contains("LD_PRELOAD"),
             "{p}"
         );
@@ -967,11 +963,11 @@ mod tests {
             ..cfg.clone()
         };
         assert!(bad.check().is_err());
-        let tile_limit = MpiBenchConfig {
+        let tile_reference = MpiBenchConfig {
             program: Program::Tile(TileGeometry::default()),
             ..cfg
         };
-        assert!(tile_limit.check().is_err());
+        assert!(tile_reference.check().is_err());
     }
 
     #[test]
@@ -1062,28 +1058,29 @@ mod tests {
         assert!((k.ratio - 3.2).abs() < 1e-12 && k.met);
         assert!((k.ratio_to_best_mpi_atomic.unwrap() - 320.0 / 150.0).abs() < 1e-12);
         assert!(key_figure(&rows[..2], Flavor::Mpich, 3.0).is_none());
-        // A limit below target × base becomes the target: 320 ≥ 300 meets it; 250 does not.
-        let mut with_limit = rows.clone();
-        with_limit.push(row("limit", "limit", Some(300.0), "atomic"));
-        let k = key_figure(&with_limit, Flavor::Mpich, 5.0).unwrap();
+        // A reference row below target × base caps the target: 320 ≥ 300 meets it; 250
+        // does not.
+        let mut with_reference = rows.clone();
+        with_reference.push(row("contiguous", "reference", Some(300.0), "atomic"));
+        let k = key_figure(&with_reference, Flavor::Mpich, 5.0).unwrap();
         assert_eq!((k.needed_mib_per_s, k.met), (300.0, true));
-        with_limit.retain(|r| r.config != "atomio:a");
-        assert!(!key_figure(&with_limit, Flavor::Mpich, 5.0).unwrap().met);
-        // The lower of the two limits binds: limit-pieces at 240 lets 250 meet it.
-        with_limit.push(row("limit-pieces", "limit", Some(240.0), "atomic"));
-        let k = key_figure(&with_limit, Flavor::Mpich, 5.0).unwrap();
+        with_reference.retain(|r| r.config != "atomio:a");
+        assert!(!key_figure(&with_reference, Flavor::Mpich, 5.0).unwrap().met);
+        // The lower of the two caps: plain at 240 lets 250 meet it.
+        with_reference.push(row("plain", "reference", Some(240.0), "atomic"));
+        let k = key_figure(&with_reference, Flavor::Mpich, 5.0).unwrap();
         assert_eq!((k.needed_mib_per_s, k.met), (240.0, true));
-        assert_eq!(k.pieces_limit_mib_per_s, Some(240.0));
-        // The pattern's limit is its faster way: limit-mapped at 270 binds, 250 misses it.
-        with_limit.push(row("limit-mapped", "limit", Some(270.0), "atomic"));
-        let k = key_figure(&with_limit, Flavor::Mpich, 5.0).unwrap();
-        assert_eq!(k.binding_limit.as_deref(), Some("limit-mapped"));
+        assert_eq!(k.plain_mib_per_s, Some(240.0));
+        // The pattern's cap is its faster way: plain-mapped at 270 caps, 250 misses it.
+        with_reference.push(row("plain-mapped", "reference", Some(270.0), "atomic"));
+        let k = key_figure(&with_reference, Flavor::Mpich, 5.0).unwrap();
+        assert_eq!(k.capped_by.as_deref(), Some("plain-mapped"));
         assert_eq!((k.needed_mib_per_s, k.met), (270.0, false));
-        // … and a slower mapped row leaves limit-pieces binding.
-        with_limit.retain(|r| r.config != "limit-mapped");
-        with_limit.push(row("limit-mapped", "limit", Some(200.0), "atomic"));
-        let k = key_figure(&with_limit, Flavor::Mpich, 5.0).unwrap();
-        assert_eq!(k.binding_limit.as_deref(), Some("limit-pieces"));
+        // … and a slower mapped row leaves plain capping.
+        with_reference.retain(|r| r.config != "plain-mapped");
+        with_reference.push(row("plain-mapped", "reference", Some(200.0), "atomic"));
+        let k = key_figure(&with_reference, Flavor::Mpich, 5.0).unwrap();
+        assert_eq!(k.capped_by.as_deref(), Some("plain"));
         assert_eq!((k.needed_mib_per_s, k.met), (240.0, true));
     }
 }

@@ -1,19 +1,12 @@
 //! Page-cache warming before a timed run.
 //!
-//! On this class of VM (virtio-balloon with free page reporting) free memory is handed back
-//! to the host, and the guest's next touch of it costs a host fault: a 256 MiB `pwrite` into
-//! a fresh file runs at ~400 MiB/s after a pause and at ~4,000 MiB/s right after another
-//! file of that size was deleted (measured with one process writing 4 MiB pieces;
-//! results/issue8/stop36). Which row of a benchmark paid depended on what ran before it,
-//! and the `limit` rows swung 360–4,900 MiB/s within one invocation. So before every timed
-//! run the coordinator writes and deletes a scratch file of the run's size on the run's file
-//! system: the page cache the run then allocates can come from memory the guest just used.
-//! On a machine without reporting it costs one untimed write.
-//!
-//! It is not enough where the kernel reports a block as soon as it is free
-//! (`min_free_ms` 0, see `host_memory`): the scratch file's memory may be gone again
-//! before the run allocates, and runs stay bimodal. `scripts/hold-freed-memory` makes the
-//! warm-up hold (stop 38).
+//! A run's first touch of memory it has not used for a while can cost several times a
+//! touch of memory just freed (on virtual machines whose host takes free memory back, a
+//! `pwrite` into a fresh file then runs 5–10× slower), and which row of a benchmark paid
+//! for that would depend on what ran before it. So before every timed run the coordinator
+//! writes and deletes a scratch file of the run's size on the run's file system: the page
+//! cache the run then allocates comes from memory just used. Elsewhere it costs one untimed
+//! write. `ATOMIO_BENCH_WARM=0` skips it.
 //!
 //! **Invariant:** the scratch file is gone when `warm` returns, whatever happened.
 

@@ -1,5 +1,5 @@
-//! Versioning's benchmarks (issue 10; Tran et al. 2010 §6), each against the same bytes
-//! written by a plain local `pwrite` (the *limit*) and by lock strategies:
+//! Versioning's benchmarks (Tran et al. 2010 §6), each against the same bytes written by
+//! a plain local `pwrite` (the `plain` row) and by lock strategies:
 //!
 //! * `sweep` — Tran §6.3: one client writes the same bytes split into 1, 2, 4, …, 1024
 //!   regions and reads them back; write and read throughput per region count.

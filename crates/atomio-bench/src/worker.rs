@@ -58,26 +58,26 @@ pub enum Target {
         #[serde(default)]
         host_locks: bool,
     },
-    /// The physical limit: every client writes its calls' bytes into the local `file`
-    /// with no locks and no atomio, the `way` says how.
-    Limit {
+    /// A reference row (`contiguous`, `plain`, `plain-mapped`): every client writes its
+    /// calls' bytes into the local `file` with no locks and no atomio, the `way` says how.
+    Local {
         file: PathBuf,
         #[serde(default)]
-        way: LimitWay,
+        way: LocalWay,
     },
 }
 
-/// How a limit row writes.
+/// How a reference row writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum LimitWay {
+pub enum LocalWay {
     /// The calls' bytes contiguously, one after another, rank after rank (no layout).
     #[default]
     Contiguous,
     /// Each piece where the workload puts it, one `pwrite` each.
     Pieces,
     /// Each piece where the workload puts it, the way direct placement writes a call's
-    /// pieces (through a shared mapping when that pays), with no locks: the most a writer
-    /// of only its own pieces gets from this machine.
+    /// pieces (through a shared mapping when that pays), with no locks: direct placement's
+    /// data path without atomio.
     Mapped,
 }
 
@@ -86,7 +86,7 @@ impl Target {
         match self {
             Target::Servers { .. } => "servers",
             Target::Direct { .. } => "direct",
-            Target::Limit { .. } => "local",
+            Target::Local { .. } => "local",
         }
     }
 }
@@ -166,12 +166,12 @@ enum Io {
         client: Option<Box<ClusterClient>>,
         file: Box<File>,
     },
-    /// A limit row's local file.
-    Limit(LimitIo),
+    /// A reference row's local file.
+    Local(LocalIo),
 }
 
-/// A limit row's local file, opened for its way of writing (`LimitWay`).
-enum LimitIo {
+/// A reference row's local file, opened for its way of writing (`LocalWay`).
+enum LocalIo {
     /// `offset`: where this client's next contiguous write goes.
     Contiguous {
         file: std::fs::File,
@@ -257,9 +257,9 @@ fn bad(e: impl std::fmt::Display) -> WireError {
 }
 
 async fn prepare(job: Job) -> Result<Prepared, WireError> {
-    // The limit row runs no strategy.
+    // A reference row runs no strategy.
     let strategy: Strategy = match &job.target {
-        Target::Limit { .. } => Strategy::none(),
+        Target::Local { .. } => Strategy::none(),
         _ => job.strategy.parse().map_err(bad)?,
     };
     let plan = job.workload.plan(job.clients).map_err(bad)?;
@@ -342,7 +342,7 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
                 file: Box::new(file),
             }
         }
-        Target::Limit { file: path, way } => {
+        Target::Local { file: path, way } => {
             let offset = plan
                 .clients
                 .iter()
@@ -359,13 +359,13 @@ async fn prepare(job: Job) -> Result<Prepared, WireError> {
                     .open(path)
                     .map_err(|e| WireError::new(ErrorCode::Io, format!("{}: {e}", path.display())))
             };
-            Io::Limit(match way {
-                LimitWay::Contiguous => LimitIo::Contiguous {
+            Io::Local(match way {
+                LocalWay::Contiguous => LocalIo::Contiguous {
                     file: open()?,
                     offset,
                 },
-                LimitWay::Pieces => LimitIo::Pieces(open()?),
-                LimitWay::Mapped => LimitIo::Mapped(Box::new(DirectData::open(path, true)?)),
+                LocalWay::Pieces => LocalIo::Pieces(open()?),
+                LocalWay::Mapped => LocalIo::Mapped(Box::new(DirectData::open(path, true)?)),
             })
         }
     };
@@ -428,14 +428,14 @@ async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
                         file,
                     } => file.write(c, a, data).await?,
                     Io::File { client: None, file } => file.write_local(a, data)?,
-                    Io::Limit(LimitIo::Contiguous { file, offset }) => {
+                    Io::Local(LocalIo::Contiguous { file, offset }) => {
                         file.write_all_at(data, *offset).map_err(|e| {
                             WireError::new(ErrorCode::Io, format!("pwrite at {offset}: {e}"))
                         })?;
                         *offset += data.len() as u64;
                     }
-                    Io::Limit(LimitIo::Mapped(d)) => d.write_pieces(a, data)?,
-                    Io::Limit(LimitIo::Pieces(file)) => {
+                    Io::Local(LocalIo::Mapped(d)) => d.write_pieces(a, data)?,
+                    Io::Local(LocalIo::Pieces(file)) => {
                         let mut at = 0usize;
                         for r in a.ranges() {
                             let n = r.len() as usize;
@@ -456,15 +456,15 @@ async fn execute(p: &mut Prepared) -> Result<Called, WireError> {
                         file,
                     } => file.read(c, a, &mut out).await?,
                     Io::File { client: None, file } => file.read_local(a, &mut out)?,
-                    Io::Limit(_) => {}
+                    Io::Local(_) => {}
                 }
                 bytes += a.size();
                 observed.push((*op, out));
             }
             (CallKind::Sync, _) => match &mut p.io {
                 Io::File { client, file } => file.sync(client.as_deref_mut()).await?,
-                Io::Limit(LimitIo::Mapped(d)) => d.sync()?,
-                Io::Limit(LimitIo::Contiguous { file, .. } | LimitIo::Pieces(file)) => file
+                Io::Local(LocalIo::Mapped(d)) => d.sync()?,
+                Io::Local(LocalIo::Contiguous { file, .. } | LocalIo::Pieces(file)) => file
                     .sync_data()
                     .map_err(|e| WireError::new(ErrorCode::Io, format!("fsync: {e}")))?,
             },
@@ -498,17 +498,17 @@ async fn finish(p: &mut Prepared, called: Called) -> Result<JobResult, WireError
             }
             file.dlm_stats().await
         }
-        Io::Limit(_) => None,
+        Io::Local(_) => None,
     };
     let seconds = t0.elapsed().as_secs_f64();
     let object_files = matches!(&p.io, Io::File { file, .. } if file.bypasses_messages());
     let stats = match &p.io {
         Io::File { file, .. } => file.stats(),
-        Io::Limit(_) => Default::default(),
+        Io::Local(_) => Default::default(),
     };
     let chosen = match &p.io {
         Io::File { file, .. } => file.explain().cloned(),
-        Io::Limit(_) => None,
+        Io::Local(_) => None,
     };
     let mut reads = Vec::new();
     for (op, data) in observed {

@@ -5,26 +5,27 @@
 //! Per strategy and run: a fresh file; every worker prepares (connects, opens, fills its
 //! write buffers with verifier tags) and says ready; the coordinator warms the page cache
 //! (`page_warm`: writes and deletes a file of the run's size, so no row pays for memory
-//! the VM's host took back), sends "go" to all and times until the last "done". Seconds are the median over runs; bandwidth is bytes moved
+//! untouched for a while), sends "go" to all and times until the last "done". Seconds are the median over runs; bandwidth is bytes moved
 //! (writes + reads) over that. The first run of each strategy is verified: the file's bytes
 //! against every write of the plan, plus every read's dump. Repetitions are interleaved:
 //! run k of every row (order rotated by k) before run k+1 of any. Rows: each strategy on
 //! its placement (`--data direct|servers`; the fcntl baselines always on a direct file),
-//! and `limit` — every client `pwrite`s its bytes contiguously into a fresh local file, the
-//! physical limit of this machine for the same bytes (not verified: no layout) — and
-//! `limit-pieces`, every client `pwrite`s each of its pieces in place, no atomio: the plain
-//! way to write the pattern (verified like `none`; for small pieces, a system call each is
-//! what atomio's mapped copies beat). `rtt-floor`
-//! is `none` plus one round trip to a lock server (a `Ping`) before each call: the least any
-//! lock-server technique adds on this machine, since a call may not write before a server
-//! has answered it.
+//! and three reference rows that run no atomio: `contiguous` — every client `pwrite`s its
+//! bytes contiguously into a fresh local file (the same bytes without the pattern; not
+//! verified: no layout; strategies that write in parallel through a mapping can beat it);
+//! `plain` — every client `pwrite`s each of its pieces in place: the plain way to write the
+//! pattern (verified like `none`; for small pieces, a system call each is what atomio's
+//! mapped copies beat); `plain-mapped` — every client writes its pieces the way direct
+//! placement does, with no locks. `rtt-floor` is `none` plus one round trip to a lock
+//! server (a `Ping`) before each call: the least any lock-server technique adds, since a
+//! call may not write before a server has answered it.
 //!
 //! **Invariants:** every strategy of one invocation runs the same plan on the same servers
 //! with the same workers, so their ratios are comparable; a run that fails is an error, not
 //! a slow row.
 
 use crate::stats::median;
-use crate::worker::{FromWorker, Job, JobResult, LimitWay, Target, ToWorker};
+use crate::worker::{FromWorker, Job, JobResult, LocalWay, Target, ToWorker};
 use atomio_client::{PlacementKind, Strategy};
 use atomio_layout::Access;
 use atomio_net::{ClusterClient, EmbeddedCluster, LocalServers};
@@ -53,15 +54,16 @@ pub enum Deploy {
 /// One row of a workload table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RowSpec {
-    /// The physical limit: each client `pwrite`s its bytes contiguously (not verified).
-    Limit,
-    /// The pattern's plain limit: each client `pwrite`s its own pieces, one by one, where
-    /// they go in one local file (no atomio, no locks; verified like `none`).
-    LimitPieces,
-    /// The pattern's limit through a mapping: each client writes its pieces the way direct
-    /// placement does (through a shared mapping when that pays), with no atomio client and
-    /// no locks, into one local file (verified like `none`).
-    LimitMapped,
+    /// `contiguous`: each client `pwrite`s its bytes contiguously into a local file (the
+    /// same bytes without the pattern; not verified).
+    Contiguous,
+    /// `plain`: each client `pwrite`s its own pieces, one by one, where they go in one
+    /// local file (no atomio, no locks; verified like `none`).
+    Plain,
+    /// `plain-mapped`: each client writes its pieces the way direct placement does
+    /// (through a shared mapping when that pays), with no atomio client and no locks, into
+    /// one local file (verified like `none`).
+    PlainMapped,
     /// `none` plus one lock-server round trip per call: the floor of lock-server techniques.
     RttFloor,
     Strategy(Strategy),
@@ -76,9 +78,9 @@ pub enum RowSpec {
 impl RowSpec {
     pub fn name(&self) -> String {
         match self {
-            RowSpec::Limit => "limit".into(),
-            RowSpec::LimitPieces => "limit-pieces".into(),
-            RowSpec::LimitMapped => "limit-mapped".into(),
+            RowSpec::Contiguous => "contiguous".into(),
+            RowSpec::Plain => "plain".into(),
+            RowSpec::PlainMapped => "plain-mapped".into(),
             RowSpec::RttFloor => "rtt-floor".into(),
             RowSpec::Strategy(s) => s.name(),
             RowSpec::IntervalFile(s) => format!("{s}+ifile"),
@@ -91,9 +93,9 @@ impl std::str::FromStr for RowSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "limit" => Ok(RowSpec::Limit),
-            "limit-pieces" => Ok(RowSpec::LimitPieces),
-            "limit-mapped" => Ok(RowSpec::LimitMapped),
+            "contiguous" => Ok(RowSpec::Contiguous),
+            "plain" => Ok(RowSpec::Plain),
+            "plain-mapped" => Ok(RowSpec::PlainMapped),
             "rtt-floor" => Ok(RowSpec::RttFloor),
             s if s.ends_with("+host") => {
                 let st: Strategy = s.trim_end_matches("+host").parse()?;
@@ -154,7 +156,7 @@ pub struct WorkloadBenchConfig {
 pub struct WorkloadRow {
     pub workload: String,
     pub strategy: String,
-    /// `direct` (the user's file), `servers` (atomio's data servers) or `local` (limit).
+    /// `direct` (the user's file), `servers` (atomio's data servers) or `local` (the reference rows).
     pub data: String,
     pub clients: u32,
     pub servers: u32,
@@ -177,8 +179,8 @@ pub struct WorkloadRow {
     /// Bandwidth as a percentage of strategy `none` in the same invocation (null if `none`
     /// did not run).
     pub pct_of_none: Option<f64>,
-    /// Bandwidth as a percentage of the `limit` row (null if it did not run).
-    pub pct_of_limit: Option<f64>,
+    /// Bandwidth as a percentage of the `contiguous` row (null if it did not run).
+    pub pct_of_contiguous: Option<f64>,
     /// Bandwidth over the `romio` baseline's (null if it did not run).
     pub x_romio: Option<f64>,
     /// Lock requests per run (all clients).
@@ -420,7 +422,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                         a.dlm.get_or_insert_with(Default::default).add(d);
                     }
                 }
-                if run == 0 && cfg.verify && *spec != RowSpec::Limit {
+                if run == 0 && cfg.verify && *spec != RowSpec::Contiguous {
                     let keep = cfg.keep.as_ref().map(|d| {
                         d.join(format!(
                             "{}-{}.dat",
@@ -482,7 +484,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
                 pio_mib_per_s: a.bytes as f64 / pio / (1 << 20) as f64,
                 cpu_seconds: cpu.map(|c| median(&c)),
                 pct_of_none: None,
-                pct_of_limit: None,
+                pct_of_contiguous: None,
                 x_romio: None,
                 lock_requests: median(&a.locks) as u64,
                 lock_free_calls: a.lock_free_calls,
@@ -515,10 +517,10 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
             .find(|r| r.strategy == name)
             .map(|r| r.mib_per_s)
     };
-    let (none, limit, romio) = (rate("none"), rate("limit"), rate("romio"));
+    let (none, contiguous, romio) = (rate("none"), rate("contiguous"), rate("romio"));
     for r in &mut rows {
         r.pct_of_none = none.map(|n| r.mib_per_s / n * 100.0);
-        r.pct_of_limit = limit.map(|l| r.mib_per_s / l * 100.0);
+        r.pct_of_contiguous = contiguous.map(|l| r.mib_per_s / l * 100.0);
         r.x_romio = romio.map(|b| r.mib_per_s / b);
     }
     Ok(rows)
@@ -526,7 +528,7 @@ pub async fn run(cfg: &WorkloadBenchConfig) -> Result<Vec<WorkloadRow>, WireErro
 
 /// Prepares every worker, starts them together, and waits for all: (seconds, results).
 /// A fresh target for one run of `spec`: a file on the servers, a new local file for
-/// direct placement (and always for the fcntl baselines), or the limit's file.
+/// direct placement (and always for the fcntl baselines), or a reference row's local file.
 fn target_for(
     cfg: &WorkloadBenchConfig,
     spec: &RowSpec,
@@ -541,17 +543,17 @@ fn target_for(
             .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))
     };
     Ok(match spec {
-        RowSpec::Limit => Target::Limit {
-            file: local("limit")?,
-            way: LimitWay::Contiguous,
+        RowSpec::Contiguous => Target::Local {
+            file: local("contiguous")?,
+            way: LocalWay::Contiguous,
         },
-        RowSpec::LimitPieces => Target::Limit {
-            file: local("limit-pieces")?,
-            way: LimitWay::Pieces,
+        RowSpec::Plain => Target::Local {
+            file: local("plain")?,
+            way: LocalWay::Pieces,
         },
-        RowSpec::LimitMapped => Target::Limit {
-            file: local("limit-mapped")?,
-            way: LimitWay::Mapped,
+        RowSpec::PlainMapped => Target::Local {
+            file: local("plain-mapped")?,
+            way: LocalWay::Mapped,
         },
         // Techniques that run only on atomio's servers (cached-lock DLMs) run there.
         RowSpec::Strategy(s)
@@ -827,7 +829,7 @@ pub async fn read_back(c: &mut ClusterClient, target: &Target) -> Result<Vec<u8>
                 .map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))?;
             Ok(out)
         }
-        Target::Direct { file, .. } | Target::Limit { file, .. } => {
+        Target::Direct { file, .. } | Target::Local { file, .. } => {
             std::fs::read(file).map_err(|e| WireError::new(ErrorCode::Io, e.to_string()))
         }
     }
@@ -842,14 +844,14 @@ async fn cleanup(c: &mut ClusterClient, spec: &RowSpec, target: &Target, dump_di
         match target {
             Target::Servers { path, .. } => collect_to_newest(c, VersionedAt::Servers(path)).await,
             Target::Direct { file, .. } => collect_to_newest(c, VersionedAt::Direct(file)).await,
-            Target::Limit { .. } => {}
+            Target::Local { .. } => {}
         }
     }
     match target {
         Target::Servers { path, .. } => {
             let _ = c.remove(path).await;
         }
-        Target::Direct { file, .. } | Target::Limit { file, .. } => {
+        Target::Direct { file, .. } | Target::Local { file, .. } => {
             let _ = std::fs::remove_file(file);
         }
     }

@@ -299,7 +299,7 @@ fn key_ratios(rows: &[LockBenchRow]) -> String {
     out
 }
 
-/// Issue 8's contention target per method: at every overlap, the fastest protocol against
+/// The contention target per method: at every overlap, the fastest protocol against
 /// the fastest at 0 % (and each protocol against its own 0 %); and what interleaving (no
 /// lock shared) costs against 0 % overlap.
 fn overlap_figures(rows: &[LockBenchRow], t: Transport, cc: u32, spacing: u64) -> String {

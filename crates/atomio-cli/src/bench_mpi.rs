@@ -2,9 +2,10 @@
 //! `mpi/bench/tile_io` (mpi-tile-io style, overlapping tiles, one subarray write per rank)
 //! and `mpi/bench/strided_io` (rank r owns every P-th block of B bytes; 16 `write_at` or one
 //! `write_at_all`) under MPICH non-atomic, MPICH's own atomic mode, and each atomio strategy
-//! through the preloaded `libatomio_mpiio.so` (strided: also the limit row, the same bytes
-//! `pwrite`n contiguously); interleaved repetitions, a table (MiB/s, ratio to MPICH atomic,
-//! verdict), the key figure against the target, JSON and an SVG bar chart.
+//! through the preloaded `libatomio_mpiio.so` (strided: also the reference rows without
+//! MPI-IO: the same bytes `pwrite`n contiguously, the pieces one `pwrite` each, the pieces
+//! through a mapping); interleaved repetitions, a table (MiB/s, ratio to MPICH atomic,
+//! verdict), the key figure against its target, JSON and an SVG bar chart.
 
 use anyhow::{anyhow, Context};
 use atomio_bench::chart::{bar_panels, Bar};
@@ -177,11 +178,11 @@ pub struct MpiStridedArgs {
     /// write_at calls per rank (independent mode; --collective makes one write_at_all).
     #[arg(long, default_value_t = 16)]
     calls: u32,
-    /// Leave out the limit rows (each rank pwrite()s its bytes contiguously; each rank
-    /// pwrite()s its pieces one by one; each rank copies its pieces through a shared
-    /// mapping; no MPI-IO, no locks).
+    /// Leave out the reference rows (`contiguous`: each rank pwrite()s its bytes
+    /// contiguously; `plain`: each rank pwrite()s its pieces one by one; `plain-mapped`:
+    /// each rank copies its pieces through a shared mapping; no MPI-IO, no locks).
     #[arg(long)]
-    no_limit: bool,
+    no_reference: bool,
     #[command(flatten)]
     common: MpiCommon,
 }
@@ -255,7 +256,7 @@ fn config(a: &MpiCommon, program: Program) -> anyhow::Result<MpiBenchConfig> {
         collective: a.collective,
         reps: a.reps,
         dir: dir.unwrap_or_else(std::env::temp_dir),
-        limit: false,
+        reference_rows: false,
         baselines,
         strategies: a
             .strategies
@@ -334,7 +335,7 @@ pub fn run_strided(a: MpiStridedArgs) -> anyhow::Result<()> {
             calls: a.calls,
         });
         let mut cfg = config(&a.common, program)?;
-        cfg.limit = !a.no_limit;
+        cfg.reference_rows = !a.no_reference;
         let rep = measure(&cfg, !a.common.no_progress)?;
         print!("{}", report(&rep));
         reports.push(rep);
@@ -453,29 +454,29 @@ pub fn report(r: &MpiBenchReport) -> String {
                 "  best atomio ({}) / {atomic_name} = {:.1} / {:.1} MiB/s = {:.2}x [>= {}x",
                 k.best, k.best_mib_per_s, k.mpi_atomic_mib_per_s, k.ratio, k.target,
             );
-            if let Some(name) = &k.binding_limit {
+            if let Some(name) = &k.capped_by {
                 let l = k.needed_mib_per_s;
                 out += &format!(
-                    ", out of reach: the {name} row is {l:.1} MiB/s = {:.2}x, so the target is that limit",
+                    ", capped: the {name} row (no MPI-IO, no locks) is {l:.1} MiB/s = {:.2}x, so the target is that row",
                     l / k.mpi_atomic_mib_per_s
                 );
-                if name != "limit" && k.mpi_atomic_mib_per_s > l {
+                if name != "contiguous" && k.mpi_atomic_mib_per_s > l {
                     // Sieving writes its neighbours' bytes back under one lock on the whole
-                    // extent: not a limit for that way of writing, only for atomio's.
+                    // extent: that row caps only writers of their own pieces, as atomio is.
                     out += &format!(
                         " for writers of their own pieces only ({atomic_name}'s data sieving beats it)"
                     );
                 }
             }
             out += &format!("]: {}", if k.met { "met" } else { "MISSED" });
-            if let Some(l) = k.limit_mib_per_s {
-                out += &format!("; {:.0}% of the limit", 100.0 * k.best_mib_per_s / l);
+            if let Some(l) = k.contiguous_mib_per_s {
+                out += &format!("; {:.0}% of contiguous", 100.0 * k.best_mib_per_s / l);
             }
-            if let Some(l) = k.pieces_limit_mib_per_s {
-                out += &format!("; {:.0}% of limit-pieces", 100.0 * k.best_mib_per_s / l);
+            if let Some(l) = k.plain_mib_per_s {
+                out += &format!("; {:.0}% of plain", 100.0 * k.best_mib_per_s / l);
             }
-            if let Some(l) = k.mapped_limit_mib_per_s {
-                out += &format!("; {:.0}% of limit-mapped", 100.0 * k.best_mib_per_s / l);
+            if let Some(l) = k.plain_mapped_mib_per_s {
+                out += &format!("; {:.0}% of plain-mapped", 100.0 * k.best_mib_per_s / l);
             }
             if let Some(b) = k.ratio_to_best_mpi_atomic {
                 out += &format!("; vs the best MPI atomic configuration: {b:.2}x");

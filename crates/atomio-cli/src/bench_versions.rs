@@ -1,7 +1,7 @@
 //! `atomio bench regions-sweep | version-readers | version-gc`: versioning's benchmarks
-//! (issue 10; Tran et al. 2010 §6; see `atomio_bench::versions`). Each prints a table and
-//! what it measures, writes JSON and an SVG chart; the issue's target is checked in the
-//! output with the exact figures.
+//! (Tran et al. 2010 §6; see `atomio_bench::versions`). Each prints a table and what it
+//! measures, writes JSON and an SVG chart; versioning's target is checked in the output
+//! with the exact figures.
 
 use anyhow::Context;
 use atomio_bench::chart::{bar_panels, line_panels, Bar, Panel, Series};
@@ -14,7 +14,7 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 
 /// Rows of the sweep and reader benchmarks unless told otherwise.
-pub const DEFAULT_STRATEGIES: &str = "limit,posix-fcntl,ching:datatype:one-try,versioning";
+pub const DEFAULT_STRATEGIES: &str = "plain,posix-fcntl,ching:datatype:one-try,versioning";
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
@@ -89,7 +89,7 @@ pub struct SweepArgs {
     /// Bytes between regions (default: the region size).
     #[arg(long)]
     gap_bytes: Option<u64>,
-    /// Rows, comma-separated; `limit` = plain `pwrite`/`pread` per region, no locks.
+    /// Rows, comma-separated; `plain` = plain `pwrite`/`pread` per region, no locks.
     #[arg(long, default_value = DEFAULT_STRATEGIES)]
     strategies: String,
     /// Where strategies that run on either placement keep the bytes (`direct`: the user's
@@ -119,7 +119,7 @@ pub struct SweepArgs {
     no_progress: bool,
 }
 
-/// Issue 10's target: versioning at the most regions keeps this share of one region.
+/// The target: versioning at the most regions keeps this share of one region.
 const SWEEP_TARGET: f64 = 0.90;
 
 pub fn regions_sweep(a: SweepArgs) -> anyhow::Result<()> {
@@ -203,7 +203,7 @@ fn print_sweep(report: &SweepReport, cfg: &SweepConfig) {
     println!(
         "steady state: each row keeps one file and every run overwrites the regions with new \
          bytes (one untimed pass first; versioning's old snapshots collected after each run, \
-         untimed); limit = plain pwrite/pread of each region, no locks; versioning's write \
+         untimed); plain = plain pwrite/pread of each region, no locks; versioning's write \
          returns when its snapshot is published (materializing into the user's file is timed \
          apart, below)"
     );
@@ -263,7 +263,7 @@ fn print_sweep(report: &SweepReport, cfg: &SweepConfig) {
     }
     if let Some(x) = report.ratios.iter().find(|x| x.strategy == "versioning") {
         println!(
-            "target (issue 10): versioning at R = {} >= {:.0}% of R = {} — write {:.1}% ({}), \
+            "target: versioning at R = {} >= {:.0}% of R = {} — write {:.1}% ({}), \
              read {:.1}% ({})",
             x.to_regions,
             SWEEP_TARGET * 100.0,
@@ -331,7 +331,7 @@ pub struct ReadersArgs {
     /// Elements neighbouring tiles share along each axis.
     #[arg(long, default_value_t = 8)]
     overlap: u64,
-    /// Rows, comma-separated; `limit` = plain pwrite/pread, no atomicity.
+    /// Rows, comma-separated; `plain` = plain pwrite/pread, no atomicity.
     #[arg(long, default_value = DEFAULT_STRATEGIES)]
     strategies: String,
     #[arg(long, default_value = "direct")]
@@ -381,7 +381,7 @@ pub struct ReadersArgs {
     no_progress: bool,
 }
 
-/// Issue 10's target: read latency with writers over without, for versioning.
+/// The target: read latency with writers over without, for versioning.
 const READERS_TARGET: f64 = 1.2;
 
 pub fn version_readers(a: ReadersArgs) -> anyhow::Result<()> {
@@ -435,7 +435,7 @@ pub fn version_readers(a: ReadersArgs) -> anyhow::Result<()> {
                 value: f(r),
                 bad: r.verdict.as_deref() == Some("VIOLATED")
                     || (r.strategy == "versioning" && f(r) > READERS_TARGET),
-                muted: r.strategy == "limit",
+                muted: r.strategy == "plain",
             })
             .collect()
     };
@@ -499,7 +499,7 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
     println!(
         "what it measures: this machine has {} cores; the writers run at priority {} (the \
          reader and the servers at normal priority), so writers use the CPU the reader leaves; \
-         the limit row (plain \
+         the plain row (plain \
          pwrite/pread, no atomicity) is what the machine itself adds under the same writers; \
          the rest of a strategy's ratio is its own (lock waits; for versioning, each new \
          snapshot's tree taken in)",
@@ -523,7 +523,7 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
                 format!("{:.1}", r.write_median_us / 1e3),
                 r.nodes_per_read.map_or("-".into(), |n| format!("{n:.1}")),
                 match (r.strategy.as_str(), r.verdict.as_deref()) {
-                    ("limit", _) => "n/a (limit)".into(),
+                    ("plain", _) => "n/a (plain)".into(),
                     (_, Some(v)) => format!("{v} ({} reads)", r.reads_verified),
                     (_, None) => "-".into(),
                 },
@@ -562,7 +562,7 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
         println!(
             "reader: every row's reader read a plain local file of the same bytes (pread, no \
              atomicity) beside that row's writers, so a row's ratios are what the machine \
-             itself adds to a read under that row's write load; issue 10's target is judged \
+             itself adds to a read under that row's write load; versioning's target is judged \
              on a run without --plain-reader"
         );
         return;
@@ -599,7 +599,7 @@ fn print_readers(report: &ReadersReport, cfg: &ReadersConfig) {
             );
         }
         println!(
-            "target (issue 10): versioning read latency with writers <= {READERS_TARGET}x \
+            "target: versioning read latency with writers <= {READERS_TARGET}x \
              without — median {:.3}x ({}), p99 {:.3}x ({}); per run: {}",
             v.median_ratio,
             holds(v.median_ratio <= READERS_TARGET),
@@ -640,9 +640,9 @@ pub struct GcArgs {
     /// pass that collected something).
     #[arg(long, default_value_t = 5)]
     gc_idle_ms: u64,
-    /// Rows: `limit` (plain in-place pwrite), strategies without servers (posix-fcntl), and
+    /// Rows: `plain` (plain in-place pwrite), strategies without servers (posix-fcntl), and
     /// versioning.
-    #[arg(long, default_value = "limit,posix-fcntl,versioning")]
+    #[arg(long, default_value = "plain,posix-fcntl,versioning")]
     strategies: String,
     /// Versioning's base: `servers` (a server file) or `direct` (a local file).
     #[arg(long, default_value = "servers")]
@@ -665,7 +665,7 @@ pub struct GcArgs {
     no_progress: bool,
 }
 
-/// Issue 10's target: the servers' disk usage stays within this multiple of the file.
+/// The target: the servers' disk usage stays within this multiple of the file.
 const GC_TARGET: f64 = 5.0;
 
 pub fn version_gc(a: GcArgs) -> anyhow::Result<()> {
@@ -855,7 +855,7 @@ fn print_gc(rows: &[GcRow], cfg: &GcConfig) {
         // logs and tables, there with no file at all) is not the file's.
         let own = |b: u64| b.saturating_sub(r.baseline_bytes) as f64 / r.file_bytes.max(1) as f64;
         println!(
-            "target (issue 10): the file's storage <= {GC_TARGET}x the file ({} bytes) — max \
+            "target: the file's storage <= {GC_TARGET}x the file ({} bytes) — max \
              {:.4}x ({}), at the end of the writes {:.4}x ({}), after the last collection \
              {:.4}x ({}); counted without the {} bytes the servers held before the first write \
              (their own files); with them: max {:.4}x ({} bytes), end {:.4}x, after the last \

@@ -11,13 +11,14 @@ use atomio_workloads::Workload;
 use clap::{Args, Parser};
 use std::path::{Path, PathBuf};
 
-/// The rows a workload runs unless told otherwise: the physical limits (contiguous, and
-/// the workload's own pieces by plain `pwrite`), no atomicity,
+/// The rows a workload runs unless told otherwise: the reference rows without atomio
+/// (the same bytes contiguously, the workload's own pieces by plain `pwrite`, and through
+/// direct placement's mapping), no atomicity,
 /// today's baselines (`romio`: what MPI users have; `posix-fcntl`), and the lock
 /// strategies that matter (on the lock servers, and datatype one-try on the host's shared
 /// lock table).
 pub const DEFAULT_STRATEGIES: &str =
-    "limit,limit-pieces,limit-mapped,none,rtt-floor,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try,ching:datatype:one-try+host";
+    "contiguous,plain,plain-mapped,none,rtt-floor,romio,posix-fcntl,bounding-extent,block:4096,ching:list:one-try,ching:datatype:one-try,ching:datatype:alt-try,ching:datatype:one-try+host";
 
 #[derive(Args, Clone)]
 pub struct CommonArgs {
@@ -27,12 +28,12 @@ pub struct CommonArgs {
     /// Servers (objects per file = servers).
     #[arg(long, default_value_t = 4)]
     pub servers: u32,
-    /// Strategies, comma-separated, or "all"; `limit` adds the physical-limit row (each
-    /// client `pwrite`s its bytes contiguously into a local file), `limit-pieces` the
-    /// pattern's plain limit (each client `pwrite`s each of its pieces in place in a local
-    /// file: no atomio, no locks), `limit-mapped` the pattern's limit through a mapping
-    /// (each client writes its pieces in place as direct placement does: through a shared
-    /// mapping when that pays; no atomio client, no locks), `rtt-floor` the floor of
+    /// Strategies, comma-separated, or "all"; `contiguous` adds a reference row (each
+    /// client `pwrite`s its bytes contiguously into a local file), `plain` the pattern
+    /// written plainly (each client `pwrite`s each of its pieces in place in a local file:
+    /// no atomio, no locks), `plain-mapped` the pattern through a mapping (each client
+    /// writes its pieces in place as direct placement does: through a shared mapping when
+    /// that pays; no atomio client, no locks), `rtt-floor` the floor of
     /// lock-server techniques (`none` plus one round trip to each lock server a call's
     /// bytes map to, before each call); `<strategy>+host` takes a lock-server strategy's
     /// locks in the host's shared lock table instead (no server; every client on this host).
@@ -117,9 +118,9 @@ pub fn parse_strategies(s: &str) -> anyhow::Result<Vec<RowSpec>> {
         ];
         v.extend(Strategy::ching_all());
         let mut rows = vec![
-            RowSpec::Limit,
-            RowSpec::LimitPieces,
-            RowSpec::LimitMapped,
+            RowSpec::Contiguous,
+            RowSpec::Plain,
+            RowSpec::PlainMapped,
             RowSpec::RttFloor,
         ];
         rows.extend(v.into_iter().map(RowSpec::Strategy));
@@ -206,13 +207,14 @@ pub fn table(rows: &[WorkloadRow]) -> String {
                 r.data.clone(),
                 format!("{:.1}", r.mib_per_s),
                 format!("{:.1}", r.pio_mib_per_s),
-                r.pct_of_limit.map_or("-".into(), |p| format!("{p:.0}%")),
+                r.pct_of_contiguous
+                    .map_or("-".into(), |p| format!("{p:.0}%")),
                 r.pct_of_none.map_or("-".into(), |p| format!("{p:.0}%")),
                 r.x_romio.map_or("-".into(), |x| format!("{x:.2}x")),
                 format!("{:.3}", r.seconds),
                 format!("{}", r.lock_requests),
-                if r.strategy == "limit" {
-                    "n/a (limit)".to_string()
+                if r.strategy == "contiguous" {
+                    "n/a (no layout)".to_string()
                 } else {
                     verdict(r.verified).to_string()
                 },
@@ -225,7 +227,7 @@ pub fn table(rows: &[WorkloadRow]) -> String {
             "data",
             "MiB/s",
             "PIO MiB/s",
-            "% of limit",
+            "% of contiguous",
             "% of none",
             "vs romio",
             "seconds",
@@ -246,7 +248,7 @@ pub fn chart(path: &Path, title: &str, rows: &[WorkloadRow]) -> anyhow::Result<(
             label: r.strategy.clone(),
             value: r.mib_per_s,
             bad: r.verified == Some(false),
-            muted: r.strategy == "none" || r.strategy == "limit",
+            muted: r.strategy == "none" || r.strategy == "contiguous",
         })
         .collect();
     bars(path, title, "MiB/s (median of runs)", &b)

@@ -5,7 +5,7 @@
 //! the file for every client (`MPI_File_sync`), and every file is read back through a third
 //! client that no rank wrote through: MPICH's atomic mode (its verdict printed: corrupt is a
 //! result), MPICH with data sieving off (its correct mode there), atomio's default (`auto`),
-//! and the limit (each rank's bytes written contiguously through its own client).
+//! and the `contiguous` row (each rank's bytes written contiguously through its own client).
 
 use crate::bench_mpi::{chart, measure, report, resolve_lib, sharedfs_bed};
 use anyhow::{anyhow, Context};
@@ -56,7 +56,7 @@ pub fn run(runs: usize, chart_path: &Path, progress: bool) -> anyhow::Result<()>
             collective,
             reps: runs.max(1) as u32,
             dir: shared.clone(),
-            limit: !collective,
+            reference_rows: !collective,
             baselines: vec![
                 Baseline {
                     atomic: true,

@@ -96,8 +96,9 @@ enum Bench {
     /// atomio strategies through a preloaded libatomio_mpiio.so.
     MpiTile(Box<bench_mpi::MpiTileArgs>),
     /// Interleaved strided MPI writes without overlap (mpi/bench/strided_io: rank r owns
-    /// every P-th block of B bytes) for each B: limit, MPICH non-atomic and atomic, atomio
-    /// strategies through the preloaded library; one table per B.
+    /// every P-th block of B bytes) for each B: reference rows without MPI-IO, MPICH
+    /// non-atomic and atomic, atomio strategies through the preloaded library; one table
+    /// per B.
     MpiStrided(Box<bench_mpi::MpiStridedArgs>),
     /// SeqDLM §V-B, Fig. 17: round-robin conflicting writes, time split into lock
     /// revocation, cancel + flush, and other; NBW vs PW.
@@ -109,7 +110,7 @@ enum Bench {
     /// downgrading (writes across two stripes).
     SeqdlmConvert(bench_seqdlm::SeqArgs),
     /// Tran §6.3: one client writes the same bytes in 1, 2, 4, …, 1024 regions and reads
-    /// them back; write and read MiB/s per strategy (versioning vs locks vs the limit).
+    /// them back; write and read MiB/s per strategy (versioning vs locks vs plain I/O).
     RegionsSweep(bench_versions::SweepArgs),
     /// Readers read the newest data in a loop while writers write overlapping tiles: read
     /// latency with and without writers, versioning vs lock strategies.
@@ -138,24 +139,6 @@ fn worker() -> anyhow::Result<()> {
     Ok(())
 }
 
-impl Command {
-    /// Benchmarks, the demo and the model's calibration and validation: commands whose
-    /// figures depend on the machine (and not the processes they start for themselves,
-    /// whose standard output is a protocol).
-    fn measures_the_machine(&self) -> bool {
-        match self {
-            // A workload's options are parsed after this; its `--help` measures nothing.
-            Command::Bench {
-                which: Bench::Workload(args),
-            } => !args.iter().any(|a| a == "-h" || a == "--help"),
-            Command::Bench { which } => !matches!(which, Bench::List | Bench::VersionClient),
-            Command::Demo(_) => true,
-            Command::Sim(a) => a.measures_the_machine(),
-            _ => false,
-        }
-    }
-}
-
 fn main() -> std::process::ExitCode {
     closed_stdout::exit_quietly_when_the_reader_is_gone();
     let cli = Cli::parse();
@@ -173,12 +156,6 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    if cli.command.measures_the_machine() {
-        // What a first touch of memory costs here decides half the figures below.
-        if let Some(note) = atomio_bench::host_memory::machine_note() {
-            println!("{note}");
-        }
-    }
     let result = match cli.command {
         Command::Server(a) => server::run(a),
         Command::Bench {

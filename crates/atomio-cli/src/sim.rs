@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 pub struct SimArgs {
     #[command(subcommand)]
     cmd: Option<SimCmd>,
-    /// The calibrated scale model (issue 13): throughput vs clients per strategy, up to
+    /// The calibrated scale model: throughput vs clients per strategy, up to
     /// 4,096 clients × 64 servers on the papers' workloads and clusters, safety checked at
     /// every size; prints a table, writes JSON and an SVG chart, and sets the projections
     /// beside the papers' figures. Needs a cost file (`atomio sim calibrate`).
@@ -119,18 +119,6 @@ enum SimCmd {
     /// `calibrate`).
     #[command(hide = true)]
     CallClient(crate::sim_scale::PingClientArgs),
-}
-
-impl SimArgs {
-    /// Calibration, validation and the projection measure or model this machine; the
-    /// seeded simulations and the hidden helper processes do not.
-    pub fn measures_the_machine(&self) -> bool {
-        match self.cmd {
-            Some(SimCmd::Calibrate(_) | SimCmd::Validate(_)) => true,
-            Some(SimCmd::PingClient(_) | SimCmd::CallClient(_)) => false,
-            None => self.scale,
-        }
-    }
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<()> {

@@ -1,4 +1,4 @@
-//! `atomio sim calibrate | validate | --scale`: the calibrated scale model (issue 13).
+//! `atomio sim calibrate | validate | --scale`: the calibrated scale model.
 
 use anyhow::{anyhow, Context};
 use atomio_scale::calibrate::CalibrateConfig;
@@ -21,8 +21,8 @@ pub struct CalibrateArgs {
     /// before measuring; 0: measure at once (the load is still recorded).
     #[arg(long, default_value_t = 300)]
     patience: u64,
-    /// Calibrations to take the figure-by-figure median of (this VM's speed drifts
-    /// between minutes: one calibration's draw moved single figures by 20–40 %).
+    /// Calibrations to take the figure-by-figure median of (a machine's speed can
+    /// drift between minutes: one calibration's draw moved single figures by 20–40 %).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=25))]
     rounds: u32,
 }
@@ -43,7 +43,7 @@ pub struct ValidateArgs {
     runs: usize,
     /// Invocations of each real benchmark (`bench locks` and each workload's), taken in
     /// turn over the groups so that they are minutes apart; the median invocation's figure
-    /// is compared (this VM's speed drifts between minutes: one invocation moved S3D's
+    /// is compared (a machine's speed can drift between minutes: one invocation moved S3D's
     /// rows by 30 %, another `bench locks`' list one-try by 35 %).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=25))]
     rounds: u32,
@@ -69,8 +69,8 @@ pub struct ValidateArgs {
     #[arg(long, default_value_t = 300)]
     patience: u64,
     /// Measure the data path's terms again (`pwrite`s, mapped copies) right before each
-    /// workload benchmark and predict its rows with them: this VM's speed drifts 10–25 %
-    /// between minutes, and the workloads' rows follow their data path's.
+    /// workload benchmark and predict its rows with them: a machine's speed can drift
+    /// 10–25 % between minutes, and the workloads' rows follow their data path's.
     #[arg(long)]
     io_beside: bool,
 }

@@ -240,7 +240,7 @@ fn bench_mpi_tile_tiny_verifies_baselines_and_isolates_atomio_rows() {
 }
 
 #[test]
-fn bench_mpi_strided_tiny_has_a_limit_row_per_block_size_and_verifies_the_bytes() {
+fn bench_mpi_strided_tiny_has_reference_rows_per_block_size_and_verifies_the_bytes() {
     if !mpi_available() {
         return;
     }
@@ -284,9 +284,9 @@ fn bench_mpi_strided_tiny_has_a_limit_row_per_block_size_and_verifies_the_bytes(
         assert_eq!(
             names,
             [
-                "limit",
-                "limit-pieces",
-                "limit-mapped",
+                "contiguous",
+                "plain",
+                "plain-mapped",
                 "mpich",
                 "mpich-atomic",
                 "atomio:rma"
@@ -298,9 +298,9 @@ fn bench_mpi_strided_tiny_has_a_limit_row_per_block_size_and_verifies_the_bytes(
             assert!(r["mib_per_s"].as_f64().unwrap() > 0.0, "{r}");
             assert_eq!(r["runs"].as_array().unwrap().len(), 2);
         }
-        assert_eq!(rows[0]["kind"], "limit");
-        assert_eq!(rows[1]["kind"], "limit");
-        assert_eq!(rows[2]["kind"], "limit");
+        assert_eq!(rows[0]["kind"], "reference");
+        assert_eq!(rows[1]["kind"], "reference");
+        assert_eq!(rows[2]["kind"], "reference");
         assert_eq!(rows[5]["verified"], "skipped");
     }
     assert!(std::fs::read_to_string(&chart).unwrap().starts_with("<svg"));

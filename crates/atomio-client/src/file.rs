@@ -30,11 +30,10 @@ use std::sync::Arc;
 /// must visit: every one adds a round trip to a handoff (a client that waited at one server
 /// takes its later ones in order) and a message to each release. Since the lock server
 /// grants a lone writer's structured bytes in one step (leaps), its work per call is small,
-/// and fewer servers per call win: A/B/A/B of 6 invocations each (`results/issue8/stop31/`)
-/// moved `bench tile` one-try / bounding-extent from 0.95x (4 MiB) to 1.00x (64 MiB) and
-/// S3D datatype one-try from 92.5 % to 97.8 % of `none`, ior-hard unchanged. History: 64 KiB
-/// stripes walked ~480 boundaries on a contended 30 MiB tile call (0.46x); before leaps,
-/// 16 MiB gave 0.90x. Files much larger than `servers x` this still spread their locks
+/// and fewer servers per call win: in A/B/A/B runs of 6 invocations each, 64 MiB put
+/// `bench tile` one-try / bounding-extent at 1.00x (4 MiB: 0.95x) and S3D datatype one-try
+/// at 97.8 % of `none` (4 MiB: 92.5 %), ior-hard alike. 64 KiB stripes walk ~480 boundaries
+/// on a contended 30 MiB tile call (0.46x). Files much larger than `servers x` this still spread their locks
 /// over every server. Every client of a file must use the same value: it is a constant.
 pub const DIRECT_LOCK_STRIPE: u64 = 64 << 20;
 use atomio_lock::{Contention, LockOp};

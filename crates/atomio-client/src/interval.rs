@@ -6,11 +6,11 @@
 //! locked window**; the other runs move whole in one sub-call under locks on their shared
 //! bytes (and bytes nobody declared) only — a run is never cut, since a piece costs a
 //! system call and the cut buys no concurrency the file system's own lock would allow
-//! (measured: `bench row` 50 % of `none` cut, see ARCHITECTURE.md). That is still
+//! (measured: `bench row` 50 % of `none` cut, see docs/interval-io.md). That is still
 //! atomic: a private byte is touched by `r` alone, so when `r` writes it is invisible to
 //! every other call; the calls' shared parts are two-phase locked, which orders them; and
 //! a cycle through `r`'s program order would need a call of another rank to finish before
-//! one of `r`'s started and after a later one — impossible (see ARCHITECTURE.md).
+//! one of `r`'s started and after a later one — impossible (see docs/interval-io.md).
 //!
 //! Lock managers: on a direct file the locks of a shared interval live at the manager of
 //! its owner group (`IntervalSet::manager`: no central manager; a group's locks in one

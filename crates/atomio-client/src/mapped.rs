@@ -24,7 +24,7 @@
 //! its whole folio's buffer heads. With the advice a fault creates only its own folio and
 //! maps it whole. S3D, 4 clients: 201 of 216 (client, folio) pairs mapped whole instead of
 //! 101–122, a third of the page faults, ~20 % less CPU per byte and `none` +2 … +25 % in
-//! four alternating pairs (results/issue8/stop38). A call of one piece or a few (IOR's
+//! four alternating pairs. A call of one piece or a few (IOR's
 //! 47,008-byte transfers) keeps readahead: there the advice cost 1–9 % in three pairs.
 //!
 //! **Whole folios at the window's ends.** The kernel maps a large folio with one PMD only
@@ -34,7 +34,7 @@
 //! on one above its last, past the file's end if need be: those bytes are mapped but never
 //! touched. S3D at 8 clients (the 2×2×2 grid, whose calls begin and end mid-folio):
 //! 268 → 290–299 of 336 (client, folio) pairs mapped whole per run, ~35 % fewer page faults,
-//! `none` +33 … +58 % in three A/B pairs (results/issue8/stop39).
+//! `none` +33 … +58 % in three A/B pairs.
 //!
 //! **When.** [`worth_mapping`]: many pieces, small on average, dense enough in their hull
 //! that the pages touched are mostly pages written. Never for file systems whose caches are

@@ -1142,7 +1142,7 @@ impl VersionedFile {
     }
 
     /// Makes this writer's chunks durable on every server (tree nodes and the version
-    /// manager are in the servers' memory: see ARCHITECTURE.md).
+    /// manager are in the servers' memory: see docs/versioning.md).
     pub async fn sync(&mut self, c: &mut ClusterClient) -> Result<(), WireError> {
         for ((_, object), f) in &self.open {
             if self.owns(*object) {

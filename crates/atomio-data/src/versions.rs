@@ -17,7 +17,7 @@
 //! (`version_board`: a `Published` never precedes its board); a `VersionComplete` is answered exactly once per request, `Published` only for
 //! a published version; the node store holds at most `MAX_NODE_BYTES` per server; nothing
 //! here panics on input. State is in memory: a restarted server has lost its versioned
-//! files' metadata (their chunks survive as objects) — see ARCHITECTURE.md.
+//! files' metadata (their chunks survive as objects) — see docs/versioning.md.
 
 use crate::version_board::{encode_record, Board};
 use atomio_proto::{ClientId, ErrorCode, FileId, Reply, Request, WireError};

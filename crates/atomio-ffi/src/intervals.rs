@@ -1,4 +1,4 @@
-//! Interval I/O from C (issue 11): patterns as bytes (to exchange MPI filetypes between
+//! Interval I/O from C: patterns as bytes (to exchange MPI filetypes between
 //! ranks), the interval set of one MPI view per rank, and installing it on a file.
 //!
 //! * `atomio_pattern_encode` / `atomio_pattern_decode`: a pattern's postcard form (its flat

@@ -7,8 +7,8 @@
 //! cargo run --release -p atomio-scale --example ping_runtimes -- target/release/atomio [fan-in]
 //! ```
 //!
-//! Stop 45 (`results/issue13/scale/stop45`): at 4–8 tasks a server that several
-//! connections keep busy spends ~6 µs per ping against ~10.5 µs with one connection each.
+//! Measured: at 4–8 tasks a server that several connections keep busy spends ~6 µs per
+//! ping against ~10.5 µs with one connection each.
 use atomio_layout::ServerId;
 use atomio_proto::Request;
 use std::time::Instant;

@@ -9,7 +9,7 @@
 //!   of a batch (a wake-up, a poll, a read) comes from four client processes (`atomio sim
 //!   ping-client`) pinging four servers one at a time, all at once — processes outnumber
 //!   cores, as in every benchmark here. (A pair alone on an idle machine pays two to three
-//!   times more CPU per round trip in this VM — idle virtual CPUs are slow to wake — and
+//!   times more CPU per round trip on a VM whose idle virtual CPUs are slow to wake, and
 //!   that figure is recorded, not used.)
 //! * **how calls differ** — one writer's `pwrite`s timed call by call: the log-σ the
 //!   model spreads every job's cost by;
@@ -113,8 +113,9 @@ pub fn calibrate(cfg: &CalibrateConfig) -> Result<Costs, String> {
         let b = bytes.to_string();
         // Atomic runs alternate with plain ones (the same writes, no locks), and the term
         // is fitted to their difference, not to the atomic runs against `pwrite`s measured
-        // minutes earlier (this VM drifts between minutes). It still spreads 1.4–9.8 µs at
-        // 47,008 B between calibrations (stop 46): a difference of two ~25–50 µs figures.
+        // minutes earlier (a machine's speed can drift between minutes). It still spreads
+        // 1.4–9.8 µs at 47,008 B between calibrations: a difference of two ~25–50 µs
+        // figures.
         // Three of each, the median by CPU per call: a run that meets the page cache's
         // writeback (one did: 3× the CPU at 128 KiB) must not set the term.
         let (mut atomic, mut plain) = (Vec::new(), Vec::new());
@@ -1092,8 +1093,8 @@ pub fn measure_tick(samples: &mut Vec<Sample>) -> f64 {
 /// How long an idle core takes to start a woken thread: a ping-pong between two cores
 /// (each wake-up finds the other core idle) against the same on one core (each wake-up
 /// finds the core busy with its waker, which then blocks: a switch, no wake). Half the
-/// difference per round trip. On this VM ~20 µs: a halted virtual CPU's interrupt goes
-/// through the host. One core allowed: 0.
+/// difference per round trip: ~20 µs on a VM whose halted virtual CPUs are woken through
+/// the host. One core allowed: 0.
 pub fn measure_wake(reps: usize, samples: &mut Vec<Sample>) -> Result<f64, String> {
     use nix::sched::{sched_getaffinity, CpuSet};
     let set =
@@ -1330,7 +1331,7 @@ pub fn measure_io(
     let path = scratch.join("calibrate-pwrite.dat");
     // Per call at sizes from a page to 4 MiB (no line fits them all: small writes pay
     // per call, large ones per byte, with a knee in between).
-    // The sizes take turns, rep by rep: a slow spell of this VM (one put 128 KiB at 54 µs
+    // The sizes take turns, rep by rep: a slow spell of the machine (one put 128 KiB at 54 µs
     // between neighbours at 28) then costs each size one rep, which the median drops,
     // instead of every rep of one size.
     const SIZES: [u64; 6] = [4_096, 16_384, 47_008, 131_072, 1 << 20, 4 << 20];

@@ -73,8 +73,8 @@ pub struct NetCosts {
     /// One-way delay that is nobody's CPU (loopback: scheduling; on a cluster the
     /// platform's latency replaces it).
     pub wire_ns: f64,
-    /// Time an idle core takes to start a woken job (this VM's halted virtual CPUs: the
-    /// interrupt goes through the host), measured by a ping-pong across two idle cores
+    /// Time an idle core takes to start a woken job (large on VMs whose halted virtual
+    /// CPUs are woken through the host), measured by a ping-pong across two idle cores
     /// against one on a single core (`calibrate::measure_wake`). Cost files from before
     /// it: 0.
     #[serde(default)]
@@ -256,9 +256,8 @@ impl Costs {
 
     /// The figure-by-figure median of several calibrations of one machine (every number at
     /// the same place in the files, curves point by point; a flag by majority), their
-    /// samples all kept. This VM's speed drifts from minute to minute and one calibration's
-    /// draw moved single figures by 20–40 % (`results/issue13/scale/stop40`); rounds a
-    /// minute apart and their median set the model's terms instead.
+    /// samples all kept. A virtual machine's speed can drift from minute to minute (one
+    /// calibration's draw moved single figures by 20–40 %); rounds a minute apart and their median set the model's terms instead.
     pub fn median_of(all: &[Costs]) -> Result<Costs, String> {
         let values = all
             .iter()

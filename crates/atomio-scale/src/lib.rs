@@ -1,4 +1,4 @@
-//! atomio's calibrated scale model (issue 13): a discrete-event simulation of atomio's
+//! atomio's calibrated scale model: a discrete-event simulation of atomio's
 //! protocols whose costs are measured on this machine, checked against real runs here,
 //! then run to thousands of clients on the papers' clusters.
 //!
@@ -14,7 +14,7 @@
 //!
 //! * `project` — the papers' workloads to 4,096 clients × 64 servers (`atomio sim --scale`).
 //!
-//! What is modelled and what is not: ARCHITECTURE.md, "Scale model".
+//! What is modelled and what is not: docs/scale-model.md.
 
 pub mod calibrate;
 pub mod costs;

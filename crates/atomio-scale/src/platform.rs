@@ -25,8 +25,8 @@ pub struct Platform {
     pub server_cores: u32,
     /// One-way network latency between hosts.
     pub latency_ns: Ns,
-    /// Time an idle core takes to start a job (`NetCosts::wake_ns`: this VM's; the
-    /// papers' bare-metal nodes: 0).
+    /// Time an idle core takes to start a job (`NetCosts::wake_ns`: the calibrated
+    /// machine's; the papers' bare-metal nodes: 0).
     pub wake_ns: Ns,
     /// The spread of job costs and the call time it was measured on
     /// (`IoCosts::cost_spread`, `cost_spread_ns`; atomio's own code, so every platform's).

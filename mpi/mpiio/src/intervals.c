@@ -1,5 +1,5 @@
 /*
- * intervals.c -- interval I/O (Logan & Dickens; atomio issue 11) on the files whose strategy
+ * intervals.c -- interval I/O (Logan & Dickens) on the files whose strategy
  * is `interval` or `auto`: the file views of all ranks, intersected, say before any write
  * which bytes can ever conflict.
  *

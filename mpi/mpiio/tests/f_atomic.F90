@@ -82,7 +82,7 @@ program f_atomic
     end if
   end if
   call MPI_Finalize(ierr)
-  if (allbad /= 0) stop 1
+  if (allbad /= 0) error stop 'f_atomic: not atomic'
 
 contains
 

@@ -321,7 +321,7 @@ t12() {
 }
 step "12. TLS between ranks and in-job servers (user's certificate); plain clients refused" t12
 
-# Interval I/O (issue 11): the views of all ranks analyzed at open and set_view; private
+# Interval I/O: the views of all ranks analyzed at open and set_view; private
 # bytes move with no lock, shared ones are locked; auto picks from the analysis. The
 # overlapping writers of test 2 must stay atomic under both (auto chooses for itself).
 # The interval file t_intervals writes (hint atomio_format=interval), translated to flat by
@@ -344,7 +344,7 @@ t13() { local d; d=$(fresh t13)
         T_DIR=$(fresh t13-self) ATOMIO_FORCE_ATOMIC=1 mpirun_n 4 --preload "$BUILD/t_overlap_writers" --self interval auto; }
 step "13. interval I/O: strided views lock-free under auto, overlapping views atomic with locks only on shared bytes" t13
 
-# Another PMPI tool in the same process (issue 51): the project's pmpi_count tool (counts
+# Another PMPI tool in the same process: the project's pmpi_count tool (counts
 # MPI_Init/_File_open/_set_atomicity/_write_at/_read_at/_close/Finalize, prints the sums at
 # MPI_Finalize) preloaded before and after the library. Both orders: the tool counts every
 # call the program made by its MPI_ name, and atomio did the I/O (ATOMIO_STATS calls = every

@@ -1,5 +1,5 @@
 /*
- * t_intervals.c -- test 13: interval I/O at MPI_File_set_view (atomio issue 11). Needs 4
+ * t_intervals.c -- test 13: interval I/O at MPI_File_set_view. Needs 4
  * ranks. The library's stats (ATOMIO_STATS, set here to a file in T_DIR before MPI_Init)
  * are read back and checked.
  *

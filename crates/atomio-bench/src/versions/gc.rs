@@ -8,14 +8,14 @@
 //! when the writer finished, and after one last collection, each as a multiple of the file
 //! size.
 //!
-//! Rows: `limit` (the same overwrites `pwrite`n in place into a local file: the disk holds
+//! Rows: `plain` (the same overwrites `pwrite`n in place into a local file: the disk holds
 //! the file once) and `posix-fcntl` (the same, each under an `fcntl` lock) beside
 //! `versioning` on the servers (file-backed storage, embedded in this process, reached over
 //! loopback TCP; the client on the same host writes chunks through the object files).
 //!
 //! Verified at the end: the newest snapshot, read by a fresh client (nothing cached),
 //! equals exactly what the overwrites left; so does every kept snapshot (the `keep_last`
-//! newest), each against the state after its own overwrite. The limit rows' files are
+//! newest), each against the state after its own overwrite. The plain rows' files are
 //! checked the same way.
 
 use super::{disk_usage, io, mib_s, percentile, wire};
@@ -265,7 +265,7 @@ async fn one_row(
     let versioning = matches!(spec, RowSpec::Strategy(s) if s.is_versioning());
     let mut paths: Vec<PathBuf> = Vec::new();
     let mut writer = match spec {
-        RowSpec::Limit => Writer::Plain(
+        RowSpec::Plain => Writer::Plain(
             std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -274,7 +274,7 @@ async fn one_row(
                 .open(&local)
                 .map_err(|e| io(&local, e))?,
         ),
-        RowSpec::RttFloor | RowSpec::LimitPieces | RowSpec::LimitMapped | RowSpec::HostLocks(_) => {
+        RowSpec::RttFloor | RowSpec::Contiguous | RowSpec::PlainMapped | RowSpec::HostLocks(_) => {
             return Err(WireError::new(
                 atomio_proto::ErrorCode::InvalidArgument,
                 format!("{} is a row of the workload benchmarks", spec.name()),
@@ -289,7 +289,7 @@ async fn one_row(
         RowSpec::Strategy(s) if !versioning => {
             if s.uses_lock_service() {
                 return Err(wire(format!(
-                    "version-gc runs limit, versioning and strategies without servers \
+                    "version-gc runs plain, versioning and strategies without servers \
                      (posix-fcntl, romio, none), not {s}"
                 )));
             }

@@ -13,7 +13,7 @@
 //! back to back would take the CPU from the reader, and the ratio would measure the
 //! scheduler, not waiting for writers. So writers run at a lower CPU priority (`nice`,
 //! default 10) and may be paced (one write per interval each); the reader and the servers
-//! run at normal priority. The `limit` row — plain `pwrite`s and `pread`s of the same
+//! run at normal priority. The `plain` row — plain `pwrite`s and `pread`s of the same
 //! bytes, no atomicity — shows what the machine itself adds to a read under the same
 //! writers (page cache, memory bandwidth, the servers' threads); the rest of a strategy's
 //! ratio is its own (waiting for locks; for versioning, fetching each new snapshot's tree).
@@ -50,7 +50,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 /// Where a client's I/O goes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Place {
-    /// A plain local file: `pwrite`/`pread` per run, no locks (the limit row).
+    /// A plain local file: `pwrite`/`pread` per run, no locks (the plain row).
     Plain { file: PathBuf },
     /// The user's file (direct placement) with atomio servers for locks or versions.
     Direct { servers: Vec<String>, file: PathBuf },
@@ -472,7 +472,7 @@ pub struct ReadersConfig {
     pub verify: bool,
     /// Every row's reader reads a plain local file of the same bytes with `pread` (no
     /// atomicity, no servers) while the row's writers write as usual: what the machine
-    /// itself adds to a read under that row's write load (the limit row's writers do far
+    /// itself adds to a read under that row's write load (the plain row's writers do far
     /// less work than versioning's). Not verified.
     pub plain_reader: bool,
     /// The `atomio` executable (its `bench version-client` is the client process).
@@ -553,7 +553,7 @@ pub struct ReadersRow {
     /// The verifier's verdict on the first run: `atomic` (one serial order explains the
     /// file and every kept read), `VIOLATED`, or when the joint search for that order gives
     /// up, each read checked alone: `each read atomic alone` or `inconclusive` (null for the
-    /// limit row or without verification).
+    /// plain row or without verification).
     pub verdict: Option<String>,
     /// The violation, or why the verdict is inconclusive.
     pub violation: Option<String>,
@@ -725,7 +725,7 @@ fn place_for(
             .map_err(|e| io(&file, e))
     };
     Ok(match spec {
-        RowSpec::Limit => Place::Plain {
+        RowSpec::Plain => Place::Plain {
             file: local("plain")?,
         },
         RowSpec::Strategy(s)
@@ -737,7 +737,7 @@ fn place_for(
                 path: format!("/version-readers/{tag}"),
             }
         }
-        RowSpec::RttFloor | RowSpec::LimitPieces | RowSpec::LimitMapped | RowSpec::HostLocks(_) => {
+        RowSpec::RttFloor | RowSpec::Contiguous | RowSpec::PlainMapped | RowSpec::HostLocks(_) => {
             return Err(WireError::new(
                 atomio_proto::ErrorCode::InvalidArgument,
                 format!("{} is a row of the workload benchmarks", spec.name()),
@@ -761,7 +761,7 @@ fn job(role: Role, id: u32, spec: &RowSpec, place: &Place, access: &Access) -> C
         role,
         id,
         strategy: match spec {
-            RowSpec::Limit | RowSpec::LimitPieces | RowSpec::LimitMapped | RowSpec::RttFloor => {
+            RowSpec::Plain | RowSpec::Contiguous | RowSpec::PlainMapped | RowSpec::RttFloor => {
                 "none".into()
             }
             RowSpec::Strategy(s) | RowSpec::IntervalFile(s) | RowSpec::HostLocks(s) => s.name(),
@@ -826,7 +826,7 @@ async fn one_run(
     };
     let reader_job = |r: u32, op_base: u64| {
         let mut j = match &plain {
-            Some(p) => job(Role::Reader, r, &RowSpec::Limit, p, region),
+            Some(p) => job(Role::Reader, r, &RowSpec::Plain, p, region),
             None => job(Role::Reader, r, spec, place, region),
         };
         j.op_base = op_base;
@@ -1110,7 +1110,7 @@ pub async fn run(cfg: &ReadersConfig) -> Result<ReadersReport, WireError> {
                 }
                 let dump_dir = cfg.scratch.join(format!("dumps-{tag}"));
                 std::fs::create_dir_all(&dump_dir).map_err(|e| io(&dump_dir, e))?;
-                let check = run == 0 && cfg.verify && !cfg.plain_reader && *spec != RowSpec::Limit;
+                let check = run == 0 && cfg.verify && !cfg.plain_reader && *spec != RowSpec::Plain;
                 let out = one_run(
                     cfg,
                     &mut env,

@@ -4,8 +4,8 @@
 //! one call; R = 1, 2, 4, …, 1024. Write and read are timed apart (the paper's
 //! `NONCONT_WRITE` and `NONCONT_READ` throughput as the client sees it).
 //!
-//! Rows: `limit` — the same bytes `pwrite`n (then `pread`) one region at a time into a
-//! local file, no locks: what this machine does for that layout; the strategies on direct
+//! Rows: `plain` — the same bytes `pwrite`n (then `pread`) one region at a time into a
+//! local file, no locks: what the machine does for that layout; the strategies on direct
 //! placement by default (the user's file; `versioning` keeps its snapshots' chunks on the
 //! servers, on disk, and the user's file is their base). The client is in this process
 //! with the embedded servers (one client: no `fcntl` subtlety).
@@ -65,7 +65,7 @@ pub struct SweepConfig {
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepRow {
     pub strategy: String,
-    /// `local` (limit), `direct` (the user's file) or `servers`.
+    /// `local` (plain), `direct` (the user's file) or `servers`.
     pub data: String,
     pub regions: u64,
     pub region_bytes: u64,
@@ -120,7 +120,7 @@ struct Sample {
 
 /// A row's file for the whole sweep.
 enum RowFile {
-    Limit(std::fs::File),
+    Plain(std::fs::File),
     Strategy {
         f: Box<File>,
         /// Needs the servers (else `write_local`/`read_local`).
@@ -133,7 +133,7 @@ enum RowFile {
 impl RowFile {
     fn data(&self) -> &'static str {
         match self {
-            RowFile::Limit(_) => "local",
+            RowFile::Plain(_) => "local",
             RowFile::Strategy {
                 on_servers: true, ..
             } => "servers",
@@ -202,7 +202,7 @@ impl Env<'_> {
     ) -> Result<RowFile, WireError> {
         let local = self.local(si);
         Ok(match spec {
-            RowSpec::Limit => RowFile::Limit(
+            RowSpec::Plain => RowFile::Plain(
                 std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)
@@ -212,8 +212,8 @@ impl Env<'_> {
                     .map_err(|e| io(&local, e))?,
             ),
             RowSpec::RttFloor
-            | RowSpec::LimitPieces
-            | RowSpec::LimitMapped
+            | RowSpec::Contiguous
+            | RowSpec::PlainMapped
             | RowSpec::HostLocks(_) => {
                 return Err(WireError::new(
                     atomio_proto::ErrorCode::InvalidArgument,
@@ -271,7 +271,7 @@ impl Env<'_> {
     ) -> Result<Sample, WireError> {
         out.fill(0);
         let s = match row {
-            RowFile::Limit(f) => {
+            RowFile::Plain(f) => {
                 let t = Instant::now();
                 let mut at = 0usize;
                 for r in access.ranges() {

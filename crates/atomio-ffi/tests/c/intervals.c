@@ -1,4 +1,4 @@
-/* Interval I/O through the C ABI (issue 11): filetypes encoded and decoded (as the MPI
+/* Interval I/O through the C ABI: filetypes encoded and decoded (as the MPI
  * library exchanges them between ranks), the interval set of 4 ranks' strided views, and
  * two direct-placement handles (ranks 0 and 1) with strategy "interval": a write inside a
  * rank's own view takes no lock request; a write into another rank's private bytes is

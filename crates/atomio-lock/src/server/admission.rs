@@ -13,7 +13,7 @@
 //! and refuses writes that name another, so a peer cannot dodge the check by lying about
 //! the layout once the file is in use (a peer that is *first* to name a file's striping
 //! makes every honest writer's request fail with a clear error — a denial of service, never
-//! a silent overwrite; see ARCHITECTURE.md).
+//! a silent overwrite; see docs/security.md).
 //!
 //! **Invariants:** admission never changes the lock table; a lapsed client's changes are
 //! refused `LeaseExpired` before anything else; it is refused (`Locked`) iff
