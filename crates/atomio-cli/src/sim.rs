@@ -198,7 +198,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
 }
 
 fn run_stack(a: &SimArgs) -> anyhow::Result<()> {
-    use atomio_client::sim::{run as run_stack_sim, StackSimConfig};
+    use atomio_sim::stack::{run as run_stack_sim, StackSimConfig};
     let (mut calls, mut crashes, mut committed) = (0, 0, 0);
     for seed in a.seed..a.seed + a.seeds {
         let mut cfg = StackSimConfig::new(seed);
@@ -228,8 +228,8 @@ fn run_stack(a: &SimArgs) -> anyhow::Result<()> {
 }
 
 fn run_seqdlm(a: &SimArgs) -> anyhow::Result<()> {
-    use atomio_client::seqdlm_sim::{run as run_seq, Modes, SeqSimConfig, SeqSimReport};
     use atomio_lock::seqdlm::Config;
+    use atomio_sim::seqdlm::{run as run_seq, Modes, SeqSimConfig, SeqSimReport};
     let (dlm, pw) = match a.dlm.as_str() {
         "seqdlm" => (Config::SEQDLM, false),
         "seqdlm-no-er" => (
@@ -338,8 +338,8 @@ fn run_versioning(a: &SimArgs) -> anyhow::Result<()> {
 }
 
 fn run_dlm_stack(a: &SimArgs) -> anyhow::Result<()> {
-    use atomio_client::dlm::sim::{run as run_dlm, DlmSimConfig, DlmSimReport, Fault};
     use atomio_client::dlm::DlmSpec;
+    use atomio_sim::dlm::{run as run_dlm, DlmSimConfig, DlmSimReport, Fault};
     let spec = match DlmSpec::parse(&a.dlm) {
         Some(Ok(s)) => s,
         Some(Err(e)) => bail!("{e}"),

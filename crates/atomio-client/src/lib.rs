@@ -13,8 +13,6 @@ pub mod interval_file;
 pub(crate) mod mapped;
 mod node_logs;
 pub mod objects;
-pub mod seqdlm_sim;
-pub mod sim;
 pub mod strategy;
 pub mod technique;
 pub mod techniques;

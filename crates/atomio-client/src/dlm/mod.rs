@@ -19,7 +19,6 @@
 pub mod agent;
 pub mod machine;
 pub mod pool;
-pub mod sim;
 
 use atomio_lock::seqdlm::{Config, Expand, Mode};
 use atomio_proto::{DlmExpand, DlmPolicy};

@@ -1,9 +1,9 @@
 //! The DLM stack simulation (real client machines, lock servers and data services; see
-//! `atomio_client::dlm::sim`): clean over many seeds for SeqDLM and the traditional DLMs,
+//! `atomio_sim::dlm`): clean over many seeds for SeqDLM and the traditional DLMs,
 //! and both negative controls caught. `atomio sim --dlm --seeds N` runs more.
 
-use atomio_client::dlm::sim::{run, DlmSimConfig, Fault};
 use atomio_client::dlm::DlmSpec;
+use atomio_sim::dlm::{run, DlmSimConfig, Fault};
 
 fn sweep(spec: DlmSpec, seeds: std::ops::Range<u64>) {
     for seed in seeds {

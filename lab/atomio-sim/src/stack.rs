@@ -29,9 +29,9 @@
 //!
 //! A failure names its seed; `atomio sim --stack --seed N` replays it.
 
-use crate::call::{CallIo, CallOp};
-use crate::strategy::Strategy;
-use crate::technique::{LockGeometry, Locks};
+use atomio_client::call::{CallIo, CallOp};
+use atomio_client::strategy::Strategy;
+use atomio_client::technique::{LockGeometry, Locks};
 use atomio_data::{DataService, MemStore};
 use atomio_layout::{Access, ByteRange, Layout, RangeList, ServerId};
 use atomio_lock::{LockOp, LockServer, Method, Outgoing, Protocol, Send};

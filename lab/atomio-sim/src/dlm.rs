@@ -21,8 +21,8 @@
 //! in the paper's client cache, and a write spread over stripes can then be half-flushed),
 //! server restarts (the extent log and SN floor have their own tests), leases.
 
-use super::machine::{DlmClient, Done};
-use super::{DlmSpec, ModeRule};
+use atomio_client::dlm::machine::{DlmClient, Done};
+use atomio_client::dlm::{DlmSpec, ModeRule};
 use atomio_data::{DataService, MemStore};
 use atomio_layout::{Access, ByteRange, Layout, RangeList, ServerId};
 use atomio_lock::seqdlm::Mode;
@@ -258,7 +258,7 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
     let mut up: Vec<VecDeque<(u64, Request)>> = vec![VecDeque::new(); n * s];
     let mut down: Vec<VecDeque<(u64, Reply)>> = vec![VecDeque::new(); n * s];
     let mut writes: Vec<atomio_verify::Write> = Vec::new();
-    let mut reads: Vec<crate::sim::SeenRead> = Vec::new();
+    let mut reads: Vec<crate::stack::SeenRead> = Vec::new();
     let mut report = DlmSimReport::default();
     let debug = std::env::var_os("ATOMIO_SIM_DEBUG").is_some();
     let budget = 200_000u64;
@@ -420,7 +420,7 @@ pub fn run(cfg: &DlmSimConfig) -> Result<DlmSimReport, DlmSimFailure> {
     }
     report.steps = step;
     // The file as the servers hold it, read with the client's data plane.
-    crate::sim::read_back_and_verify(FILE, &layout, file_bytes, &writes, &reads, |server, r| {
+    crate::stack::read_back_and_verify(FILE, &layout, file_bytes, &writes, &reads, |server, r| {
         servers[server.0 as usize].data.handle(r)
     })
     .map_err(|e| fail(cfg, step, e))?;

@@ -1,9 +1,9 @@
-//! The SeqDLM simulation (`atomio_client::seqdlm_sim`): many seeds clean for SeqDLM (with
+//! The SeqDLM simulation (`atomio_sim::seqdlm`): many seeds clean for SeqDLM (with
 //! and without early revocation) and the traditional DLMs, across 2–4 stripes; the negative
 //! controls (NBW across stripes; data servers ignoring SNs) are caught by the verifier.
 
-use atomio_client::seqdlm_sim::{run, Modes, SeqSimConfig};
 use atomio_lock::seqdlm::Config;
+use atomio_sim::seqdlm::{run, Modes, SeqSimConfig};
 
 fn seeds() -> u64 {
     std::env::var("ATOMIO_SIM_SEEDS")

@@ -20,7 +20,7 @@
 //! stripes) is caught as the paper's Fig. 8 torn write; `sn_blind_servers` (flushes
 //! written as they arrive) as an older flush landing over a newer write.
 
-use crate::write_cache::{Dirty, WriteCache};
+use atomio_client::write_cache::{Dirty, WriteCache};
 use atomio_data::extent_cache::ExtentCache;
 use atomio_layout::{ByteRange, RangeList};
 use atomio_lock::seqdlm::{Config, GrantId, Mode, Out, ReqId, Resource, State};

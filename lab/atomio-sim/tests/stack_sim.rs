@@ -2,7 +2,7 @@
 //! seeds run clean, and the negative controls (no locks; release before the data is
 //! acknowledged) are caught on some seed — the check can fail.
 
-use atomio_client::sim::{run, StackFault, StackSimConfig};
+use atomio_sim::stack::{run, StackFault, StackSimConfig};
 
 fn seeds() -> u64 {
     std::env::var("ATOMIO_SIM_SEEDS")
