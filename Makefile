@@ -23,7 +23,7 @@ demo-sharedfs: build
 test: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
-	$(CARGO) build --profile ci -p atomio-ffi
+	$(CARGO) build --profile ci -p atomio-ffi -p atomio-oracle
 	$(CARGO) test --workspace --profile ci
 	FUZZ_OUT=target/fuzz-smoke scripts/fuzz 20
 	$(MAKE) test-install CARGO_PROFILE=ci

@@ -104,9 +104,6 @@ typedef struct atomio_pattern atomio_pattern;
 // A server (locks + data) running on a thread of this process.
 typedef struct atomio_server atomio_server;
 
-// A set of writes and reads to check a file against.
-typedef struct atomio_verifier atomio_verifier;
-
 // Facts about an interval set and what computing it cost.
 typedef struct {
   // Ranks whose views were analyzed.
@@ -409,50 +406,6 @@ int atomio_view_data_before(uint64_t disp,
                             const atomio_pattern *filetype,
                             uint64_t limit,
                             uint64_t *out);
-
-// Fills `buf` (`len` bytes) with the verifier's tags for the data of one MPI-IO call by
-// `writer` (its `op`-th write) at data offset `skip` of the view (`disp`, `filetype`).
-int atomio_tag_view(uint32_t writer,
-                    uint64_t op,
-                    uint64_t disp,
-                    const atomio_pattern *filetype,
-                    uint64_t skip,
-                    void *buf,
-                    size_t len);
-
-// A new, empty verifier.
-int atomio_verifier_new(atomio_verifier **out);
-
-// Records a write: `len` bytes at data offset `skip` of the view, by (`writer`, `op`),
-// whose data came from `atomio_tag_view` with the same arguments.
-int atomio_verifier_add_write(atomio_verifier *v,
-                              uint32_t writer,
-                              uint64_t op,
-                              uint64_t disp,
-                              const atomio_pattern *filetype,
-                              uint64_t skip,
-                              size_t len);
-
-// Records a read and the `len` bytes it returned.
-int atomio_verifier_add_read(atomio_verifier *v,
-                             uint32_t reader,
-                             uint64_t op,
-                             uint64_t disp,
-                             const atomio_pattern *filetype,
-                             uint64_t skip,
-                             const void *observed,
-                             size_t len);
-
-// Checks the ordinary file at `path` against the recorded operations. `*atomic` is set to
-// 1 (atomic), 0 (violated) or -1 (inconclusive: reads the verifier could not decide); the
-// report (first violation, counts) is copied into `report` (`cap` bytes, truncated).
-int atomio_verifier_check(const atomio_verifier *v,
-                          const char *path,
-                          int *atomic,
-                          char *report,
-                          size_t cap);
-
-void atomio_verifier_free(atomio_verifier *v);
 
 // Writes the encoded form of `p` into `buf` (`cap` bytes); `*len` is always set to the
 // bytes the encoding needs. `buf` NULL with `cap` 0 only asks for the length; a `cap`

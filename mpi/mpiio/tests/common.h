@@ -12,6 +12,7 @@
 #define T_COMMON_H
 
 #include "atomio.h"
+#include "atomio_oracle.h"
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +41,15 @@ void t_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
         if (rc_ != ATOMIO_OK)                                                              \
             t_fail("%s:%d: %s -> %s: %s", __FILE__, __LINE__, #call, atomio_error_name(rc_), \
                    atomio_last_error());                                                   \
+    } while (0)
+
+/* The same for the oracle (libatomio_oracle.so: atomio_tag_view, atomio_verifier_*). */
+#define T_ORACLE(call)                                                                     \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        if (rc_ != ATOMIO_OK)                                                              \
+            t_fail("%s:%d: %s -> %s: %s", __FILE__, __LINE__, #call, atomio_error_name(rc_), \
+                   atomio_oracle_last_error());                                            \
     } while (0)
 
 #define T_ASSERT(cond, ...)                                                                \

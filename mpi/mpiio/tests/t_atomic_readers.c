@@ -69,7 +69,7 @@ static void run(const char *strategy, view_t *v, double seconds)
     int ops = 0, reads = 0;
     unsigned char *seen = NULL;
     if (t_rank == 0) { /* op 0 before anyone reads, so no read finds an empty file */
-        T_ATOMIO(atomio_tag_view(0, 0, (uint64_t)v->disp, v->pat, 0, buf, v->len));
+        T_ORACLE(atomio_tag_view(0, 0, (uint64_t)v->disp, v->pat, 0, buf, v->len));
         T_MPI(MPI_File_write_at(fh, 0, buf, (int)v->len, MPI_BYTE, MPI_STATUS_IGNORE));
         ops = 1;
     } else {
@@ -79,7 +79,7 @@ static void run(const char *strategy, view_t *v, double seconds)
     double t0 = MPI_Wtime();
     if (t_rank == 0) {
         while (ops < MIN_OPS || (ops < MAX_OPS && MPI_Wtime() - t0 < seconds)) {
-            T_ATOMIO(atomio_tag_view(0, (uint64_t)ops, (uint64_t)v->disp, v->pat, 0, buf, v->len));
+            T_ORACLE(atomio_tag_view(0, (uint64_t)ops, (uint64_t)v->disp, v->pat, 0, buf, v->len));
             T_MPI(MPI_File_write_at(fh, 0, buf, (int)v->len, MPI_BYTE, MPI_STATUS_IGNORE));
             ops++;
         }
@@ -107,9 +107,9 @@ static void run(const char *strategy, view_t *v, double seconds)
         free(seen);
     } else {
         atomio_verifier *ver = NULL;
-        T_ATOMIO(atomio_verifier_new(&ver));
+        T_ORACLE(atomio_verifier_new(&ver));
         for (int k = 0; k < ops; k++)
-            T_ATOMIO(atomio_verifier_add_write(ver, 0, (uint64_t)k, (uint64_t)v->disp, v->pat, 0,
+            T_ORACLE(atomio_verifier_add_write(ver, 0, (uint64_t)k, (uint64_t)v->disp, v->pat, 0,
                                                v->len));
         int total = 0;
         for (int r = 1; r < t_size; r++) {
@@ -119,14 +119,14 @@ static void run(const char *strategy, view_t *v, double seconds)
             MPI_Recv(got, (int)((size_t)nreads[r] * v->len), MPI_BYTE, r, 7, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
             for (int i = 0; i < nreads[r]; i++, total++)
-                T_ATOMIO(atomio_verifier_add_read(ver, (uint32_t)r, (uint64_t)i,
+                T_ORACLE(atomio_verifier_add_read(ver, (uint32_t)r, (uint64_t)i,
                                                   (uint64_t)v->disp, v->pat, 0,
                                                   got + (size_t)i * v->len, v->len));
             free(got);
         }
         int verdict = -2;
         char report[4096];
-        T_ATOMIO(atomio_verifier_check(ver, plain, &verdict, report, sizeof report));
+        T_ORACLE(atomio_verifier_check(ver, plain, &verdict, report, sizeof report));
         atomio_verifier_free(ver);
         printf("%-26s %-10s: %d writes, %d reads: %s\n", strategy, v->name, ops, total,
                verdict == 1 ? "atomic" : verdict == 0 ? "VIOLATED" : "inconclusive");

@@ -271,7 +271,7 @@ static void overlapping_interval(double seconds)
     double t0 = MPI_Wtime();
     int ops = 0;
     while (ops < MAX_OPS && (ops < MIN_OPS || MPI_Wtime() - t0 < seconds)) {
-        T_ATOMIO(atomio_tag_view((uint32_t)t_rank, (uint64_t)ops, disp, pat, 0, buf, len));
+        T_ORACLE(atomio_tag_view((uint32_t)t_rank, (uint64_t)ops, disp, pat, 0, buf, len));
         MPI_Status st;
         T_MPI(MPI_File_write_at(fh, 0, buf, (int)len, MPI_BYTE, &st));
         ops++;
@@ -286,7 +286,7 @@ static void overlapping_interval(double seconds)
     MPI_Gather(&ops, 1, MPI_INT, all_ops, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (t_rank == 0) {
         atomio_verifier *v = NULL;
-        T_ATOMIO(atomio_verifier_new(&v));
+        T_ORACLE(atomio_verifier_new(&v));
         int total = 0;
         for (int r = 0; r < P; r++) {
             uint64_t d, w;
@@ -295,14 +295,14 @@ static void overlapping_interval(double seconds)
             T_ATOMIO(atomio_pattern_bytes(w, &o));
             T_ATOMIO(atomio_pattern_resized((uint64_t)W * P, o, &p));
             for (int k = 0; k < all_ops[r]; k++, total++)
-                T_ATOMIO(atomio_verifier_add_write(v, (uint32_t)r, (uint64_t)k, d, p, 0,
+                T_ORACLE(atomio_verifier_add_write(v, (uint32_t)r, (uint64_t)k, d, p, 0,
                                                    (size_t)w * PERIODS));
             atomio_pattern_free(p);
             atomio_pattern_free(o);
         }
         int verdict = -1;
         char report[4096];
-        T_ATOMIO(atomio_verifier_check(v, plain, &verdict, report, sizeof report));
+        T_ORACLE(atomio_verifier_check(v, plain, &verdict, report, sizeof report));
         atomio_verifier_free(v);
         T_ASSERT(verdict == 1, "overlapping views, interval: %d writes: %s: %.600s", total,
                  verdict == 0 ? "VIOLATED" : "inconclusive", report);

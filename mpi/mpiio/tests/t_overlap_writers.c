@@ -94,7 +94,7 @@ static int round_once(const char *strategy, int round, double seconds)
     int max_ops = collective ? 2 * MIN_OPS : MAX_OPS;
     while (ops < max_ops &&
            (ops < min_ops || collective || (!expect_violation && MPI_Wtime() - t0 < seconds))) {
-        T_ATOMIO(atomio_tag_view((uint32_t)t_rank, (uint64_t)ops, (uint64_t)disp, pat, 0, buf,
+        T_ORACLE(atomio_tag_view((uint32_t)t_rank, (uint64_t)ops, (uint64_t)disp, pat, 0, buf,
                                  len));
         if (expect_violation)
             t_barrier(MPI_COMM_WORLD); /* start together: the writes race */
@@ -128,14 +128,14 @@ static int round_once(const char *strategy, int round, double seconds)
     int verdict = 1;
     if (t_rank == 0) {
         atomio_verifier *v = NULL;
-        T_ATOMIO(atomio_verifier_new(&v));
+        T_ORACLE(atomio_verifier_new(&v));
         int total = 0;
         for (int r = 0; r < t_size; r++)
             for (int k = 0; k < all_ops[r]; k++, total++)
-                T_ATOMIO(atomio_verifier_add_write(v, (uint32_t)r, (uint64_t)k,
+                T_ORACLE(atomio_verifier_add_write(v, (uint32_t)r, (uint64_t)k,
                                                    (uint64_t)r * SHIFT, pat, 0, len));
         char report[4096];
-        T_ATOMIO(atomio_verifier_check(v, plain, &verdict, report, sizeof report));
+        T_ORACLE(atomio_verifier_check(v, plain, &verdict, report, sizeof report));
         atomio_verifier_free(v);
         printf("%-32s %s round %d: %d writes: %s\n", strategy, self_mode ? "self" : "coll",
                round, total,

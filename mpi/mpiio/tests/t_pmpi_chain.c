@@ -41,7 +41,7 @@ int main(int argc, char **argv)
     T_ASSERT(buf, "malloc");
     t_barrier(MPI_COMM_WORLD);
     for (int k = 0; k < W_MPI + W_PMPI; k++) {
-        T_ATOMIO(atomio_tag_view((uint32_t)t_rank, (uint64_t)k, disp, bytes, 0, buf, LEN));
+        T_ORACLE(atomio_tag_view((uint32_t)t_rank, (uint64_t)k, disp, bytes, 0, buf, LEN));
         MPI_Status st;
         if (k % 4 == 3) /* ops 3 and 7: the program calls the profiling name itself */
             T_MPI(PMPI_File_write_at(fh, (MPI_Offset)disp, buf, LEN, MPI_BYTE, &st));
@@ -64,13 +64,13 @@ int main(int argc, char **argv)
     int verdict = 1;
     if (t_rank == 0) {
         atomio_verifier *v = NULL;
-        T_ATOMIO(atomio_verifier_new(&v));
+        T_ORACLE(atomio_verifier_new(&v));
         for (int r = 0; r < t_size; r++)
             for (int k = 0; k < W_MPI + W_PMPI; k++)
-                T_ATOMIO(atomio_verifier_add_write(v, (uint32_t)r, (uint64_t)k,
+                T_ORACLE(atomio_verifier_add_write(v, (uint32_t)r, (uint64_t)k,
                                                    (uint64_t)r * SHIFT, bytes, 0, LEN));
         char report[4096];
-        T_ATOMIO(atomio_verifier_check(v, plain, &verdict, report, sizeof report));
+        T_ORACLE(atomio_verifier_check(v, plain, &verdict, report, sizeof report));
         atomio_verifier_free(v);
         printf("t_pmpi_chain: %d ranks, %d MPI_File_write_at + %d PMPI_File_write_at each: %s\n",
                t_size, W_MPI, W_PMPI,
