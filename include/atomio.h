@@ -135,6 +135,11 @@ typedef struct {
   uint64_t lock_free_calls;
   // Calls that had to lock bytes no view declared (strategy `interval`/`auto`).
   uint64_t interval_fallbacks;
+  // Ranges in the lock requests made (a structured request counts its access's runs,
+  // an upper bound).
+  uint64_t lock_ranges;
+  // `pread` system calls made on the user's file (direct placement).
+  uint64_t read_syscalls;
 } atomio_io_stats;
 
 #ifdef __cplusplus

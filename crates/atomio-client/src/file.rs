@@ -56,6 +56,11 @@ pub struct IoStats {
     /// Calls (interval I/O) that locked bytes no declared view covers, or ran before the
     /// file had an interval set: correct, but locked like a plain byte-range technique.
     pub interval_fallbacks: u64,
+    /// Ranges in the lock requests made: a list request's ranges, an `fcntl` lock's one,
+    /// and for a structured (datatype) request the runs of its access (an upper bound).
+    pub lock_ranges: u64,
+    /// `pread` system calls made on the user's file (direct placement).
+    pub read_syscalls: u64,
 }
 
 /// Where the file's bytes are.
@@ -580,7 +585,11 @@ impl File {
     }
 
     pub fn stats(&self) -> IoStats {
-        self.stats
+        let mut s = self.stats;
+        if let Placement::Direct(d) = &self.placement {
+            s.read_syscalls = d.preads();
+        }
+        s
     }
 
     /// Turns atomic mode on with a strategy (`None` or `none`: off). A strategy the
@@ -668,6 +677,18 @@ impl File {
             return Ok(None);
         }
         let technique = self.atomic.clone();
+        // A read of many small pieces on the user's file locks its windows: a few shared
+        // ranges instead of one per piece, which every method then sends as few requests
+        // and the lock service (or the host table) indexes as few ranges.
+        let windows = match (&self.placement, mode) {
+            (Placement::Direct(_), LockMode::Read)
+                if technique.technique().reads_lock_windows() =>
+            {
+                crate::direct::read_lock_windows(access)
+            }
+            _ => None,
+        };
+        let access = windows.as_ref().unwrap_or(access);
         let mut geometry = self.geometry(servers)?.clone();
         geometry.intervals = self.intervals.as_ref().map(|(set, rank)| IntervalGeometry {
             set: set.clone(),
@@ -676,6 +697,7 @@ impl File {
         });
         let locks = technique.technique().locks(mode, access, &geometry)?;
         self.stats.lock_requests += locks.as_ref().map_or(0, Locks::requests);
+        self.stats.lock_ranges += locks.as_ref().map_or(0, Locks::ranges);
         Ok(locks)
     }
 

@@ -108,6 +108,25 @@ impl Locks {
             Locks::Versioned => 0,
         }
     }
+
+    /// Ranges this plan's requests carry (for statistics): a list request's ranges, one
+    /// per `fcntl` or DLM lock, and for a structured request the runs of its access (an
+    /// upper bound, without walking it).
+    pub fn ranges(&self) -> u64 {
+        match self {
+            Locks::Service { subs, .. } => subs
+                .iter()
+                .map(|s| match &s.desc {
+                    atomio_proto::ValidDesc::Ranges(l) => l.len() as u64,
+                    atomio_proto::ValidDesc::Pattern { access, .. } => {
+                        access.pattern().run_count_upper()
+                    }
+                })
+                .sum(),
+            Locks::Fcntl(_) | Locks::Cached(_) => 1,
+            Locks::Versioned => 0,
+        }
+    }
 }
 
 /// Step 2: how the call's bytes move under its locks.
@@ -156,6 +175,15 @@ pub trait Technique: fmt::Debug + Send + Sync {
     /// True when the call driver must cut each call by the file's interval set: bytes
     /// private to the caller moved with no lock, the rest through `locks` (interval I/O).
     fn splits_by_intervals(&self) -> bool {
+        false
+    }
+    /// True when a read of many small pieces on the user's file may be locked by its
+    /// windows instead of its pieces (`direct::read_lock_windows`): more bytes, few ranges.
+    /// Safe for any technique whose locks are a function of the bytes alone: a shared lock
+    /// on bytes the read does not touch excludes only writers of those bytes, never another
+    /// reader, and never lets a write in that the pieces' locks would keep out. Not for
+    /// interval I/O, whose locks depend on whose bytes they are.
+    fn reads_lock_windows(&self) -> bool {
         false
     }
     /// Step 2: how bytes move under the locks.

@@ -186,6 +186,9 @@ impl Technique for BlockLocks {
     fn placements(&self) -> &'static [PlacementKind] {
         BOTH
     }
+    fn reads_lock_windows(&self) -> bool {
+        true
+    }
     fn uses_lock_service(&self) -> bool {
         true
     }
@@ -240,6 +243,9 @@ impl Technique for Ching {
     }
     fn placements(&self) -> &'static [PlacementKind] {
         BOTH
+    }
+    fn reads_lock_windows(&self) -> bool {
+        true
     }
     fn uses_lock_service(&self) -> bool {
         true

@@ -60,6 +60,11 @@ pub struct AtomioIoStats {
     pub lock_free_calls: u64,
     /// Calls that had to lock bytes no view declared (strategy `interval`/`auto`).
     pub interval_fallbacks: u64,
+    /// Ranges in the lock requests made (a structured request counts its access's runs,
+    /// an upper bound).
+    pub lock_ranges: u64,
+    /// `pread` system calls made on the user's file (direct placement).
+    pub read_syscalls: u64,
 }
 
 /// Writes the encoded form of `p` into `buf` (`cap` bytes); `*len` is always set to the
@@ -315,6 +320,8 @@ pub extern "C" fn atomio_file_stats(file: *const AtomioFile, out: *mut AtomioIoS
             lock_messages: s.lock_messages,
             lock_free_calls: s.lock_free_calls,
             interval_fallbacks: s.interval_fallbacks,
+            lock_ranges: s.lock_ranges,
+            read_syscalls: s.read_syscalls,
         };
         Ok(())
     })

@@ -577,17 +577,12 @@ fn memory_pattern(
     Ok(all)
 }
 
-/// Calls `copy(memory bytes, packed bytes)` for every run of `all`, in order.
-fn for_each_piece(
-    all: &Pattern,
-    mut copy: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>),
-) {
-    let mut at = 0usize;
-    for r in all.runs(0) {
-        let n = r.len() as usize;
-        copy(r.start as usize..r.end as usize, at..at + n);
-        at += n;
-    }
+/// `memory_pattern` checked the bounds: a run past them is a bug, reported, not a panic.
+fn packing(e: atomio_layout::copy::OutOfBounds) -> WireError {
+    err(
+        ErrorCode::Internal,
+        format!("the memory type's runs pass its buffers: {e:?}"),
+    )
 }
 
 /// Packs `count` copies of `memtype` from `base` (a buffer of `span` bytes) into `out`
@@ -606,7 +601,7 @@ pub extern "C" fn atomio_gather(
         let src = slice(base.cast::<u8>(), span, "base")?;
         let dst = slice_mut(out, out_len, "out")?;
         let all = memory_pattern(t, count, span, out_len)?;
-        for_each_piece(&all, |mem, packed| dst[packed].copy_from_slice(&src[mem]));
+        atomio_layout::copy::gather(&all, src, dst).map_err(packing)?;
         Ok(())
     })
 }
@@ -626,7 +621,7 @@ pub extern "C" fn atomio_scatter(
         let src = slice(input.cast::<u8>(), in_len, "input")?;
         let dst = slice_mut(base, span, "base")?;
         let all = memory_pattern(t, count, span, in_len)?;
-        for_each_piece(&all, |mem, packed| dst[mem].copy_from_slice(&src[packed]));
+        atomio_layout::copy::scatter(&all, src, dst).map_err(packing)?;
         Ok(())
     })
 }
@@ -1431,4 +1426,3 @@ pub extern "C" fn atomio_view_data_before(
         Ok(())
     })
 }
-

@@ -6,6 +6,7 @@
 //! and which server owns them.
 
 pub mod access;
+pub mod copy;
 pub mod error;
 pub mod grid_box;
 pub mod layout;
@@ -22,5 +23,5 @@ pub use layout::{Layout, Piece, ServerId, DEFAULT_STRIPE_SIZE, MAX_STRIPE_COUNT}
 pub use pattern::{Block, Field, Node, Order, Pattern, MAX_PATTERN_DEPTH, MAX_PATTERN_ITEMS};
 pub use range::{ByteRange, MAX_OFFSET};
 pub use range_list::{RangeCursor, RangeList, RangeListCursor};
-pub use runs::Runs;
+pub use runs::{Group, Runs};
 pub use share::{Owned, Share};

@@ -424,3 +424,110 @@ fn data_before_needs_no_iteration() {
     );
     assert_eq!(Access::view_data_before(100, &tile, 50).unwrap(), 0);
 }
+
+/// Every group of `it`, expanded run by run.
+fn expand_groups(mut it: Runs<'_>) -> (Vec<(u64, u64)>, usize) {
+    let mut out = Vec::new();
+    let mut groups = 0;
+    while let Some(g) = it.next_group() {
+        assert!(g.count >= 1 && g.len >= 1, "{g:?}");
+        assert!(
+            g.count == 1 || g.stride != g.len,
+            "touching runs not made one: {g:?}"
+        );
+        groups += 1;
+        out.extend(g.runs().map(|r| (r.start, r.len())));
+    }
+    (out, groups)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, max_global_rejects: 1_000_000, ..ProptestConfig::default() })]
+
+    /// Groups hold exactly the runs' bytes in typemap order (non-monotone patterns too,
+    /// whose runs may overlap), never more groups than runs.
+    #[test]
+    fn groups_expand_to_the_runs(t in arb_tree(), base in 0u64..1000) {
+        let p = build(&t);
+        let mut raw = Vec::new();
+        expand(&t, base, &mut raw);
+        let want = coalesce(raw.clone());
+        let (got, groups) = expand_groups(p.runs(base));
+        prop_assert_eq!(coalesce(got), want.clone());
+        let nonempty = raw.iter().filter(|r| r.1 > 0).count();
+        prop_assert!(groups <= nonempty.max(want.len()), "{} groups for {} raw runs", groups, nonempty);
+    }
+
+    /// After a seek, groups hold exactly the bytes at or after the offset, like the runs.
+    #[test]
+    fn groups_after_seek_are_clipped_like_runs(t in arb_tree(), base in 0u64..1000, offs in prop::collection::vec(0u64..3000, 1..6)) {
+        let p = build(&t);
+        prop_assume!(p.monotone());
+        let a = Access::new(base, p).unwrap();
+        let mut it = a.ranges();
+        for off in offs {
+            it.seek(off);
+            let want: Vec<ByteRange> = it.clone().collect();
+            let (got, _) = expand_groups(it.clone());
+            prop_assert_eq!(coalesce(got.clone()), want, "seek {}", off);
+            prop_assert!(got.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
+        }
+    }
+}
+
+/// ROMIO noncontig's view for 4 ranks (a vector of 2,500 four-byte elements, every 4th, in a
+/// resized struct) is ONE group per tile, and a window of several tiles one per tile.
+#[test]
+fn a_noncontig_view_is_one_group_per_tile() {
+    let elem = Pattern::bytes(4).unwrap();
+    let vec = Pattern::hvector(2500, 1, 16, &elem).unwrap();
+    let tile = Pattern::resized(40_000, &Pattern::structure(&[(4, 1, &vec)]).unwrap()).unwrap();
+    let a = Access::view_window(0, &tile, 0, 10_000).unwrap();
+    let mut it = a.ranges();
+    let g = it.next_group().unwrap();
+    assert_eq!(
+        (g.start, g.len, g.stride, g.count),
+        (4, 4, 16, 2500),
+        "{g:?}"
+    );
+    assert_eq!(it.next_group(), None);
+    let a = Access::view_window(0, &tile, 4000, 3 * 10_000).unwrap();
+    let (runs, groups) = expand_groups(a.ranges());
+    assert_eq!(runs.len(), 7500);
+    assert!(groups <= 4, "{groups} groups");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, max_global_rejects: 1_000_000, ..ProptestConfig::default() })]
+
+    /// Packing and unpacking by groups move exactly the bytes of copying run by run, in
+    /// typemap order (overlapping runs of non-monotone patterns included: the later copy
+    /// wins, as run by run).
+    #[test]
+    fn group_copies_equal_run_by_run_copies(t in arb_tree(), seed in any::<u64>()) {
+        let p = build(&t);
+        let span = p.data_bounds().map_or(0, |(_, ub)| ub) as usize;
+        let size = p.size() as usize;
+        let mem: Vec<u8> = (0..span).map(|i| (seed.wrapping_mul(i as u64 + 1) >> 7) as u8).collect();
+        let packed: Vec<u8> = (0..size).map(|i| (seed.wrapping_add(i as u64 * 31) >> 3) as u8).collect();
+        let (mut want_packed, mut want_mem) = (vec![0u8; size], mem.clone());
+        let mut at = 0;
+        for r in p.runs(0) {
+            let n = r.len() as usize;
+            want_packed[at..at + n].copy_from_slice(&mem[r.start as usize..r.end as usize]);
+            want_mem[r.start as usize..r.end as usize].copy_from_slice(&packed[at..at + n]);
+            at += n;
+        }
+        let mut got_packed = vec![0u8; size];
+        copy::gather(&p, &mem, &mut got_packed).unwrap();
+        prop_assert_eq!(got_packed, want_packed);
+        let mut got_mem = mem.clone();
+        copy::scatter(&p, &packed, &mut got_mem).unwrap();
+        prop_assert_eq!(got_mem, want_mem);
+        // Buffers too short are refused, not a panic.
+        if size > 0 {
+            prop_assert!(copy::gather(&p, &mem, &mut vec![0u8; size - 1]).is_err());
+            prop_assert!(copy::gather(&p, &mem[..span - 1], &mut vec![0u8; size]).is_err());
+        }
+    }
+}
