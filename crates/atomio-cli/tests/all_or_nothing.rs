@@ -6,6 +6,8 @@
 //! never a mix. Negative controls run the same faults with plain writes (`none`) and must
 //! see torn ranges — so the check can fail.
 
+mod common;
+
 use atomio_client::{File, Strategy};
 use atomio_layout::{Access, ByteRange};
 use atomio_net::{ClusterClient, LocalServers};
@@ -199,14 +201,14 @@ impl SmallDisk {
         match out {
             Ok(o) if o.status.success() => Some(SmallDisk(dir.to_path_buf())),
             Ok(o) => {
-                eprintln!(
-                    "SKIPPED: cannot mount a small file system here ({})",
+                common::missing(&format!(
+                    "cannot mount a small file system here ({})",
                     String::from_utf8_lossy(&o.stderr).trim()
-                );
+                ));
                 None
             }
             Err(e) => {
-                eprintln!("SKIPPED: cannot mount a small file system here ({e})");
+                common::missing(&format!("cannot mount a small file system here ({e})"));
                 None
             }
         }

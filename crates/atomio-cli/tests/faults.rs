@@ -396,7 +396,7 @@ impl Netns {
         };
         let _ = ip(&["netns", "del", &name]);
         if let Err(e) = ip(&["netns", "add", &name]) {
-            eprintln!("SKIPPED: cannot make a network namespace here ({e})");
+            common::missing(&format!("cannot make a network namespace here ({e})"));
             return None;
         }
         for args in [

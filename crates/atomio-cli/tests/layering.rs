@@ -72,7 +72,13 @@ fn the_product_never_depends_on_the_lab() {
         .canonicalize()
         .unwrap();
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(&root)
         .output()
         .expect("cargo metadata");
@@ -84,7 +90,10 @@ fn the_product_never_depends_on_the_lab() {
         .flat_map(|(from, tos)| tos.iter().map(|to| (from.to_string(), to.to_string())))
         .collect();
     let new: Vec<_> = found.difference(&allowed).collect();
-    assert!(new.is_empty(), "product crates depend on lab crates: {new:?}");
+    assert!(
+        new.is_empty(),
+        "product crates depend on lab crates: {new:?}"
+    );
     let gone: Vec<_> = allowed.difference(&found).collect();
     assert!(
         gone.is_empty(),

@@ -49,3 +49,14 @@ pub fn bench_ok(args: &[&str], json: &Path, chart: &Path) -> String {
     );
     stdout
 }
+
+/// A prerequisite a test needs is missing: a failure, unless `ATOMIO_SKIP_PRIVILEGED=1` says
+/// this machine cannot have it (not root, no namespaces, no mounts); then the test is
+/// skipped, saying so. CI runs as root, where every prerequisite exists.
+pub fn missing(why: &str) {
+    assert!(
+        std::env::var_os("ATOMIO_SKIP_PRIVILEGED").is_some(),
+        "{why} (needs root; ATOMIO_SKIP_PRIVILEGED=1 skips this test on a machine that cannot)"
+    );
+    eprintln!("skipping: ATOMIO_SKIP_PRIVILEGED is set and {why}");
+}
