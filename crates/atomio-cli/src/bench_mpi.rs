@@ -10,7 +10,8 @@
 use anyhow::{anyhow, Context};
 use atomio_bench::chart::{bar_panels, Bar};
 use atomio_bench::mpi_bench::{
-    self, Baseline, Flavor, MpiBenchConfig, MpiBenchReport, Program, StridedGeometry, TileGeometry,
+    self, Baseline, Flavor, MpiBenchConfig, MpiBenchReport, NoncontigGeometry, Program,
+    StridedGeometry, TileGeometry,
 };
 use atomio_bench::table::render;
 use clap::{Args, ValueEnum};
@@ -36,23 +37,19 @@ pub struct MpiCommon {
     #[arg(long, default_value_t = 5)]
     reps: u32,
     /// MPI baselines: mpich (non-atomic), mpich-atomic, and the same with ROMIO's write
-    /// data sieving disabled (mpich-nods, mpich-atomic-nods).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "mpich,mpich-nods,mpich-atomic,mpich-atomic-nods"
-    )]
-    baselines: Vec<String>,
+    /// data sieving disabled (mpich-nods, mpich-atomic-nods) [default: all four;
+    /// mpi-noncontig: mpich,mpich-atomic].
+    #[arg(long, value_delimiter = ',')]
+    baselines: Option<Vec<String>>,
     /// atomio strategies, each run through the preloaded libatomio_mpiio.so: any name the
     /// library takes (`ching:…`, `bounding-extent`, `rma`, `seqdlm`, `versioning`, …);
     /// `<strategy>+host` runs it with `ATOMIO_LOCKS=host` (locks in the host's shared lock
-    /// table, no lock server).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "ching:datatype:one-try,ching:list:one-try,bounding-extent,rma,ching:datatype:one-try+host"
-    )]
-    strategies: Vec<String>,
+    /// table, no lock server) [default: ching:datatype:one-try,ching:list:one-try,
+    /// bounding-extent,rma,ching:datatype:one-try+host; mpi-noncontig: auto and every
+    /// byte-range strategy of the MPI library: auto,ching:datatype:one-try,
+    /// ching:list:alt-try,ching:posix:two-phase,bounding-extent,interval].
+    #[arg(long, value_delimiter = ',')]
+    strategies: Option<Vec<String>>,
     /// libatomio_mpiio.so: `auto` builds it (make -C mpi/mpiio) against the libatomio.so next
     /// to this program; `none` lists the strategies as skipped; anything else is its path.
     #[arg(long, default_value = "auto")]
@@ -187,6 +184,31 @@ pub struct MpiStridedArgs {
     common: MpiCommon,
 }
 
+#[derive(Args)]
+pub struct MpiNoncontigArgs {
+    /// What the timed calls do, one table each: read, write.
+    #[arg(long, value_delimiter = ',', default_value = "read,write")]
+    modes: Vec<String>,
+    /// Memory side, one table each: cmem (contiguous), ncmem (the vector in memory too).
+    #[arg(long, value_delimiter = ',', default_value = "cmem,ncmem")]
+    memory: Vec<String>,
+    /// Bytes per element (a multiple of 4; noncontig: one int).
+    #[arg(long, default_value_t = 4)]
+    element_bytes: u64,
+    /// Elements per call per rank (noncontig: SIZE/2 = 2500).
+    #[arg(long, default_value_t = 2500)]
+    elements: u64,
+    /// Calls per rank (read_at or write_at, one after the other along the file).
+    #[arg(long, default_value_t = 256)]
+    calls: u32,
+    /// Leave out the reference row of the read tables (`plain`: each call's extent
+    /// pread() whole and the rank's elements copied out; no MPI-IO, no locks).
+    #[arg(long)]
+    no_reference: bool,
+    #[command(flatten)]
+    common: MpiCommon,
+}
+
 fn pairs(v: &[String]) -> anyhow::Result<Vec<(String, String)>> {
     v.iter()
         .map(|s| {
@@ -216,14 +238,32 @@ pub(crate) fn resolve_lib(arg: &str, flavor: Flavor) -> anyhow::Result<Option<Pa
     }
 }
 
-/// The configuration common to both programs, from the shared arguments.
+/// `mpi-tile`'s and `mpi-strided`'s baselines and strategies unless given.
+const DEFAULT_BASELINES: &str = "mpich,mpich-nods,mpich-atomic,mpich-atomic-nods";
+const DEFAULT_STRATEGIES: &str =
+    "ching:datatype:one-try,ching:list:one-try,bounding-extent,rma,ching:datatype:one-try+host";
+/// `mpi-noncontig`'s: `auto` and every byte-range strategy (the rows).
+const NONCONTIG_BASELINES: &str = "mpich,mpich-atomic";
+const NONCONTIG_STRATEGIES: &str =
+    "auto,ching:datatype:one-try,ching:list:alt-try,ching:posix:two-phase,bounding-extent,interval";
+
+/// The given list, or `default` split at commas.
+fn or_default(v: &Option<Vec<String>>, default: &str) -> Vec<String> {
+    v.clone()
+        .unwrap_or_else(|| default.split(',').map(str::to_string).collect())
+}
+
+/// The configuration common to every program, from the shared arguments.
 fn config(a: &MpiCommon, program: Program) -> anyhow::Result<MpiBenchConfig> {
+    let (default_baselines, default_strategies) = match program {
+        Program::Noncontig(_) => (NONCONTIG_BASELINES, NONCONTIG_STRATEGIES),
+        _ => (DEFAULT_BASELINES, DEFAULT_STRATEGIES),
+    };
     let flavor = match a.mpi {
         FlavorArg::Mpich => Flavor::Mpich,
         FlavorArg::Openmpi => Flavor::Openmpi,
     };
-    let baselines = a
-        .baselines
+    let baselines = or_default(&a.baselines, default_baselines)
         .iter()
         .filter(|s| !s.is_empty())
         .map(|s| Baseline::parse(s).ok_or_else(|| anyhow!("unknown baseline {s}")))
@@ -258,11 +298,9 @@ fn config(a: &MpiCommon, program: Program) -> anyhow::Result<MpiBenchConfig> {
         dir: dir.unwrap_or_else(std::env::temp_dir),
         reference_rows: false,
         baselines,
-        strategies: a
-            .strategies
-            .iter()
+        strategies: or_default(&a.strategies, default_strategies)
+            .into_iter()
             .filter(|s| !s.is_empty())
-            .cloned()
             .collect(),
         mpiio_lib: resolve_lib(&a.mpiio_lib, flavor)?,
         env,
@@ -354,6 +392,83 @@ pub fn run_strided(a: MpiStridedArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One table per mode × memory side (ROMIO test/noncontig's pattern), all in one JSON
+/// array and one chart.
+pub fn run_noncontig(a: MpiNoncontigArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !a.common.sharedfs,
+        "mpi-noncontig: --sharedfs is not supported (noncontig_io verifies through its own client only)"
+    );
+    anyhow::ensure!(
+        !a.common.collective,
+        "mpi-noncontig: noncontig_io makes independent calls only"
+    );
+    let mut reports = Vec::new();
+    for mode in &a.modes {
+        let read = match mode.as_str() {
+            "read" => true,
+            "write" => false,
+            m => return Err(anyhow!("--modes: {m} (read or write)")),
+        };
+        for memory in &a.memory {
+            let ncmem = match memory.as_str() {
+                "cmem" => false,
+                "ncmem" => true,
+                m => return Err(anyhow!("--memory: {m} (cmem or ncmem)")),
+            };
+            let program = Program::Noncontig(NoncontigGeometry {
+                element_bytes: a.element_bytes,
+                elements: a.elements,
+                calls: a.calls,
+                read,
+                ncmem,
+            });
+            let mut cfg = config(&a.common, program)?;
+            cfg.reference_rows = read && !a.no_reference;
+            let rep = measure(&cfg, !a.common.no_progress)?;
+            print!("{}", report(&rep));
+            reports.push(rep);
+        }
+    }
+    if let Some(path) = &a.common.json {
+        crate::output::write_json(path, &reports)?;
+    }
+    let path = a
+        .common
+        .chart
+        .clone()
+        .unwrap_or_else(|| "out/bench-mpi-noncontig.svg".into());
+    let refs: Vec<&MpiBenchReport> = reports.iter().collect();
+    chart(&path, &refs)?;
+    println!("chart: {}", path.display());
+    Ok(())
+}
+
+/// The noncontig target beside the key figure: every byte-range strategy (every atomio row
+/// but `auto`, `interval` and the non-lock strategies) ≥ `NONCONTIG_EVERY_TARGET` × MPI
+/// atomic, `auto` ≥ 1.0×, each verified in every run.
+fn noncontig_targets(r: &MpiBenchReport, atomic_name: &str) -> String {
+    let mut out = String::new();
+    for row in r.rows.iter().filter(|x| x.kind == "atomio") {
+        let Some(ratio) = row.ratio_to_mpi_atomic else {
+            continue;
+        };
+        let s = row.strategy.as_deref().unwrap_or("");
+        let target = if s == "auto" {
+            1.0
+        } else {
+            mpi_bench::NONCONTIG_EVERY_TARGET
+        };
+        let ok = ratio >= target && row.verified == "atomic";
+        out += &format!(
+            "  {} / {atomic_name} = {ratio:.2}x [>= {target}x, verified]: {}\n",
+            row.config,
+            if ok { "met" } else { "MISSED" }
+        );
+    }
+    out
+}
+
 /// The header, table, skipped/failed notes and key figure, as printed.
 pub fn report(r: &MpiBenchReport) -> String {
     let calls = if r.collective {
@@ -374,6 +489,16 @@ pub fn report(r: &MpiBenchReport) -> String {
                 .map(|(x, y)| format!(" (dataset {x}×{y} elements)"))
                 .unwrap_or_default(),
             r.iterations,
+        ),
+        Program::Noncontig(g) => format!(
+            "noncontig_io ({}): {} ranks, {} elements of {} B per call per rank, every {}th (ROMIO noncontig's vector view), {} {} calls per rank",
+            g.mode(),
+            r.ranks,
+            g.elements,
+            g.element_bytes,
+            r.ranks,
+            g.calls,
+            if g.read { "read_at" } else { "write_at" },
         ),
         Program::Strided(g) => format!(
             "strided_io: {} ranks, rank r owns every {}th block of B = {} bytes, {} MiB per rank in {}",
@@ -489,6 +614,10 @@ pub fn report(r: &MpiBenchReport) -> String {
             )
         }
     }
+    if matches!(r.program, Program::Noncontig(_)) {
+        out += "every strategy (auto >= 1.0x, the byte-range ones >= 0.5x):\n";
+        out += &noncontig_targets(r, &atomic_name);
+    }
     out
 }
 
@@ -518,6 +647,7 @@ pub(crate) fn chart(path: &Path, reports: &[&MpiBenchReport]) -> anyhow::Result<
                     g.tile_x, g.tile_y, g.element_bytes, g.overlap_x
                 ),
                 Program::Strided(g) => format!("B = {} bytes", g.block),
+                Program::Noncontig(g) => format!("{}, {} B elements", g.mode(), g.element_bytes),
             };
             (name, b)
         })

@@ -100,6 +100,10 @@ enum Bench {
     /// non-atomic and atomic, atomio strategies through the preloaded library; one table
     /// per B.
     MpiStrided(Box<bench_mpi::MpiStridedArgs>),
+    /// ROMIO test/noncontig's pattern (mpi/bench/noncontig_io: vector views of 4-byte
+    /// elements, ranks interleaved, cmem or ncmem), timed reads and writes in atomic mode:
+    /// MPICH atomic, auto and every byte-range strategy; one table per mode and memory side.
+    MpiNoncontig(Box<bench_mpi::MpiNoncontigArgs>),
     /// SeqDLM §V-B, Fig. 17: round-robin conflicting writes, time split into lock
     /// revocation, cancel + flush, and other; NBW vs PW.
     SeqdlmBreakdown(bench_seqdlm::SeqArgs),
@@ -170,6 +174,9 @@ fn main() -> std::process::ExitCode {
         Command::Bench {
             which: Bench::MpiStrided(a),
         } => bench_mpi::run_strided(*a),
+        Command::Bench {
+            which: Bench::MpiNoncontig(a),
+        } => bench_mpi::run_noncontig(*a),
         Command::Bench {
             which: Bench::SeqdlmBreakdown(a),
         } => bench_seqdlm::breakdown(a),

@@ -1,4 +1,4 @@
-//! `atomio bench rma`, `atomio bench mpi-tile` and `atomio bench mpi-strided` end to end at a tiny scale: they build the
+//! `atomio bench rma`, `atomio bench mpi-tile`, `atomio bench mpi-strided` and `atomio bench mpi-noncontig` end to end at a tiny scale: they build the
 //! C programs under `mpi/`, run them under `mpiexec`, print tables and write JSON with the
 //! documented fields and SVG charts. Both need MPICH (`mpicc`, `mpiexec`; `scripts/setup`
 //! installs it); without it they fail unless `ATOMIO_SKIP_MPI=1` is set.
@@ -304,5 +304,64 @@ fn bench_mpi_strided_tiny_has_reference_rows_per_block_size_and_verifies_the_byt
         assert_eq!(rows[5]["verified"], "skipped");
     }
     assert!(std::fs::read_to_string(&chart).unwrap().starts_with("<svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_mpi_noncontig_tiny_reads_and_writes_verify_under_the_library() {
+    if !mpi_available() {
+        return;
+    }
+    let dir = scratch("bench-mpi-noncontig");
+    let (json, chart) = (dir.join("noncontig.json"), dir.join("noncontig.svg"));
+    let d = dir.display().to_string();
+    let stdout = common::bench_ok(
+        &[
+            "bench",
+            "mpi-noncontig",
+            "--elements",
+            "200",
+            "--calls",
+            "8",
+            "--reps",
+            "1",
+            "--strategies",
+            "auto,ching:posix:two-phase",
+            "--dir",
+            &d,
+        ],
+        &json,
+        &chart,
+    );
+    assert!(stdout.contains("every strategy (auto >= 1.0x"), "{stdout}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let reports = v.as_array().expect("one report per mode and memory side");
+    assert_eq!(reports.len(), 4);
+    for (rep, (read, ncmem)) in reports
+        .iter()
+        .zip([(true, false), (true, true), (false, false), (false, true)])
+    {
+        assert_eq!(rep["bench"], "mpi-noncontig");
+        assert_eq!(rep["program"]["noncontig"]["read"], read);
+        assert_eq!(rep["program"]["noncontig"]["ncmem"], ncmem);
+        let rows = rep["rows"].as_array().unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r["config"].as_str().unwrap()).collect();
+        let mut want = vec![
+            "mpich",
+            "mpich-atomic",
+            "atomio:auto",
+            "atomio:ching:posix:two-phase",
+        ];
+        if read {
+            want.insert(0, "plain");
+        }
+        assert_eq!(names, want, "{rep}");
+        // Disjoint elements: every run reads, or leaves, exactly the expected bytes.
+        for r in rows {
+            assert!(r["error"].is_null() && r["skipped"].is_null(), "{r}");
+            assert_eq!(r["verified"], "atomic", "{r}");
+            assert!(r["mib_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,7 +1,9 @@
 //! The MPI-IO benchmarks: an unmodified MPI program of `mpi/bench` run under several
-//! configurations in ONE invocation, interleaved. The program is either `tile_io`
-//! (mpi-tile-io style overlapping tiles, one subarray write per rank) or `strided_io`
-//! (rank r owns every P-th block of B bytes; one `write_at_all` or 16 `write_at` calls).
+//! configurations in ONE invocation, interleaved. The program is `tile_io` (mpi-tile-io
+//! style overlapping tiles, one subarray write per rank), `strided_io` (rank r owns every
+//! P-th block of B bytes; one `write_at_all` or 16 `write_at` calls) or `noncontig_io`
+//! (ROMIO test/noncontig's vector views of 4-byte elements, ranks interleaved element by
+//! element, memory contiguous or the same vector, timed reads or writes).
 //!
 //! * MPI baselines on a plain path: non-atomic (the upper bound an ordinary user gets) and
 //!   the library's own atomic mode (`MPI_File_set_atomicity`), each also with ROMIO's data
@@ -9,6 +11,9 @@
 //! * for each atomio strategy, the same program with `LD_PRELOAD=<libatomio_mpiio.so>`,
 //!   `ATOMIO_STRATEGY=<strategy>` and the path `atomio:<dir>/…` — skipped, with the reason in
 //!   the row, when no library is given;
+//! * `noncontig_io` reads, one reference row without MPI-IO: *plain*, each call's extent
+//!   `pread` whole and the rank's elements copied out (what ROMIO's data sieving reads,
+//!   with no locks);
 //! * `strided_io` only, three reference rows without MPI-IO: *contiguous*, the same bytes
 //!   `pwrite`n contiguously by each rank into a fresh file (the bytes without the
 //!   pattern); *plain*, the same pieces `pwrite`n one by one at their strided offsets into
@@ -179,12 +184,51 @@ impl Default for StridedGeometry {
     }
 }
 
+/// `noncontig_io`'s parameters: ROMIO test/noncontig's pattern for P ranks (see the C file).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NoncontigGeometry {
+    /// Bytes per element (noncontig: one int).
+    pub element_bytes: u64,
+    /// Elements per call per rank (noncontig: SIZE/2 = 2,500).
+    pub elements: u64,
+    /// Calls per rank.
+    pub calls: u32,
+    /// Timed reads (of a file prepared before); else timed writes.
+    pub read: bool,
+    /// The vector in memory too (noncontig's ncmem); else contiguous memory (cmem).
+    pub ncmem: bool,
+}
+
+impl Default for NoncontigGeometry {
+    fn default() -> Self {
+        Self {
+            element_bytes: 4,
+            elements: 2_500,
+            calls: 256,
+            read: true,
+            ncmem: false,
+        }
+    }
+}
+
+impl NoncontigGeometry {
+    /// `read cmem`, `write ncmem`, …
+    pub fn mode(&self) -> String {
+        format!(
+            "{} {}",
+            if self.read { "read" } else { "write" },
+            if self.ncmem { "ncmem" } else { "cmem" }
+        )
+    }
+}
+
 /// Which program of `mpi/bench` runs, with its parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Program {
     Tile(TileGeometry),
     Strided(StridedGeometry),
+    Noncontig(NoncontigGeometry),
 }
 
 impl Program {
@@ -193,6 +237,7 @@ impl Program {
         match self {
             Program::Tile(_) => "tile_io",
             Program::Strided(_) => "strided_io",
+            Program::Noncontig(_) => "noncontig_io",
         }
     }
 
@@ -205,10 +250,12 @@ impl Program {
 
     /// The target of the key figure: best atomio / MPI atomic. mpi-tile: 1.0×, no loss
     /// where the overlap forces every strategy to serialize; strided: 1.5× independent, 3×
-    /// collective.
+    /// collective; noncontig: 1.0× (`auto`; every byte-range strategy ≥
+    /// `NONCONTIG_EVERY_TARGET`).
     pub fn target(&self, collective: bool) -> f64 {
         match (self, collective) {
             (Program::Tile(_), _) => TILE_TARGET,
+            (Program::Noncontig(_), _) => 1.0,
             (Program::Strided(_), false) => 1.5,
             (Program::Strided(_), true) => 3.0,
         }
@@ -398,6 +445,9 @@ pub struct KeyFigure {
     pub met: bool,
 }
 
+/// noncontig: every byte-range strategy ≥ this × MPI atomic.
+pub const NONCONTIG_EVERY_TARGET: f64 = 0.5;
+
 /// mpi-tile's target: best atomio ≥ 1.0× MPI atomic. Overlapping tiles leave every atomic
 /// strategy to serialize: even MPICH's own non-atomic mode without data sieving reaches
 /// only ~2× its atomic mode on one host.
@@ -419,7 +469,9 @@ impl MpiBenchConfig {
 
     pub fn variants(&self) -> Vec<Variant> {
         let mut v: Vec<Variant> = Vec::new();
-        if self.reference_rows {
+        if self.reference_rows && matches!(self.program, Program::Noncontig(_)) {
+            v.push(Variant::Plain);
+        } else if self.reference_rows {
             v.push(Variant::Contiguous);
             if self.verify_dir.is_none() {
                 v.push(Variant::Plain);
@@ -505,6 +557,17 @@ impl MpiBenchConfig {
                     c.extend([k.to_string(), val.to_string()]);
                 }
             }
+            Program::Noncontig(g) => {
+                c.push(if g.read { "--read" } else { "--write" }.into());
+                c.push(if g.ncmem { "--ncmem" } else { "--cmem" }.into());
+                for (k, val) in [
+                    ("--element-bytes", g.element_bytes),
+                    ("--elements", g.elements),
+                    ("--calls", u64::from(g.calls)),
+                ] {
+                    c.extend([k.to_string(), val.to_string()]);
+                }
+            }
         }
         let name = format!("atomio_mpi_{}_{tag}.dat", self.program.name());
         let file = self.dir.join(&name);
@@ -578,6 +641,25 @@ impl MpiBenchConfig {
                 }
                 if self.collective && g.per_rank > i32::MAX as u64 {
                     return bad("--per-rank must fit one MPI count (< 2 GiB) with --collective");
+                }
+            }
+            Program::Noncontig(g) => {
+                if g.element_bytes == 0 || g.element_bytes % 4 != 0 || g.element_bytes > 1 << 20 {
+                    return bad("--element-bytes must be a positive multiple of 4 (at most 1 MiB)");
+                }
+                if g.elements == 0 || g.calls == 0 {
+                    return bad("--elements and --calls must be positive");
+                }
+                if g.elements * u64::from(self.ranks) * g.element_bytes > 1 << 31 {
+                    return bad(
+                        "one call's extent (elements × ranks × element bytes) must be at most 2 GiB",
+                    );
+                }
+                if self.collective {
+                    return bad("noncontig_io makes independent calls only");
+                }
+                if self.reference_rows && !g.read {
+                    return bad("noncontig_io's reference row (plain) is for reads");
                 }
             }
         }
@@ -763,6 +845,7 @@ pub fn run(cfg: &MpiBenchConfig, mut progress: impl FnMut(&Progress)) -> Result<
         bench: match cfg.program {
             Program::Tile(_) => "mpi-tile",
             Program::Strided(_) => "mpi-strided",
+            Program::Noncontig(_) => "mpi-noncontig",
         }
         .into(),
         flavor: cfg.flavor,
@@ -968,6 +1051,49 @@ mod tests {
             ..cfg
         };
         assert!(tile_reference.check().is_err());
+    }
+
+    #[test]
+    fn noncontig_runs_pass_mode_memory_and_geometry_and_reads_get_the_plain_row() {
+        let g = NoncontigGeometry {
+            ncmem: true,
+            ..NoncontigGeometry::default()
+        };
+        let cfg = MpiBenchConfig {
+            program: Program::Noncontig(g.clone()),
+            reference_rows: true,
+            baselines: vec![Baseline::ALL[2]],
+            strategies: vec!["auto".into()],
+            mpiio_lib: Some("/x/libatomio_mpiio.so".into()),
+            dir: "/s".into(),
+            ..MpiBenchConfig::default()
+        };
+        assert!(cfg.check().is_ok());
+        let names: Vec<String> = cfg.variants().iter().map(|v| cfg.name(v)).collect();
+        assert_eq!(names, ["plain", "mpich-atomic", "atomio:auto"]);
+        let p = cfg.command_line(&Variant::Plain, "t").join(" ");
+        assert!(
+            p.ends_with("./noncontig_io --read --ncmem --element-bytes 4 --elements 2500 --calls 256 --plain --path /s/atomio_mpi_noncontig_io_t.dat --label plain"),
+            "{p}"
+        );
+        let a = cfg
+            .command_line(&Variant::Atomio("auto".into()), "t")
+            .join(" ");
+        assert!(
+            a.contains("--path atomio:/s/atomio_mpi_noncontig_io_t.dat --atomic"),
+            "{a}"
+        );
+        let writes = MpiBenchConfig {
+            program: Program::Noncontig(NoncontigGeometry { read: false, ..g }),
+            ..cfg.clone()
+        };
+        assert!(writes.check().is_err(), "no reference row for writes");
+        assert!(MpiBenchConfig {
+            collective: true,
+            ..cfg
+        }
+        .check()
+        .is_err());
     }
 
     #[test]
