@@ -75,6 +75,30 @@ fn non_null<T>(p: *const T, what: &str) -> Result<(), WireError> {
     Ok(())
 }
 
+fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, WireError> {
+    non_null(p, what)?;
+    // SAFETY: the caller passes a NUL-terminated string that lives for the call.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| err(ErrorCode::InvalidArgument, format!("{what} is not UTF-8")))
+}
+
+/// Frees a verifier from `atomio_verifier_new` (null does nothing).
+fn free(v: *mut AtomioVerifier) {
+    if !v.is_null() {
+        // SAFETY: `v` came from `atomio_verifier_new` and is freed exactly once here.
+        drop(unsafe { Box::from_raw(v) });
+    }
+}
+
+/// Stores `v` at `p`, a place for one `T` the caller passed (null is an error).
+fn set<T>(p: *mut T, v: T, what: &str) -> Result<(), WireError> {
+    non_null(p, what)?;
+    // SAFETY: the caller passes a valid place for one `T` (checked non-null above).
+    unsafe { p.write(v) };
+    Ok(())
+}
+
 fn bytes<'a>(p: *const c_void, n: usize, what: &str) -> Result<&'a [u8], WireError> {
     if n == 0 {
         return Ok(&[]);
@@ -180,14 +204,11 @@ pub struct AtomioVerifier {
 #[no_mangle]
 pub extern "C" fn atomio_verifier_new(out: *mut *mut AtomioVerifier) -> c_int {
     call(|| {
-        non_null(out, "out")?;
         let v = Box::new(AtomioVerifier {
             writes: Vec::new(),
             reads: Vec::new(),
         });
-        // SAFETY: `out` is a valid place for one pointer (checked non-null above).
-        unsafe { *out = Box::into_raw(v) };
-        Ok(())
+        set(out, Box::into_raw(v), "out")
     })
 }
 
@@ -249,12 +270,7 @@ pub extern "C" fn atomio_verifier_check(
 ) -> c_int {
     call(|| {
         let v = verifier(v.cast_mut())?;
-        non_null(path, "path")?;
-        non_null(atomic, "atomic")?;
-        // SAFETY: the caller passes a NUL-terminated string that lives for the call.
-        let path = unsafe { CStr::from_ptr(path) }
-            .to_str()
-            .map_err(|_| err(ErrorCode::InvalidArgument, "path is not UTF-8"))?;
+        let path = text(path, "path")?;
         let f =
             std::fs::File::open(path).map_err(|e| err(ErrorCode::Io, format!("{path}: {e}")))?;
         // The file as its file system holds it, not this client's cache of it (a client of a
@@ -273,8 +289,7 @@ pub extern "C" fn atomio_verifier_check(
             atomio_verify::Verdict::Violated => 0,
             atomio_verify::Verdict::Inconclusive => -1,
         };
-        // SAFETY: `atomic` is a valid place for one int (checked non-null above).
-        unsafe { *atomic = verdict };
+        set(atomic, verdict, "atomic")?;
         if cap > 0 {
             non_null(report, "report")?;
             let text = rep.to_string();
@@ -289,8 +304,5 @@ pub extern "C" fn atomio_verifier_check(
 
 #[no_mangle]
 pub extern "C" fn atomio_verifier_free(v: *mut AtomioVerifier) {
-    if !v.is_null() {
-        // SAFETY: `v` came from `atomio_verifier_new` and is freed exactly once here.
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(unsafe { Box::from_raw(v) })));
-    }
+    let _ = catch_unwind(AssertUnwindSafe(|| free(v)));
 }
