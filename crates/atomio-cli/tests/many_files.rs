@@ -87,7 +87,9 @@ fn many_dirty_files_never_exhaust_the_servers_descriptors() {
         let (failed, seen) = write_many(&addr).await;
         assert_eq!(failed, 0, "{failed} writes or syncs failed: {seen:?}");
         // A new client is served afterwards, and its Sync works.
-        let mut c = ClusterClient::connect_tcp(std::slice::from_ref(&addr)).await.unwrap();
+        let mut c = ClusterClient::connect_tcp(std::slice::from_ref(&addr))
+            .await
+            .unwrap();
         let info = c.create("after", 4096, 1, false).await.unwrap();
         let mut f = atomio_client::File::from_info(info);
         let one = Access::contiguous(ByteRange::new(0, 1).unwrap()).unwrap();
@@ -96,7 +98,9 @@ fn many_dirty_files_never_exhaust_the_servers_descriptors() {
     });
     // Every file holds its byte.
     rt().block_on(async {
-        let mut cl = ClusterClient::connect_tcp(std::slice::from_ref(&addr)).await.unwrap();
+        let mut cl = ClusterClient::connect_tcp(std::slice::from_ref(&addr))
+            .await
+            .unwrap();
         for i in [0, FILES / 2, FILES - 1] {
             let info = cl.open(&format!("f{i}")).await.unwrap();
             let mut f = atomio_client::File::from_info(info);
