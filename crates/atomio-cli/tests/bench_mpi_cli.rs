@@ -337,9 +337,10 @@ fn bench_mpi_noncontig_tiny_reads_and_writes_verify_under_the_library() {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let reports = v.as_array().expect("one report per mode and memory side");
     assert_eq!(reports.len(), 4);
-    for (rep, (read, ncmem)) in reports
-        .iter()
-        .zip([(true, false), (true, true), (false, false), (false, true)])
+    for (rep, (read, ncmem)) in
+        reports
+            .iter()
+            .zip([(true, false), (true, true), (false, false), (false, true)])
     {
         assert_eq!(rep["bench"], "mpi-noncontig");
         assert_eq!(rep["program"]["noncontig"]["read"], read);
