@@ -835,6 +835,13 @@ impl File {
         set: &IntervalSet,
         rank: u32,
     ) -> Result<(), WireError> {
+        // A call whose runs are all private to this rank needs no lock and no split: found
+        // a group of runs at a time (ROMIO noncontig's 2,500 ints are one group), where the
+        // split walks every run (~90 us a call there).
+        if self.ifile.is_none() && private_by_groups(set, rank, access) {
+            self.stats.lock_free_calls += 1;
+            return self.locked_io(c, access, op, None).await;
+        }
         let split = set.split(rank, access.ranges());
         refuse_foreign(&split)?;
         if split.undeclared_bytes > 0 {
@@ -1295,6 +1302,22 @@ fn direct_io(
             d.read_sieved(access, out, buffer, holes_ok)
         }
     }
+}
+
+/// Whether every run of `access` is private to `rank` in `set`, decided group by group
+/// (`IntervalSet::group_private_to`) and given up (`false`: split run by run) after a
+/// bounded number of groups or entries.
+fn private_by_groups(set: &IntervalSet, rank: u32, access: &Access) -> bool {
+    const MAX_GROUPS: usize = 64;
+    let mut runs = access.ranges();
+    for _ in 0..MAX_GROUPS {
+        match runs.next_group() {
+            None => return true,
+            Some(g) if set.group_private_to(rank, g, 16) => {}
+            Some(_) => return false,
+        }
+    }
+    false
 }
 
 /// A read must not reach past the end of a server file.

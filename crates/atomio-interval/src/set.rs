@@ -171,6 +171,50 @@ impl IntervalSet {
             .map(|_| e.owner)
     }
 
+    /// Whether every run of `g` lies in an interval private to `rank`, decided a family at
+    /// a time, not a run at a time: the entry holding the group's next run whole must be
+    /// private to `rank`, and its intervals, one every `stride`, hold as many of the
+    /// following runs as sit at the same place in them (the group's stride a multiple of
+    /// the family's); then on from the first run it does not hold. `false` as soon as a
+    /// step does not decide it (the caller then splits run by run), or after `max_steps`
+    /// entries.
+    pub fn group_private_to(&self, rank: Rank, g: atomio_layout::Group, max_steps: usize) -> bool {
+        let (mut idx, mut found) = (vec![], vec![]);
+        let mut next = 0u64; // the group's first run not yet shown private
+        for _ in 0..max_steps {
+            let first = g.run(next);
+            self.pieces_into(first.start, first.end, &mut idx, &mut found);
+            let [(p, owner, i)] = found[..] else {
+                return false;
+            };
+            if p != first
+                || !matches!(self.owner(owner), Owner::Ranks(rs) if rs.len() == 1 && rs[0] == rank)
+            {
+                return false;
+            }
+            let f = &self.entries[i].family;
+            let k0 = f.touching(first.start, first.end).start;
+            let iv = f.nth(k0);
+            // Runs of this family from `next` on: at the same place in every interval.
+            let held = if g.count - next == 1
+                || f.stride == 0
+                || !g.stride.is_multiple_of(f.stride)
+                || first.start < iv.start
+                || first.end > iv.end
+            {
+                1
+            } else {
+                let step = g.stride / f.stride;
+                ((f.count - 1 - k0) / step + 1).min(g.count - next)
+            };
+            next += held;
+            if next == g.count {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Cuts a call's ranges (in order) by the interval set, for rank `rank`.
     pub fn split<I: IntoIterator<Item = ByteRange>>(&self, rank: Rank, ranges: I) -> Split {
         let mut s = Split::default();
@@ -306,7 +350,51 @@ mod tests {
         assert_eq!(sp.undeclared_bytes, 100);
     }
 
+    /// ROMIO noncontig's views for 4 ranks (every 4th int): a call's 2,500 runs are one
+    /// group, private to its rank, found so without walking them.
+    #[test]
+    fn a_noncontig_call_is_private_as_a_group() {
+        let declared: Vec<(Rank, Vec<Family>)> = (0..4)
+            .map(|r| {
+                (
+                    r,
+                    vec![Family::new(4 * u64::from(r), 4, 16, 100_000).unwrap()],
+                )
+            })
+            .collect();
+        let s = set(&declared);
+        let g = |r: u64, first: u64, count: u64| atomio_layout::Group {
+            start: 4 * r + 16 * first,
+            len: 4,
+            stride: 16,
+            count,
+        };
+        assert!(s.group_private_to(1, g(1, 0, 2_500), 8));
+        assert!(s.group_private_to(3, g(3, 97_500, 2_500), 8));
+        assert!(!s.group_private_to(0, g(1, 0, 2_500), 8), "another rank's");
+        assert!(
+            !s.group_private_to(1, g(1, 97_501, 2_500), 8),
+            "past the family"
+        );
+    }
+
     proptest! {
+        /// A group found private is private run by run (the split agrees).
+        #[test]
+        fn private_groups_are_private_run_by_run(
+            fams in prop::collection::vec((0u32..3, 0u64..500, 1u64..20, 0u64..40, 1u64..30), 1..12),
+            start in 0u64..900, len in 1u64..10, stride_mul in 1u64..4, gap in 0u64..30, count in 1u64..20, rank in 0u32..3,
+        ) {
+            let declared: Vec<(Rank, Vec<Family>)> = fams.iter().map(|&(r, s, l, g, c)| (r, vec![Family::new(s, l, l + g, c).unwrap()])).collect();
+            let s = set(&declared);
+            let stride = if count == 1 { len } else { (len + gap) * stride_mul };
+            let g = atomio_layout::Group { start, len, stride: stride.max(len), count };
+            if s.group_private_to(rank, g, 64) {
+                let sp = s.split(rank, g.runs());
+                prop_assert_eq!(sp.private_bytes, g.bytes(), "{:?}", g);
+            }
+        }
+
         /// `overlapping` finds exactly the entries whose hulls overlap the query.
         #[test]
         fn search_tree_matches_scan(
