@@ -81,6 +81,42 @@ fn main() {
             );
         }
         println!();
+        // Writes of the same pieces into a file that grows call by call (each call's
+        // pieces only: a writer touches no neighbour's byte).
+        let data = vec![5u8; (k * e) as usize];
+        let ways: &[(&str, atomio_client::Mapping)] =
+            if std::env::var_os("NC_MAPPED_ONLY").is_some() {
+                &[("mapped", atomio_client::Mapping::Auto)]
+            } else {
+                &[
+                    ("mapped", atomio_client::Mapping::Auto),
+                    ("pwrite", atomio_client::Mapping::Off),
+                ]
+            };
+        for &(name, mapping) in ways {
+            let wpath = dir.join(format!("w-{round}-{name}"));
+            let mut d = DirectData::open(&wpath, true).unwrap();
+            d.mapping = mapping;
+            let t0 = Instant::now();
+            for c in 0..calls {
+                let a = Access::view_window(0, &tile, c * k * e, k * e).unwrap();
+                d.write_pieces(&a, &data).unwrap();
+            }
+            print!(
+                "  write {name} {:.1}",
+                t0.elapsed().as_secs_f64() * 1e6 / calls as f64
+            );
+            let t0 = Instant::now();
+            for c in 0..calls {
+                let a = Access::view_window(0, &tile, c * k * e, k * e).unwrap();
+                d.write_pieces(&a, &data).unwrap();
+            }
+            print!(
+                " (rewrite {:.1})",
+                t0.elapsed().as_secs_f64() * 1e6 / calls as f64
+            );
+        }
+        println!();
     }
     let _ = std::fs::remove_dir_all(dir);
 }

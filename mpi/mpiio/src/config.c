@@ -74,8 +74,15 @@ void amio_config_load(void)
     }
     const char *locks = env_str("ATOMIO_LOCKS");
     amio_cfg.host_locks = locks && strcmp(locks, "host") == 0;
-    if (locks && !amio_cfg.host_locks && strcmp(locks, "servers") != 0)
-        fprintf(stderr, "atomio-mpiio: warning: ignoring ATOMIO_LOCKS=%s (servers|host)\n", locks);
+    int auto_locks = !locks || strcmp(locks, "auto") == 0;
+    if (locks && !amio_cfg.host_locks && !auto_locks && strcmp(locks, "servers") != 0) {
+        fprintf(stderr, "atomio-mpiio: warning: ignoring ATOMIO_LOCKS=%s (auto|servers|host)\n",
+                locks);
+        auto_locks = 1;
+    }
+    /* External servers may be shared with other jobs, whose locks a host table would not
+     * see: only in-job servers (which no one outside the job reaches) are replaced. */
+    amio_cfg.locks_auto = auto_locks && !amio_cfg.servers;
     amio_cfg.stats = env_str("ATOMIO_STATS");
     if (amio_cfg.stats && strcmp(amio_cfg.stats, "0") == 0)
         amio_cfg.stats = NULL;

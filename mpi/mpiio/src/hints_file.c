@@ -51,7 +51,7 @@ static const setting settings[] = {
     {"data", "direct", 0},
     {"mmap", "1", 0},
     {"mmap_huge", "1", 0},
-    {"locks", "servers", 0},
+    {"locks", "auto", 0},
     {"cb_max", "1073741824", 0},
     {"hdf5_span", "1", 1},
     {"hdf5_span_max", "1073741824", 0},

@@ -59,6 +59,11 @@ typedef struct {
                                   host's shared lock table (atomio_open_direct's
                                   ATOMIO_HOST_LOCKS), not on lock servers: for jobs whose
                                   ranks all run on one host (checked at open) */
+    int locks_auto;            /* ATOMIO_LOCKS=auto (the default) with in-job servers: a
+                                  direct file whose ranks all share one host's memory and
+                                  one page cache (a local file system) takes its locks in
+                                  the host's table, any other on the lock servers (decided
+                                  at open, the same on every rank) */
 } amio_config;
 
 extern amio_config amio_cfg;
@@ -94,6 +99,8 @@ typedef struct {
     atomio_client *client;     /* connected lazily at the first open */
     rmalock_t *world_lock;     /* ATOMIO_RMA_SCOPE=world */
     pthread_mutex_t world_lock_mu;
+    int one_host;              /* every rank of MPI_COMM_WORLD shares this host's memory,
+                                  /dev/shm and pid namespace (in-job servers only) */
 } amio_runtime;
 
 extern amio_runtime amio_rt;
@@ -159,6 +166,8 @@ typedef struct amio_file {
                                   client: the bytes live on the servers while the file is
                                   open, and at sync and close every rank writes its own
                                   1 MiB-aligned domain of the file (amio_session_export_all) */
+    int host_locks;            /* direct placement: the locks are in the host's table
+                                  (ATOMIO_LOCKS=host, or auto's choice at open) */
     int private_caches;        /* rma: the file system's clients cache without coherence, so
                                   a lock's bytes are flushed before release and their cached
                                   pages dropped after acquire (set by amio_rma_open) */

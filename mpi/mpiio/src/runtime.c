@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -221,6 +222,36 @@ static void job_token(void)
         setenv("ATOMIO_TOKEN", token, 1);
 }
 
+/* FNV-1a of `len` bytes into `h`. */
+static unsigned long long fnv(unsigned long long h, const void *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* What names this rank's host for a lock table in its shared memory: the host name, the
+ * kernel's boot id, /dev/shm's mount and the pid namespace (the table judges its users'
+ * liveness by pid). 0 when one of them cannot be read. */
+static unsigned long long host_key(void)
+{
+    char host[256] = "", boot[64] = "";
+    gethostname(host, sizeof host - 1);
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, boot, sizeof boot - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    struct stat shm, ns;
+    if (n <= 0 || stat("/dev/shm", &shm) != 0 || stat("/proc/self/ns/pid", &ns) != 0)
+        return 0;
+    unsigned long long h = fnv(1469598103934665603ULL, host, strlen(host));
+    h = fnv(h, boot, (size_t)n);
+    unsigned long long ids[4] = {(unsigned long long)shm.st_dev, (unsigned long long)shm.st_ino,
+                                 (unsigned long long)ns.st_dev, (unsigned long long)ns.st_ino};
+    h = fnv(h, ids, sizeof ids);
+    return h ? h : 1;
+}
+
 static void in_job_servers(void)
 {
     MPI_Comm node = MPI_COMM_NULL;
@@ -232,6 +263,15 @@ static void in_job_servers(void)
         PMPI_Comm_free(&node);
     }
     int one_node = local_size == amio_rt.world_size;
+    /* One host for ATOMIO_LOCKS=auto: one shared-memory node by MPI, and the same host
+     * key (host name, boot, /dev/shm, pid namespace) on every rank. */
+    {
+        unsigned long long key = host_key(), v[2] = {key, ~key};
+        MPI_Request kr;
+        PMPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD, &kr);
+        amio_wait(&kr);
+        amio_rt.one_host = one_node && key != 0 && v[0] == ~v[1];
+    }
     if (!one_node || amio_cfg.listen_host)
         job_token();
     int hosting = local_rank < amio_cfg.servers_per_node;

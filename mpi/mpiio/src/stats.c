@@ -10,7 +10,7 @@
  *     after every interval analysis (open and set_view of an `interval`/`auto` file);
  *   atomio-stats file=P strategy=<asked> in_force=<running> ranks=N calls=.. bytes=..
  *       lock_requests=.. lock_messages=.. lock_free_calls=.. interval_fallbacks=..
- *       lock_ranges=.. read_syscalls=.. choice="..."
+ *       lock_ranges=.. read_syscalls=.. locks=host|servers choice="..."
  *     at MPI_File_close, the counters summed over the ranks (atomio_file_stats).
  *
  * Invariants: reporting never changes a call's outcome (a failure to print is ignored);
@@ -94,10 +94,11 @@ int amio_stats_close(amio_file *f)
     atomio_get_strategy(f->af, in_force, sizeof in_force);
     emit("atomio-stats file=%s strategy=%s in_force=%s ranks=%d calls=%llu bytes=%llu "
          "lock_requests=%llu lock_messages=%llu lock_free_calls=%llu interval_fallbacks=%llu "
-         "lock_ranges=%llu read_syscalls=%llu choice=\"%s\"",
+         "lock_ranges=%llu read_syscalls=%llu locks=%s choice=\"%s\"",
          f->path, f->strategy, in_force[0] ? in_force : "none", f->size,
          (unsigned long long)sum[0], (unsigned long long)sum[1], (unsigned long long)sum[2],
          (unsigned long long)sum[3], (unsigned long long)sum[4], (unsigned long long)sum[5],
-         (unsigned long long)sum[6], (unsigned long long)sum[7], quoted(f->choice, c, sizeof c));
+         (unsigned long long)sum[6], (unsigned long long)sum[7],
+         f->host_locks ? "host" : "servers", quoted(f->choice, c, sizeof c));
     return MPI_SUCCESS;
 }

@@ -34,9 +34,13 @@ if [ "$(basename "$MPIEXEC")" = mpiexec ]; then
   export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 fi
 
-# Test defaults: two in-job servers, small stripes (every call spans both servers).
+# Test defaults: two in-job servers, small stripes (every call spans both servers), and the
+# locks on those servers: the library's default, ATOMIO_LOCKS=auto, puts a one-host job's
+# locks on a local file system in the host's table, which steps 1b, 1c and 2k test; the
+# other steps keep testing the lock servers.
 export ATOMIO_SERVERS_PER_NODE=${ATOMIO_SERVERS_PER_NODE:-2}
 export ATOMIO_STRIPE_SIZE=${ATOMIO_STRIPE_SIZE:-4096}
+export ATOMIO_LOCKS=${ATOMIO_LOCKS:-servers}
 
 # Open MPI 4.1's mpirun says "mpirun (OpenRTE) 4.1.4"; later ones "(Open MPI)".
 if "$MPIEXEC" --version 2>&1 | grep -qiE "open ?mpi|openrte"; then
@@ -118,7 +122,42 @@ SERVER_STRATEGIES_B="ching:list:two-phase ching:list:one-try ching:list:alt-try 
 
 # ----- test 1: one writer, several readers ------------------------------------------------
 t1() { T_DIR=$(fresh t1) mpirun_n 4 --preload "$BUILD/t_atomic_readers" ching:datatype:one-try bounding-extent rma versioning; }
-step "1. one writer, readers see all or nothing (contiguous + vector views)" t1
+step "1. one writer, readers see all or nothing (contiguous, vector and 4-byte-element views)" t1
+# 1b: the default lock placement (ATOMIO_LOCKS=auto): on one host and a local file system
+# the locks are in the host's table (every open says locks=host), readers still never torn.
+t1b() {
+  local d; d=$(fresh t1b)
+  T_DIR=$d ATOMIO_LOCKS=auto ATOMIO_STATS="$d/stats" mpirun_n 4 --preload "$BUILD/t_atomic_readers" \
+    ching:posix:two-phase ching:list:alt-try auto || return 1
+  local opens host; opens=$(grep -c "^atomio-stats " "$d/stats"); host=$(grep -c "^atomio-stats .* locks=host " "$d/stats")
+  echo "   $host of $opens opens took their locks in the host's table"
+  [ "$opens" -gt 0 ] && [ "$host" = "$opens" ] || { cat "$d/stats"; return 1; }
+}
+# 1c: a noncontiguous atomic read of N small pieces (ROMIO noncontig's 2,500 ints a call,
+# every 4th) moves in O(windows) preads under O(windows) lock ranges, not O(N), with every
+# byte-range method, on the lock servers and in the host's table; every element verified.
+t1c() {
+  local d s locks; d=$(fresh t1c)
+  local calls=16 ranks=4 elements=2500
+  for locks in servers auto; do
+    for s in ching:posix:two-phase ching:list:alt-try ching:datatype:one-try bounding-extent; do
+      rm -f "$d/stats"
+      ATOMIO_LOCKS=$locks ATOMIO_STRATEGY=$s ATOMIO_STATS="$d/stats" mpirun_n $ranks --preload "$BUILD/noncontig_io" \
+        --read --ncmem --atomic --elements $elements --calls $calls --path "atomio:$d/nc.dat" > "$d/out" || { cat "$d/out"; return 1; }
+      grep -q '"verify":"atomic"' "$d/out" || { cat "$d/out"; return 1; }
+      local line preads ranges; line=$(grep "^atomio-stats " "$d/stats" | tail -1)
+      preads=$(echo "$line" | grep -o "read_syscalls=[0-9]*" | cut -d= -f2)
+      ranges=$(echo "$line" | grep -o "lock_ranges=[0-9]*" | cut -d= -f2)
+      echo "   $s, locks $locks: $((ranks * calls)) reads of $elements pieces: $preads preads, $ranges lock ranges"
+      # one window a read, and the preparing writes' one range each; O(N) would be 160,000
+      [ "$preads" -le $((2 * ranks * calls)) ] && [ "$ranges" -le $((4 * ranks * calls)) ] || { echo "$line"; return 1; }
+    done
+  done
+}
+if [ "$(basename "$MPIEXEC")" = mpiexec ]; then # emulated hosts are separate machines: servers
+  step "1b. readers see all or nothing with the default lock placement (one host: the host's table)" t1b
+fi
+step "1c. a noncontiguous atomic read of 2,500 small pieces: O(windows) preads and lock ranges, every method" t1c
 
 # ----- test 2: overlapping noncontiguous writers, every strategy ----------------------------
 t2a() { T_DIR=$(fresh t2a) mpirun_n 4 --preload "$BUILD/t_overlap_writers" $SERVER_STRATEGIES_A; }
@@ -126,8 +165,12 @@ t2b() { T_DIR=$(fresh t2b) mpirun_n 4 --preload "$BUILD/t_overlap_writers" $SERV
 t2c() { T_DIR=$(fresh t2c) mpirun_n 4 --preload "$BUILD/t_overlap_writers" rma; }
 t2d() { T_DIR=$(fresh t2d) ATOMIO_RMA_MODE=paper mpirun_n 4 --preload "$BUILD/t_overlap_writers" rma; }
 # 2e: no ATOMIO_RMA_SCOPE: under ATOMIO_FORCE_ATOMIC the rma window spans the world by default.
+# The same under ATOMIO_LOCKS=auto: every rank's own open decides alike (one host for the
+# whole job, found at MPI_Init), so independent opens share one lock table.
 t2e() { T_DIR=$(fresh t2e) ATOMIO_FORCE_ATOMIC=1 \
-          mpirun_n 4 --preload "$BUILD/t_overlap_writers" --self ching:datatype:one-try ching:list:two-phase rma versioning; }
+          mpirun_n 4 --preload "$BUILD/t_overlap_writers" --self ching:datatype:one-try ching:list:two-phase rma versioning &&
+        T_DIR=$(fresh t2e-auto) ATOMIO_FORCE_ATOMIC=1 ATOMIO_LOCKS=auto \
+          mpirun_n 4 --preload "$BUILD/t_overlap_writers" --self ching:datatype:one-try ching:list:two-phase; }
 t2f() {
   T_DIR=$(fresh t2f) ATOMIO_DATA=servers mpirun_n 4 --preload "$BUILD/t_overlap_writers" --expect-violation none &&
   T_DIR=$(fresh t2f-direct) T_BLOCKS=2048 T_MIN_OPS=4 mpirun_n 4 --preload "$BUILD/t_overlap_writers" --expect-violation none
