@@ -9,7 +9,16 @@
  *   mpiexec -n 4 ./strided_io [--block 4096] [--per-rank 67108864] [--calls 16]
  *       [--collective] [--atomic] [--path FILE] [--hint key=value]... [--no-verify]
  *       [--keep] [--label S] [--contiguous | --plain | --plain-mapped]
- *       [--verify-path FILE] [--sync]
+ *       [--verify-path FILE] [--sync] [--read]
+ *
+ * --read: the calls read instead (IOR's read phase; with --calls equal to the blocks per
+ *   rank, one block per call: IOR "hard", -t = -b = B): before the timed region the file is
+ *   written with the expected bytes (each rank its contiguous 1/P, plain MPI-IO with a byte
+ *   view, then MPI_File_sync and a barrier; pwrite for the reference modes), then each call
+ *   reads its blocks through the view (--contiguous: each rank preads its bytes
+ *   contiguously; --plain: each rank preads its blocks one by one; --plain-mapped: not with
+ *   --read). Verified: every byte each rank read is the expected one (then the file, as for
+ *   writes).
  *
  * --sync: MPI_File_sync after the calls, inside the timed region: the time until the bytes
  *   are in the file for every client (end to end), not only the calls.
@@ -73,7 +82,7 @@ enum { MAX_HINTS = 16, VERIFY_CHUNK = 8 << 20 };
 
 typedef struct {
     int64_t block, per_rank;
-    int calls, collective, atomic, verify, keep, reference, sync;
+    int calls, collective, atomic, verify, keep, reference, sync, read;
     const char *path, *label, *verify_path;
     int nhints;
     char *hint_key[MAX_HINTS], *hint_val[MAX_HINTS];
@@ -89,7 +98,7 @@ static void usage(void)
         fprintf(stderr, "usage: strided_io [--block B] [--per-rank BYTES] [--calls N]\n"
                         "  [--collective] [--atomic] [--path FILE] [--hint key=value]...\n"
                         "  [--no-verify] [--keep] [--label S]\n"
-                        "  [--contiguous | --plain | --plain-mapped]\n");
+                        "  [--contiguous | --plain | --plain-mapped] [--read]\n");
     MPI_Finalize();
     exit(2);
 }
@@ -124,6 +133,8 @@ static void parse(int argc, char **argv, opts_t *o)
             o->keep = 1;
         else if (!strcmp(a, "--sync"))
             o->sync = 1;
+        else if (!strcmp(a, "--read"))
+            o->read = 1;
         else if (!strcmp(a, "--contiguous"))
             o->reference = 1;
         else if (!strcmp(a, "--plain"))
@@ -160,10 +171,11 @@ static void parse(int argc, char **argv, opts_t *o)
     if (o->collective)
         o->calls = 1;
     if (o->block <= 0 || o->block % 8 || o->per_rank < o->block || o->calls < 1 ||
-        o->block > (1 << 30)) {
+        o->block > (1 << 30) || (o->read && o->reference == 3)) {
         if (g_rank == 0)
             fprintf(stderr, "strided_io: need --block a positive multiple of 8 (<= 1 GiB), "
-                            "--per-rank >= --block, --calls >= 1\n");
+                            "--per-rank >= --block, --calls >= 1; no --plain-mapped with "
+                            "--read\n");
         MPI_Finalize();
         exit(2);
     }
@@ -398,7 +410,45 @@ int main(int argc, char **argv)
                                 info));
     }
 
-    bu_warm(o.path, my_bytes);
+    /* --read: the expected file first, each rank its contiguous 1/P (outside the timing) */
+    unsigned char *rbuf = NULL;
+    if (o.read) {
+        uint64_t lo = file_bytes * (uint64_t)g_rank / (uint64_t)g_size / 8 * 8;
+        uint64_t hi = g_rank + 1 == g_size
+                          ? file_bytes
+                          : file_bytes * (uint64_t)(g_rank + 1) / (uint64_t)g_size / 8 * 8;
+        for (uint64_t off = lo; off < hi; off += VERIFY_CHUNK) {
+            size_t len = (size_t)(hi - off < VERIFY_CHUNK ? hi - off : VERIFY_CHUNK);
+            for (size_t i = 0; i < len; i += 8) {
+                uint64_t w = word_at(nonce, (off + i) / 8);
+                memcpy(vbuf + i, &w, 8);
+            }
+            if (o.reference) {
+                if (write_posix(fd, vbuf, len, off) != 0) {
+                    fprintf(stderr, "strided_io: pwrite: %s\n", strerror(errno));
+                    MPI_Abort(MPI_COMM_WORLD, 3);
+                }
+            } else {
+                CHECK(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", info));
+                CHECK(MPI_File_write_at(fh, (MPI_Offset)off, vbuf, (int)len, MPI_BYTE,
+                                        MPI_STATUS_IGNORE));
+            }
+        }
+        if (!o.reference) {
+            CHECK(MPI_File_sync(fh));
+            relaxed_barrier(MPI_COMM_WORLD);
+            CHECK(MPI_File_sync(fh));
+            CHECK(MPI_File_set_view(fh, (MPI_Offset)g_rank * o.block, MPI_BYTE, ftype, "native",
+                                    info));
+        } else {
+            relaxed_barrier(MPI_COMM_WORLD);
+        }
+        rbuf = calloc(1, my_bytes);
+        if (!rbuf)
+            bu_die("out of memory", MPI_ERR_NO_MEM);
+    } else {
+        bu_warm(o.path, my_bytes);
+    }
     /* the timed region: all of this rank's calls */
     relaxed_barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
@@ -411,6 +461,16 @@ int main(int argc, char **argv)
                 fprintf(stderr, "strided_io: mapped write: %s\n", strerror(errno));
                 MPI_Abort(MPI_COMM_WORLD, 3);
             }
+            continue;
+        }
+        if (o.read && o.reference) {
+            /* --plain: block by block at the strided offsets; --contiguous: one pread */
+            uint64_t step = o.reference == 2 ? (uint64_t)o.block : len;
+            for (uint64_t at = off; at < off + len; at += step)
+                if (read_posix(&fd, file_offset(&o, blocks, at), rbuf + at, (size_t)step) != 0) {
+                    fprintf(stderr, "strided_io: pread: %s\n", strerror(errno));
+                    MPI_Abort(MPI_COMM_WORLD, 3);
+                }
             continue;
         }
         if (o.reference == 2) {
@@ -431,13 +491,17 @@ int main(int argc, char **argv)
         }
         MPI_Status st;
         int done = 0;
-        if (o.collective)
+        if (o.read && o.collective)
+            CHECK(MPI_File_read_at_all(fh, (MPI_Offset)off, rbuf + off, (int)len, MPI_BYTE, &st));
+        else if (o.read)
+            CHECK(MPI_File_read_at(fh, (MPI_Offset)off, rbuf + off, (int)len, MPI_BYTE, &st));
+        else if (o.collective)
             CHECK(MPI_File_write_at_all(fh, (MPI_Offset)off, buf + off, (int)len, MPI_BYTE, &st));
         else
             CHECK(MPI_File_write_at(fh, (MPI_Offset)off, buf + off, (int)len, MPI_BYTE, &st));
         CHECK(MPI_Get_count(&st, MPI_BYTE, &done));
         if ((uint64_t)done != len)
-            bu_die("short write", MPI_ERR_IO);
+            bu_die(o.read ? "short read" : "short write", MPI_ERR_IO);
     }
     if (o.sync) {
         if (o.reference && fsync(fd) != 0) {
@@ -452,10 +516,20 @@ int main(int argc, char **argv)
     MPI_Ireduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD, &rq);
     relaxed_wait(&rq);
 
-    /* verification: each rank checks a 1/P slice of the whole file */
+    /* verification: what each rank read, then each rank checks a 1/P slice of the file */
     int64_t bad = -1;
     long long size = -1;
-    if (o.verify) {
+    if (o.verify && o.read) {
+        for (uint64_t i = 0; i < my_bytes && bad < 0; i += (uint64_t)o.block)
+            if (memcmp(rbuf + i, buf + i, (size_t)o.block)) {
+                for (uint64_t k = i; k < i + (uint64_t)o.block; k++)
+                    if (rbuf[k] != buf[k]) {
+                        bad = (int64_t)file_offset(&o, blocks, k);
+                        break;
+                    }
+            }
+    }
+    if (o.verify && bad < 0) {
         uint64_t lo = file_bytes * (uint64_t)g_rank / (uint64_t)g_size;
         uint64_t hi = file_bytes * (uint64_t)(g_rank + 1) / (uint64_t)g_size;
         relaxed_barrier(MPI_COMM_WORLD);
@@ -513,14 +587,16 @@ int main(int argc, char **argv)
                "\"collective\":%s,\"reference\":%s,\"atomic\":%s,\"atomicity_set_rc\":%d,"
                "\"atomicity_get\":%d,\"path\":\"%s\",\"bytes\":%.0f,\"seconds\":%.6f,"
                "\"iter_seconds\":[%.6f],\"mib_per_s\":%.3f,\"verify\":\"%s\","
-               "\"violation\":\"%s\",\"bad_elements\":%d,\"foreign_bad_blocks\":%lld}\n",
+               "\"violation\":\"%s\",\"bad_elements\":%d,\"foreign_bad_blocks\":%lld,"
+               "\"mode\":\"%s\"}\n",
                labelj, libj, g_size, o.block, blocks, o.calls, o.collective ? "true" : "false",
                o.reference ? "true" : "false", o.atomic ? "true" : "false", set_rc, atom_get, pathj,
                bytes, slowest, slowest, slowest > 0 ? bytes / (1 << 20) / slowest : 0.0, verdict,
-               why, ok ? 0 : 1, foreign_bad);
+               why, ok ? 0 : 1, foreign_bad, o.read ? "read" : "write");
         fflush(stdout);
     }
     free(buf);
+    free(rbuf);
     free(vbuf);
     for (int i = 0; i < o.nhints; i++) {
         free(o.hint_key[i]);

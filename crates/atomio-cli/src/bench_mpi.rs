@@ -175,6 +175,10 @@ pub struct MpiStridedArgs {
     /// write_at calls per rank (independent mode; --collective makes one write_at_all).
     #[arg(long, default_value_t = 16)]
     calls: u32,
+    /// Time reads of a prepared file instead of writes (IOR's read phase; with --calls =
+    /// --per-rank / --block, one block per call: IOR hard's).
+    #[arg(long)]
+    read: bool,
     /// Leave out the reference rows (`contiguous`: each rank pwrite()s its bytes
     /// contiguously; `plain`: each rank pwrite()s its pieces one by one; `plain-mapped`:
     /// each rank copies its pieces through a shared mapping; no MPI-IO, no locks).
@@ -371,6 +375,7 @@ pub fn run_strided(a: MpiStridedArgs) -> anyhow::Result<()> {
             block,
             per_rank: a.per_rank,
             calls: a.calls,
+            read: a.read,
         });
         let mut cfg = config(&a.common, program)?;
         cfg.reference_rows = !a.no_reference;
@@ -506,10 +511,11 @@ pub fn report(r: &MpiBenchReport) -> String {
             r.ranks,
             g.block,
             g.per_rank >> 20,
-            if r.collective {
-                "one write_at_all".to_string()
-            } else {
-                format!("{} write_at calls", g.calls)
+            match (r.collective, g.read) {
+                (true, false) => "one write_at_all".to_string(),
+                (true, true) => "one read_at_all".to_string(),
+                (false, false) => format!("{} write_at calls", g.calls),
+                (false, true) => format!("{} read_at calls", g.calls),
             },
         ),
     };

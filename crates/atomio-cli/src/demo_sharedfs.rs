@@ -52,6 +52,7 @@ pub fn run(runs: usize, chart_path: &Path, progress: bool) -> anyhow::Result<()>
                 block: 384,
                 per_rank: 8 << 20,
                 calls: 16,
+                read: false,
             }),
             collective,
             reps: runs.max(1) as u32,

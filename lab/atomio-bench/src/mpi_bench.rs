@@ -171,6 +171,10 @@ pub struct StridedGeometry {
     pub per_rank: u64,
     /// `write_at` calls per rank (independent mode; collective mode makes one call).
     pub calls: u32,
+    /// The calls read a prepared file instead (`strided_io --read`; IOR's read phase, and
+    /// with one block per call IOR hard's).
+    #[serde(default)]
+    pub read: bool,
 }
 
 impl Default for StridedGeometry {
@@ -180,6 +184,7 @@ impl Default for StridedGeometry {
             block: 4096,
             per_rank: 64 << 20,
             calls: 16,
+            read: false,
         }
     }
 }
@@ -475,7 +480,10 @@ impl MpiBenchConfig {
             v.push(Variant::Contiguous);
             if self.verify_dir.is_none() {
                 v.push(Variant::Plain);
-                v.push(Variant::PlainMapped);
+                // Reads have no mapped reference (strided_io reads by pread).
+                if !matches!(&self.program, Program::Strided(g) if g.read) {
+                    v.push(Variant::PlainMapped);
+                }
             }
         }
         v.extend(self.baselines.iter().map(|&b| Variant::Baseline(b)));
@@ -555,6 +563,9 @@ impl MpiBenchConfig {
                     ("--calls", u64::from(g.calls)),
                 ] {
                     c.extend([k.to_string(), val.to_string()]);
+                }
+                if g.read {
+                    c.push("--read".into());
                 }
             }
             Program::Noncontig(g) => {
@@ -986,6 +997,7 @@ mod tests {
                 block: 384,
                 per_rank: 1 << 20,
                 calls: 16,
+                read: false,
             }),
             reference_rows: true,
             baselines: vec![Baseline::ALL[2]],
@@ -1051,6 +1063,39 @@ mod tests {
             ..cfg
         };
         assert!(tile_reference.check().is_err());
+    }
+
+    #[test]
+    fn strided_reads_pass_read_and_have_no_mapped_reference_row() {
+        let cfg = MpiBenchConfig {
+            program: Program::Strided(StridedGeometry {
+                block: 47008,
+                per_rank: 47008 * 64,
+                calls: 64,
+                read: true,
+            }),
+            reference_rows: true,
+            baselines: vec![Baseline::ALL[2]],
+            strategies: vec!["auto".into()],
+            mpiio_lib: Some("/x/libatomio_mpiio.so".into()),
+            dir: "/s".into(),
+            ..MpiBenchConfig::default()
+        };
+        assert!(cfg.check().is_ok());
+        let names: Vec<String> = cfg.variants().iter().map(|v| cfg.name(v)).collect();
+        assert_eq!(
+            names,
+            ["contiguous", "plain", "mpich-atomic", "atomio:auto"]
+        );
+        let a = cfg
+            .command_line(&Variant::Atomio("auto".into()), "t")
+            .join(" ");
+        assert!(
+            a.contains(
+                "./strided_io --block 47008 --per-rank 3008512 --calls 64 --read --path atomio:"
+            ),
+            "{a}"
+        );
     }
 
     #[test]
