@@ -216,6 +216,8 @@ static int aggregate(amio_file *f, agg_t *a, const run_t *mine, const void *my_d
             at += x.len;
         }
     }
+    if (code == MPI_SUCCESS && nseg > 0)
+        code = amio_base_touch(f, 1, nseg, a->so, a->sl); /* a forwarded file's base */
     if (code == MPI_SUCCESS && nseg > 0) {
         int rc = atomio_write_list(f->af, nseg, a->so, a->sl, a->ubuf, ulen);
         if (rc != ATOMIO_OK)

@@ -186,9 +186,15 @@ static int file_rw(amio_file *f, int is_write, uint64_t skip, void *buf, size_t 
                       : atomio_posix_read_view(f->data_fd, f->view_base, f->tile, skip, buf, n);
     } else if (f->contig) {
         uint64_t off = f->view_base + skip, len = n;
+        int code = amio_base_touch(f, is_write, 1, &off, &len); /* servers placement's base */
+        if (code != MPI_SUCCESS)
+            return code;
         rc = is_write ? atomio_write_list(f->af, 1, &off, &len, buf, n)
                       : atomio_read_list(f->af, 1, &off, &len, buf, n);
     } else {
+        int code = amio_base_touch_view(f, is_write, skip, n);
+        if (code != MPI_SUCCESS)
+            return code;
         rc = is_write ? atomio_write_view(f->af, f->view_base, f->tile, skip, buf, n)
                       : atomio_read_view(f->af, f->view_base, f->tile, skip, buf, n);
     }

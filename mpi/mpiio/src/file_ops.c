@@ -12,11 +12,15 @@
  * sync: direct placement: every rank fdatasyncs the ordinary file (atomio_sync); with
  * strategy versioning instead the ranks agree their writes returned and rank 0 writes the
  * newest snapshot into the ordinary file and fdatasyncs it (versioning.c). Servers
- * placement: rank 0 makes the server copy durable (atomio_sync) and, if anyone wrote since
- * the last export and ATOMIO_EXPORT_ON_SYNC is not 0, writes it over the ordinary file, so
- * the bytes survive the job (in-job servers keep their data in a temporary directory).
+ * placement: every rank flushes its DLM cache; if anyone wrote since the last export and
+ * ATOMIO_EXPORT_ON_SYNC is not 0, the ranks write what was written since then into the
+ * ordinary file and fdatasync it (amio_base_export: O(written bytes), not O(file size)), so
+ * the bytes survive the job (in-job servers keep their data in a temporary directory);
+ * otherwise rank 0 makes the server copy durable (atomio_sync).
  * set_size / preallocate: rank 0 changes the size once, after every rank arrived; a file
- * with versioning snapshots may grow but not shrink (refused on every rank).
+ * with versioning snapshots may grow but not shrink (refused on every rank); a server copy
+ * that shrinks shortens the ordinary file with it (amio_base_truncate: its bytes past the
+ * new end must not come back as the copy's base).
  * get_size: atomio_size, which for versioning is the newest snapshot's size laid over the
  * ordinary file's.
  *
@@ -97,7 +101,7 @@ int MPI_File_sync(MPI_File fh)
             code = amio_error_atomio(rc, "MPI_File_sync");
         return amio_raise(fh, amio_agree(code, f->comm, "MPI_File_sync"));
     }
-    /* every rank's cached-lock DLM bytes reach the servers before rank 0 exports */
+    /* every rank's cached-lock DLM bytes reach the servers before the export */
     int frc = (f->amode & MPI_MODE_RDONLY) ? ATOMIO_OK : atomio_flush(f->af);
     if (frc != ATOMIO_OK)
         code = amio_error_atomio(frc, "flushing cached writes at MPI_File_sync");
@@ -105,13 +109,11 @@ int MPI_File_sync(MPI_File fh)
     int c1 = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* every rank's writes are done */
     if (code == MPI_SUCCESS)
         code = c1;
-    int exported = 0;
-    if (f->forwarded) {
-        /* every rank writes its own domain of the ordinary file and flushes it
-         * (amio_session_export_all): that file is what must be durable, not the copy */
+    /* a forwarded file's bytes must be in the ordinary file whatever the setting */
+    if (dirty && (amio_cfg.export_on_sync || f->forwarded)) {
         code = amio_agree(code, f->comm, "MPI_File_sync");
-        if (code == MPI_SUCCESS && dirty)
-            code = amio_session_export_all(f);
+        if (code == MPI_SUCCESS)
+            code = amio_base_export(f);
         if (code == MPI_SUCCESS)
             f->dirty = 0;
         return amio_raise(fh, code);
@@ -120,17 +122,8 @@ int MPI_File_sync(MPI_File fh)
         int rc = atomio_sync(f->af);
         if (rc != ATOMIO_OK)
             code = amio_error_atomio(rc, "MPI_File_sync");
-        if (code == MPI_SUCCESS && dirty && amio_cfg.export_on_sync) {
-            code = amio_session_export(f);
-            exported = code == MPI_SUCCESS;
-        }
     }
-    if (code == MPI_SUCCESS)
-        code = amio_bcast(&exported, 1, MPI_INT, 0, f->comm);
-    code = amio_agree(code, f->comm, "MPI_File_sync");
-    if (code == MPI_SUCCESS && exported)
-        f->dirty = 0;
-    return amio_raise(fh, code);
+    return amio_raise(fh, amio_agree(code, f->comm, "MPI_File_sync"));
 }
 
 int MPI_File_get_size(MPI_File fh, MPI_Offset *size)
@@ -175,14 +168,18 @@ static int resize(amio_file *f, MPI_Offset size, int grow_only, const char *what
                 int rc = atomio_set_size(f->af, (uint64_t)size);
                 if (rc != ATOMIO_OK)
                     code = amio_error_atomio(rc, what);
+                if (code == MPI_SUCCESS && !f->direct && !grow_only)
+                    code = amio_base_truncate(f, (uint64_t)size);
             }
         }
     }
     code = amio_agree(code, f->comm, what);
     if (code == MPI_SUCCESS) {
         f->dirty = 1;
-        if (!grow_only)
+        if (!grow_only) {
             amio_note_size(f, (uint64_t)size);
+            amio_base_resized(f, (uint64_t)size);
+        }
     }
     return code;
 }

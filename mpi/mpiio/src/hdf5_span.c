@@ -230,7 +230,10 @@ static int flush_one(pending *s)
                     code = c2;
             }
         } else {
-            int rc = atomio_write_list(f->af, s->n, offs, lens, data, s->used);
+            code = amio_base_touch(f, 1, s->n, offs, lens); /* servers placement's base */
+            int rc = code == MPI_SUCCESS
+                         ? atomio_write_list(f->af, s->n, offs, lens, data, s->used)
+                         : ATOMIO_OK;
             if (rc != ATOMIO_OK)
                 code = amio_error_atomio(rc, "writing an H5Dwrite's span");
         }

@@ -164,8 +164,9 @@ typedef struct amio_file {
     int forwarded;             /* servers placement chosen by auto because the file system's
                                   clients cache privately and the ranks use more than one
                                   client: the bytes live on the servers while the file is
-                                  open, and at sync and close every rank writes its own
-                                  1 MiB-aligned domain of the file (amio_session_export_all) */
+                                  open, and at sync and close every rank writes the
+                                  written bytes of its own 1 MiB-aligned domains of the
+                                  file (amio_base_export) */
     int host_locks;            /* direct placement: the locks are in the host's table
                                   (ATOMIO_LOCKS=host, or auto's choice at open) */
     int private_caches;        /* rma: the file system's clients cache without coherence, so
@@ -178,6 +179,16 @@ typedef struct amio_file {
     int lock_fd;               /* rank 0 only: session locks (session.c), else -1 */
     int lock_rw;               /* lock_fd is writable (MUTEX can be exclusive) */
     int dirty;                 /* written since the last export (or materialization) */
+    /* servers placement: the ordinary file as the copy's base (base.c) */
+    int user_fd;               /* this rank's descriptor of the ordinary file, or -1 */
+    int base_fd;               /* the session's fill map, or -1 (nothing to fill) */
+    int base_private;          /* user_fd's file system caches privately */
+    uint64_t base_size;        /* blocks below it are filled before they are touched */
+    unsigned char *filled;     /* per block below base_size: this rank saw it filled */
+    uint64_t *dirty_runs;      /* (offset, length) pairs written since the last export */
+    size_t n_dirty, dirty_cap, dirty_merged;
+    uint64_t base_read;        /* bytes read from the ordinary file to fill the copy */
+    uint64_t exported;         /* bytes written into the ordinary file by exports */
     int versioning;            /* strategy versioning: writes are snapshots (versioning.c) */
 
     /* rma strategy */
@@ -240,10 +251,38 @@ int amio_select(const char *name, MPI_Info info, char *path, size_t path_cap,
 /* ----- sessions (session.c): ordinary file <-> server copy --------------------------- */
 
 int amio_session_enter(amio_file *f, atomio_client *c);
-int amio_session_export(amio_file *f);
 /* Is some handle anywhere in a session on the ordinary file at `path`? */
 int amio_session_busy(const char *path, int *busy);
-int amio_session_leave(amio_file *f, atomio_client *c, int export_first);
+int amio_session_leave(amio_file *f, atomio_client *c);
+/* Rank 0: the session's MUTEX, held across an export. */
+int amio_session_lock(amio_file *f);
+void amio_session_unlock(amio_file *f);
+
+/* ----- the ordinary file as the copy's base (base.c) --------------------------------- */
+
+/* The fill map's path for the ordinary file at `path` (malloc'ed, or NULL). */
+char *amio_base_map_path(const char *path);
+/* First open of a session (rank 0, under MUTEX): a fresh fill map for a base of
+ * `base_size` bytes (none for 0); *made = 0 when the directory refuses one (then the caller
+ * imports the file whole). */
+int amio_base_create(const char *path, uint64_t base_size, int *made);
+int amio_base_remove(const char *path);
+/* Every rank, after the session is entered: its descriptors and the map's base size. */
+int amio_base_open(amio_file *f);
+void amio_base_close(amio_file *f);
+/* Before a read or write of the n ranges reaches the copy: fills the blocks they touch;
+ * a write's ranges become dirty. */
+int amio_base_touch(amio_file *f, int is_write, size_t n, const uint64_t *offs,
+                    const uint64_t *lens);
+/* The same for the n bytes at data offset `skip` of the view. */
+int amio_base_touch_view(amio_file *f, int is_write, uint64_t skip, size_t n);
+/* Rank 0 of a resize to `size`: the ordinary file shortened to it (never grown) with the
+ * map's base size; then every rank calls amio_base_resized. */
+int amio_base_truncate(amio_file *f, uint64_t size);
+void amio_base_resized(amio_file *f, uint64_t size);
+/* Collective, every rank flushed: the dirty extents of every rank written into the
+ * ordinary file, each rank its domains; the file grown to the copy's size. */
+int amio_base_export(amio_file *f);
 
 /* ----- strategy versioning (versioning.c) -------------------------------------------- */
 
@@ -300,8 +339,6 @@ int amio_rma_lock(amio_file *f, uint64_t start, uint64_t end);
 int amio_rma_unlock(amio_file *f);
 /* The atomio_open_direct flag asking for f->caches (0: detect). */
 uint32_t amio_caches_flag(const amio_file *f);
-/* Collective: the server copy written over the ordinary file, each rank its own domain. */
-int amio_session_export_all(amio_file *f);
 int amio_rma_after_acquire(amio_file *f, uint64_t start, uint64_t end);
 int amio_rma_before_release(amio_file *f);
 

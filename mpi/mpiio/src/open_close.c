@@ -12,14 +12,15 @@
  *      (hosts, or mounts: st_dev), the file is *forwarded*: servers placement with
  *      FORWARD_STRATEGY, so that small pieces reach the file system in large requests and
  *      every page of the file is written by exactly one client (at sync and close, each rank
- *      writes its own 1 MiB-aligned domain: amio_session_export_all);
+ *      writes what was written in its own 1 MiB-aligned domains: amio_base_export);
  *   3. rank 0's canonical path (realpath) names the file on the servers for every rank,
  *      and rank 0's nonce names the shared file pointer's hidden file (shared_fp.c);
  *   4. strategy rma: the data descriptor and the lock (rma.c). Direct placement (the
  *      default, ATOMIO_DATA=direct): every rank opens the ordinary file itself through
  *      atomio_open_direct — the servers hold only its locks, nothing is copied. Servers
  *      placement (ATOMIO_DATA=servers): rank 0 enters the file's session (session.c: the
- *      first open imports the ordinary file), then every rank opens the server copy;
+ *      first open makes the copy, sized as the ordinary file, nothing copied), then every
+ *      rank opens the server copy and the ordinary file under it (base.c);
  *   5. MPI_MODE_APPEND puts the file pointers at the end; the shared file pointer is named
  *      (nothing is created until a rank uses it); the table gets the handle.
  * Every step that can fail on some ranks only is followed by an agreement (allreduce)
@@ -31,10 +32,10 @@
  * file; a rank killed later loses nothing it was told was written) — except with strategy
  * versioning, whose writes are snapshots on the servers: the ranks agree they are done and
  * rank 0 materializes the newest snapshot into the file (versioning.c). Servers placement:
- * agree that every rank is done ("dirty" = any rank wrote), rank 0 exports the server copy
- * over the ordinary file if it was written (not with MPI_MODE_DELETE_ON_CLOSE) and leaves
- * the session (the last one removes the copy). Then PMPI_File_close closes the genuine
- * handle (and deletes the file for DELETE_ON_CLOSE).
+ * agree that every rank is done ("dirty" = any rank wrote), the ranks export what was
+ * written since the last export into the ordinary file (base.c; not with
+ * MPI_MODE_DELETE_ON_CLOSE) and rank 0 leaves the session (the last one removes the copy).
+ * Then PMPI_File_close closes the genuine handle (and deletes the file for DELETE_ON_CLOSE).
  *
  * Invariants: the handle is in the table exactly while it is open; a failed open leaves
  * nothing behind (no table entry, no lock, no descriptor, no genuine handle); a failed
@@ -193,6 +194,7 @@ static void canonical(const char *path, char *out, size_t cap)
 
 static void destroy(amio_file *f)
 {
+    amio_base_close(f);
     amio_view_free(f);
     amio_intervals_free(f);
     if (f->comm != MPI_COMM_NULL)
@@ -216,6 +218,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->fh = MPI_FILE_NULL;
     f->comm = MPI_COMM_NULL;
     f->lock_fd = f->data_fd = -1;
+    f->user_fd = f->base_fd = -1;
     f->sfp_fd = -1;
     f->amode = amode;
     snprintf(f->strategy, sizeof f->strategy, "%s", strategy);
@@ -374,6 +377,9 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                 code = amio_error_atomio(rc, "opening the server copy");
             }
         }
+        /* the ordinary file under the copy: read block by block when touched (base.c) */
+        if (code == MPI_SUCCESS)
+            code = amio_base_open(f);
         /* a forwarded copy counts only once exported, which a job that lost a rank never
          * reaches: its writes need no staging (File::set_all_or_nothing) */
         if (code == MPI_SUCCESS && f->forwarded &&
@@ -421,7 +427,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         atomio_close(f->af);
     f->af = NULL;
     if (entered)
-        amio_session_leave(f, c, 0);
+        amio_session_leave(f, c);
     if (f->is_rma)
         amio_rma_close(f);
     PMPI_File_close(&f->fh);
@@ -455,7 +461,7 @@ int MPI_File_close(MPI_File *fh)
         code = amio_agree(code, f->comm, "MPI_File_close");
     } else {
         /* A cached-lock DLM keeps written bytes in this rank's cache: they reach the servers
-         * before rank 0 exports (the export reads without DLM locks). */
+         * before the export (it reads without DLM locks). */
         int frc = (f->amode & MPI_MODE_RDONLY) ? ATOMIO_OK : atomio_flush(f->af);
         if (frc != ATOMIO_OK)
             code = amio_error_atomio(frc, "flushing cached writes at MPI_File_close");
@@ -463,20 +469,20 @@ int MPI_File_close(MPI_File *fh)
         int c1 = amio_allreduce_int(&dirty, 1, MPI_MAX, f->comm); /* everyone is done */
         if (code == MPI_SUCCESS)
             code = c1;
-        if (f->forwarded && dirty && !(f->amode & MPI_MODE_DELETE_ON_CLOSE)) {
+        if (dirty && !(f->amode & MPI_MODE_DELETE_ON_CLOSE)) {
             code = amio_agree(code, f->comm, "MPI_File_close");
             if (code == MPI_SUCCESS)
-                code = amio_session_export_all(f);
-            dirty = 0; /* exported: leaving needs no export of rank 0's */
+                code = amio_base_export(f); /* what was written since the last export */
         }
         if (f->rank == 0) {
             atomio_client *c = NULL;
             int c2 = amio_client(&c);
             if (c2 == MPI_SUCCESS)
-                c2 = amio_session_leave(f, c, dirty && !(f->amode & MPI_MODE_DELETE_ON_CLOSE));
+                c2 = amio_session_leave(f, c);
             if (code == MPI_SUCCESS)
                 code = c2;
         }
+        amio_base_close(f);
         atomio_close(f->af);
         f->af = NULL;
         code = amio_agree(code, f->comm, "MPI_File_close");
@@ -511,5 +517,6 @@ int MPI_File_delete(const char *filename, MPI_Info info)
     atomio_client *c = NULL;
     if (strcmp(strategy, "rma") != 0 && amio_rt.n_addrs > 0 && amio_client(&c) == MPI_SUCCESS)
         atomio_remove(c, canon); /* a stale copy, if any */
+    amio_base_remove(canon);      /* and its fill map */
     return PMPI_File_delete(path, info);
 }

@@ -2,26 +2,30 @@
  * session.c -- the ordinary file and its copy on the atomio servers.
  *
  * While any handle in the job (or in any job sharing the servers) has a file open, the
- * servers' copy is the truth; when none has, the ordinary file is. A *session* is the time
- * some handle is open. Sessions are tracked with Linux open-file-description locks
- * (F_OFD_SETLK) on two bytes far beyond any data of the ordinary file, taken by rank 0 of
- * each open's communicator on a descriptor of its own:
+ * servers' copy laid over the ordinary file is the truth (base.c: the copy holds what was
+ * written and the blocks filled from the ordinary file; the rest is the ordinary file's);
+ * when none has, the ordinary file is. A *session* is the time some handle is open.
+ * Sessions are tracked with Linux open-file-description locks (F_OFD_SETLK) on two bytes
+ * far beyond any data of the ordinary file, taken by rank 0 of each open's communicator on
+ * a descriptor of its own:
  *   SESSION byte: a shared lock held for as long as the handle is open;
  *   MUTEX byte:   an exclusive lock held while entering, exporting or leaving.
  * Enter (under MUTEX): if nobody holds SESSION, this is the first open: drop any stale copy
- * (a crashed job's), create the copy and import the ordinary file's bytes; then hold
- * SESSION. Export (under MUTEX): write the copy's bytes over the ordinary file. Leave
- * (under MUTEX): export if asked, drop SESSION, and if nobody else holds it, remove the
- * copy, so the next open imports whatever the ordinary file then holds.
+ * and fill map (a crashed job's), create the copy sized as the ordinary file and a fresh
+ * fill map — nothing is copied; only where the directory refuses a fill map is the
+ * ordinary file imported whole, as before any map existed — then hold SESSION. Export (under
+ * MUTEX, base.c): the dirty extents written over the ordinary file. Leave (under MUTEX):
+ * drop SESSION, and if nobody else holds it, remove the copy and the fill map, so the next
+ * open starts from whatever the ordinary file then holds.
  *
  * Invariants: entering, exporting and leaving are serialized per file across processes
  * and nodes that see the same file system (OFD locks are per open file description, so
- * ROMIO closing its own descriptor of the file, or atomio_export opening and closing
- * another, never drops them); an import is complete before any other open proceeds; the
- * copy is removed only by the last session; an export reads the copy under MUTEX, so a
- * later export never writes older bytes than an earlier one. A file the process may only
- * read gets its MUTEX as a shared lock (no export is ever needed for it; concurrent first
- * opens of it are then not serialized, see README).
+ * ROMIO closing its own descriptor of the file never drops them); a session's copy and fill
+ * map are made before any other open proceeds; the copy is removed only by the last
+ * session; an export reads the copy under MUTEX, so a later export never writes older
+ * bytes than an earlier one. A file the process may only read gets its MUTEX as a shared
+ * lock (no export is ever needed for it; concurrent first opens of it are then not
+ * serialized, see README).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -36,7 +40,6 @@
 #define SESSION_BYTE ((off_t)0x7fffffffffff0000LL)
 #define MUTEX_BYTE (SESSION_BYTE + 1)
 #define IMPORT_CHUNK ((size_t)8 << 20)
-#define EXPORT_DOMAIN ((uint64_t)1 << 20)
 
 static int ofd(int fd, int cmd, short type, off_t at, short *seen)
 {
@@ -131,6 +134,30 @@ static int import(amio_file *f, atomio_file *copy)
     return code;
 }
 
+/* The new copy of a first open: sized as the ordinary file over a fresh fill map (nothing
+ * copied); imported whole only where the directory refuses a fill map. */
+static int start_copy(amio_file *f, atomio_file *copy)
+{
+    struct stat st;
+    if (fstat(f->lock_fd, &st) < 0)
+        return sys_error("stat", f->path);
+    int made = 0;
+    int code = amio_base_create(f->path, (uint64_t)st.st_size, &made);
+    if (code != MPI_SUCCESS)
+        return code;
+    if (st.st_size > 0 && !made) {
+        amio_log(1, "%s: no fill map can be made beside the file: importing it whole",
+                 f->path);
+        return import(f, copy);
+    }
+    int rc = atomio_set_size(copy, (uint64_t)st.st_size);
+    if (rc != ATOMIO_OK)
+        return amio_error_atomio(rc, "sizing the server copy");
+    amio_log(2, "%s: server copy of %lld bytes over the file, nothing copied", f->path,
+             (long long)st.st_size);
+    return MPI_SUCCESS;
+}
+
 int amio_session_enter(amio_file *f, atomio_client *c)
 {
     f->lock_rw = 1;
@@ -158,7 +185,7 @@ int amio_session_enter(amio_file *f, atomio_client *c)
             } else if (rc != ATOMIO_OK) {
                 code = amio_error_atomio(rc, "creating the server copy");
             } else {
-                code = import(f, copy);
+                code = start_copy(f, copy);
                 atomio_close(copy);
                 if (code != MPI_SUCCESS)
                     atomio_remove(c, f->path);
@@ -178,116 +205,21 @@ fail_fd:
     return code;
 }
 
-int amio_session_export(amio_file *f)
+int amio_session_lock(amio_file *f)
 {
-    int code = lock_mutex(f);
-    if (code != MPI_SUCCESS)
-        return code;
-    int rc = atomio_export(f->af, f->path);
-    if (rc != ATOMIO_OK)
-        code = amio_error_atomio(rc, "exporting to the ordinary file");
+    return lock_mutex(f);
+}
+
+void amio_session_unlock(amio_file *f)
+{
     unlock_mutex(f);
-    amio_log(2, "exported %s", f->path);
-    return code;
 }
 
-/* One rank's share of a parallel export: [lo, hi) of the copy over the ordinary file,
- * through this rank's own descriptor (its own file system client), then flushed. */
-static int export_domain(amio_file *f, uint64_t lo, uint64_t hi)
-{
-    if (lo >= hi)
-        return MPI_SUCCESS;
-    int fd = open(f->path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sys_error("opening", f->path);
-    unsigned char *buf = malloc(IMPORT_CHUNK);
-    int code = buf ? MPI_SUCCESS : amio_error(MPI_ERR_NO_MEM, "out of memory exporting");
-    for (uint64_t off = lo; off < hi && code == MPI_SUCCESS;) {
-        uint64_t len = hi - off < IMPORT_CHUNK ? hi - off : IMPORT_CHUNK;
-        int rc = atomio_read_list(f->af, 1, &off, &len, buf, (size_t)len);
-        if (rc != ATOMIO_OK) {
-            code = amio_error_atomio(rc, "reading the server copy to export it");
-            break;
-        }
-        for (size_t done = 0; done < len && code == MPI_SUCCESS;) {
-            ssize_t w = pwrite(fd, buf + done, (size_t)len - done, (off_t)(off + done));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0)
-                code = sys_error("writing", f->path);
-            else
-                done += (size_t)w;
-        }
-        off += len;
-    }
-    if (code == MPI_SUCCESS && fdatasync(fd) < 0)
-        code = sys_error("flushing (fdatasync)", f->path);
-    close(fd);
-    free(buf);
-    return code;
-}
-
-/* size * r / P (without overflow) rounded down to EXPORT_DOMAIN; size itself for r = P. */
-static uint64_t domain_start(uint64_t size, uint64_t r, uint64_t P)
-{
-    if (r >= P)
-        return size;
-    uint64_t at = size / P * r + size % P * r / P;
-    return at / EXPORT_DOMAIN * EXPORT_DOMAIN;
-}
-
-/* Collective (see internal.h): rank 0 takes MUTEX and sizes the ordinary file as the copy;
- * then rank r of P writes bytes [D(r), D(r + 1)) with D(r) = size * r / P rounded down to
- * EXPORT_DOMAIN, so ranks on different clients never write the same page; each flushes. */
-int amio_session_export_all(amio_file *f)
-{
-    uint64_t size = 0;
-    int code = MPI_SUCCESS, locked = 0;
-    if (f->rank == 0) {
-        code = lock_mutex(f);
-        locked = code == MPI_SUCCESS;
-        if (code == MPI_SUCCESS) {
-            int rc = atomio_size(f->af, &size);
-            if (rc != ATOMIO_OK)
-                code = amio_error_atomio(rc, "the server copy's size");
-        }
-        if (code == MPI_SUCCESS && ftruncate(f->lock_fd, (off_t)size) < 0)
-            code = sys_error("sizing (ftruncate)", f->path);
-    }
-    code = amio_agree(code, f->comm, "exporting");
-    if (code == MPI_SUCCESS)
-        code = amio_bcast(&size, 1, MPI_UINT64_T, 0, f->comm);
-    /* every rank is done writing (sync and close are collective): the copy is read
-     * without locks */
-    if (code == MPI_SUCCESS && atomio_set_atomic(f->af, NULL) != ATOMIO_OK)
-        code = amio_error_atomio(ATOMIO_EINTERNAL, "atomic mode off for the export");
-    if (code == MPI_SUCCESS) {
-        uint64_t lo = domain_start(size, (uint64_t)f->rank, (uint64_t)f->size);
-        uint64_t hi = domain_start(size, (uint64_t)f->rank + 1, (uint64_t)f->size);
-        code = amio_agree(export_domain(f, lo, hi), f->comm, "exporting");
-    }
-    if (f->atomic && atomio_set_atomic(f->af, f->strategy) != ATOMIO_OK && code == MPI_SUCCESS)
-        code = amio_error_atomio(ATOMIO_EINTERNAL, "atomic mode back on after the export");
-    if (locked)
-        unlock_mutex(f);
-    if (code == MPI_SUCCESS && f->rank == 0)
-        amio_log(2, "exported %s (%llu bytes, every rank its domain)", f->path,
-                 (unsigned long long)size);
-    return code;
-}
-
-int amio_session_leave(amio_file *f, atomio_client *c, int export_first)
+int amio_session_leave(amio_file *f, atomio_client *c)
 {
     if (f->lock_fd < 0)
         return MPI_SUCCESS;
     int code = lock_mutex(f), others = 1;
-    if (code == MPI_SUCCESS && export_first) {
-        int rc = atomio_export(f->af, f->path);
-        if (rc != ATOMIO_OK)
-            code = amio_error_atomio(rc, "exporting to the ordinary file");
-        else
-            amio_log(2, "exported %s", f->path);
-    }
     ofd(f->lock_fd, F_OFD_SETLK, F_UNLCK, SESSION_BYTE, NULL);
     int c2 = others_in_session(f, &others);
     if (code == MPI_SUCCESS)
@@ -296,7 +228,8 @@ int amio_session_leave(amio_file *f, atomio_client *c, int export_first)
         int rc = atomio_remove(c, f->path);
         if (rc != ATOMIO_OK && rc != ATOMIO_ENOTFOUND && code == MPI_SUCCESS)
             code = amio_error_atomio(rc, "removing the server copy");
-        amio_log(2, "%s: last close, server copy removed", f->path);
+        amio_base_remove(f->path); /* one left (not ours to remove) is redone at next entry */
+        amio_log(2, "%s: last close, server copy and fill map removed", f->path);
     }
     unlock_mutex(f);
     close(f->lock_fd);

@@ -10,8 +10,11 @@
  *     after every interval analysis (open and set_view of an `interval`/`auto` file);
  *   atomio-stats file=P strategy=<asked> in_force=<running> ranks=N calls=.. bytes=..
  *       lock_requests=.. lock_messages=.. lock_free_calls=.. interval_fallbacks=..
- *       lock_ranges=.. read_syscalls=.. locks=host|servers choice="..."
- *     at MPI_File_close, the counters summed over the ranks (atomio_file_stats).
+ *       lock_ranges=.. read_syscalls=.. base_read=.. exported=.. locks=host|servers
+ *       choice="..."
+ *     at MPI_File_close, the counters summed over the ranks (atomio_file_stats; base_read
+ *     and exported: bytes the library read from the ordinary file to fill a server copy
+ *     and wrote into it at exports, base.c). The close's own export comes after the line.
  *
  * Invariants: reporting never changes a call's outcome (a failure to print is ignored);
  * the close report is collective (one reduce) and made only when ATOMIO_STATS is set,
@@ -79,13 +82,14 @@ int amio_stats_close(amio_file *f)
     atomio_io_stats s;
     memset(&s, 0, sizeof s);
     atomio_file_stats(f->af, &s);
-    uint64_t v[8] = {s.calls,           s.bytes,
-                     s.lock_requests,   s.lock_messages,
-                     s.lock_free_calls, s.interval_fallbacks,
-                     s.lock_ranges,     s.read_syscalls};
-    uint64_t sum[8] = {0};
+    uint64_t v[10] = {s.calls,           s.bytes,
+                      s.lock_requests,   s.lock_messages,
+                      s.lock_free_calls, s.interval_fallbacks,
+                      s.lock_ranges,     s.read_syscalls,
+                      f->base_read,      f->exported};
+    uint64_t sum[10] = {0};
     MPI_Request r;
-    int rc = PMPI_Ireduce(v, sum, 8, MPI_UINT64_T, MPI_SUM, 0, f->comm, &r);
+    int rc = PMPI_Ireduce(v, sum, 10, MPI_UINT64_T, MPI_SUM, 0, f->comm, &r);
     if (rc == MPI_SUCCESS)
         rc = amio_wait(&r);
     if (rc != MPI_SUCCESS || f->rank != 0)
@@ -94,11 +98,13 @@ int amio_stats_close(amio_file *f)
     atomio_get_strategy(f->af, in_force, sizeof in_force);
     emit("atomio-stats file=%s strategy=%s in_force=%s ranks=%d calls=%llu bytes=%llu "
          "lock_requests=%llu lock_messages=%llu lock_free_calls=%llu interval_fallbacks=%llu "
-         "lock_ranges=%llu read_syscalls=%llu locks=%s choice=\"%s\"",
+         "lock_ranges=%llu read_syscalls=%llu base_read=%llu exported=%llu locks=%s "
+         "choice=\"%s\"",
          f->path, f->strategy, in_force[0] ? in_force : "none", f->size,
          (unsigned long long)sum[0], (unsigned long long)sum[1], (unsigned long long)sum[2],
          (unsigned long long)sum[3], (unsigned long long)sum[4], (unsigned long long)sum[5],
-         (unsigned long long)sum[6], (unsigned long long)sum[7],
+         (unsigned long long)sum[6], (unsigned long long)sum[7], (unsigned long long)sum[8],
+         (unsigned long long)sum[9],
          f->host_locks ? "host" : "servers", quoted(f->choice, c, sizeof c));
     return MPI_SUCCESS;
 }

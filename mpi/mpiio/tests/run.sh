@@ -566,5 +566,32 @@ t17() {
 }
 step "17. settings: ATOMIO_HINTS file < environment < an open's hint; unknown keys warned; ATOMIO_VERBOSE=1 prints origins" t17
 
+# ----- test 18: a server copy over a large existing file: nothing copied, O(written) sync ------
+# A 1 GiB sparse file with patterned patches, on the servers (the cached-lock DLMs take
+# servers placement; ATOMIO_DATA=servers for a byte-range strategy): the open copies nothing
+# (base_read, summed over the ranks and both opens of the program, is the few 1 MiB blocks
+# its calls touch), MPI_File_sync writes only the MiB written (exported), and the user's file
+# read with pread by a rank that wrote nothing in it — on the shared file system bed through
+# the check client (T_CHECK_ROOT) — holds the written bytes, overlaps as the servers ordered
+# them, the patches and the size. T_SYNC_MAX_MS bounds the sync loosely (a loaded runner);
+# a whole-file export of 1 GiB takes seconds.
+t18() {
+  local s d out br ex
+  for s in seqdlm dlm-lustre servers:ching:datatype:one-try; do
+    d=$(fresh "t18-$s")
+    local data=direct strat=$s
+    if [[ $s == servers:* ]]; then data=servers; strat=${s#servers:}; fi
+    T_DIR=$d ATOMIO_STATS=1 T_BASE_MB=${T_BASE_MB:-1024} T_SYNC_MAX_MS=${T_SYNC_MAX_MS:-500} \
+      ATOMIO_DATA=$data mpirun_n 4 --preload "$BUILD/t_base_sync" "$strat" > "$WORK/t18.out" 2>&1 ||
+      { cat "$WORK/t18.out"; return 1; }
+    br=$(grep -o "base_read=[0-9]*" "$WORK/t18.out" | grep -o "[0-9]*" | paste -sd+ | bc)
+    ex=$(grep -o "exported=[0-9]*" "$WORK/t18.out" | grep -o "[0-9]*" | paste -sd+ | bc)
+    [ -n "$br" ] && [ "$br" -le $((8 << 20)) ] || { echo "   $s: $br bytes read from the user's file (want a few blocks)"; cat "$WORK/t18.out"; return 1; }
+    [ -n "$ex" ] && [ "$ex" -le $((2 << 20)) ] || { echo "   $s: $ex bytes exported (want the MiB written)"; cat "$WORK/t18.out"; return 1; }
+    echo "   $(grep -m1 "MiB written" "$WORK/t18.out"); read from the file $br bytes, written into it $ex"
+  done
+}
+step "18. a server copy over a large existing file: nothing copied at open, sync writes what was written, read() sees it" t18
+
 rm -rf "$WORK"
 echo "all MPI-IO tests passed"
