@@ -1,6 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test` (what CI runs).
 CARGO ?= cargo
 ATOMIO := target/release/atomio
+ATOMIO_LAB := target/release/atomio-lab
 
 .PHONY: demo demo-sharedfs test setup build bench-locks fuzz install install-files uninstall test-install
 
@@ -8,16 +9,16 @@ setup:
 	@scripts/setup
 
 build: setup
-	$(CARGO) build --release --bin atomio
+	$(CARGO) build --release --bin atomio --bin atomio-lab
 
 # The main job on an embedded cluster: no daemons to start.
 demo: build
-	$(ATOMIO) demo
+	$(ATOMIO_LAB) demo
 
 # The same story on a file system with several clients (GlusterFS over FUSE; root): the
 # bed comes up and goes down by itself.
 demo-sharedfs: build
-	$(ATOMIO) demo --sharedfs
+	$(ATOMIO_LAB) demo --sharedfs
 
 # The whole test suite.
 test: setup
@@ -35,7 +36,7 @@ fuzz:
 
 # The full lock benchmark (minutes): embedded and TCP, every method and protocol.
 bench-locks: build
-	$(ATOMIO) bench locks --json out/bench-locks.json
+	$(ATOMIO_LAB) bench locks --json out/bench-locks.json
 
 # ----- installing as HPC sites do --------------------------------------------------------
 #   make install PREFIX=/opt/atomio [DESTDIR=staging] [CARGO_PROFILE=release] [MPICC=mpicc]

@@ -1,4 +1,4 @@
-//! A reader that stops reading (`atomio bench … | head`) ends the command quietly.
+//! A reader that stops reading (`atomio explain … | head`) ends the command quietly.
 //!
 //! Rust ignores SIGPIPE, so the first `println!` after the reader has gone panics with
 //! "failed printing to stdout: Broken pipe". Restoring the signal's default would be the

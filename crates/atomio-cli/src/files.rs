@@ -1,4 +1,5 @@
-//! `atomio export` and `atomio verify`.
+//! `atomio export`, `versions`, `gc` and `materialize`: a cluster file's bytes and its
+//! snapshots.
 
 use anyhow::{bail, Context};
 use atomio_net::{ClusterClient, ClusterConfig};
@@ -72,28 +73,6 @@ async fn newest_snapshot(
                 .collect::<Vec<_>>()
         ),
     }
-}
-
-#[derive(Args)]
-pub struct VerifyArgs {
-    /// The file to check (a flat file, e.g. from `atomio export` or `bench --keep`).
-    file: PathBuf,
-    /// Its manifest (default FILE.atomio.json).
-    #[arg(long)]
-    manifest: Option<PathBuf>,
-}
-
-pub fn verify(a: VerifyArgs) -> anyhow::Result<()> {
-    let manifest = a
-        .manifest
-        .unwrap_or_else(|| atomio_verify::manifest_path_for(&a.file));
-    let report = atomio_verify::verify_manifest(&manifest)
-        .with_context(|| format!("checking {} with {}", a.file.display(), manifest.display()))?;
-    println!("{report}");
-    if !report.ok() {
-        bail!("{} is not atomic", a.file.display());
-    }
-    Ok(())
 }
 
 /// Which versioned file: a file on the cluster, or the user's own file (direct placement,

@@ -2,8 +2,8 @@
 //! translating one to the flat file or to the interval set of a workload's accesses (another
 //! rank count or another view), streaming with bounded memory.
 
+use crate::table::render;
 use anyhow::{anyhow, bail, Context};
-use atomio_bench::table::render;
 use atomio_interval::ifile::IntervalFile;
 use atomio_interval::translate::{
     flat_to_set_with, translate_to_flat_with, translate_to_set_with, Options, Progress,

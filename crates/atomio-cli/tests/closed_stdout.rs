@@ -10,7 +10,7 @@ fn a_command_whose_reader_is_gone_ends_quietly() {
     // reader that left after a line could be outrun by a listing that fits the pipe).
     drop(reader);
     let out = Command::new(env!("CARGO_BIN_EXE_atomio"))
-        .args(["bench", "list"])
+        .args(["explain", "tile", "--clients", "4"])
         .stdout(writer)
         .stderr(Stdio::piped())
         .output()

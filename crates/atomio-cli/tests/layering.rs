@@ -3,27 +3,12 @@
 //! crate under `lab/` is lab (benchmarks, workloads, simulators, the scale model, fuzzing,
 //! the verifier as an oracle). The product never depends on the lab — not as a normal and
 //! not as a build dependency; a product crate's tests may use lab crates (dev-dependencies),
-//! the verifier above all.
-//!
-//! One edge is still allowed and listed in `NOT_YET_SPLIT`: the `atomio` binary carries the
-//! lab's commands (`bench`, `sim`, …) beside the operator's. The list must match the graph
-//! exactly, so it can only shrink: a new edge fails, and so does a listed one that is gone.
+//! the verifier above all. The operator's `atomio` binary is product; the lab's commands are
+//! the `atomio-lab` binary (`lab/atomio-lab`).
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
-
-/// Product crates that still depend on lab crates, with those lab crates.
-const NOT_YET_SPLIT: &[(&str, &[&str])] = &[(
-    "atomio",
-    &[
-        "atomio-bench",
-        "atomio-scale",
-        "atomio-sim",
-        "atomio-verify",
-        "atomio-workloads",
-    ],
-)];
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Side {
@@ -85,19 +70,9 @@ fn the_product_never_depends_on_the_lab() {
     assert!(out.status.success(), "cargo metadata: {out:?}");
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let found = product_to_lab(&meta, &root);
-    let allowed: BTreeSet<(String, String)> = NOT_YET_SPLIT
-        .iter()
-        .flat_map(|(from, tos)| tos.iter().map(|to| (from.to_string(), to.to_string())))
-        .collect();
-    let new: Vec<_> = found.difference(&allowed).collect();
     assert!(
-        new.is_empty(),
-        "product crates depend on lab crates: {new:?}"
-    );
-    let gone: Vec<_> = allowed.difference(&found).collect();
-    assert!(
-        gone.is_empty(),
-        "these edges are gone: take them out of NOT_YET_SPLIT: {gone:?}"
+        found.is_empty(),
+        "product crates depend on lab crates: {found:?}"
     );
     // Both sides exist: a layout change that emptied one would pass vacuously.
     let sides: BTreeSet<_> = meta["packages"]

@@ -1,8 +1,7 @@
 //! The versioning commands against real `atomio server` processes: a file written in
 //! three versions by a client, then `atomio versions` lists them, `atomio export --version`
 //! writes each snapshot exactly, `atomio gc --keep 1` frees the older ones (their export
-//! then fails, the newest still exports exactly); and `atomio sim --versioning` runs clean
-//! while its negative controls are caught.
+//! then fails, the newest still exports exactly).
 
 use atomio_client::{File, Strategy};
 use atomio_layout::{Access, ByteRange};
@@ -134,32 +133,4 @@ async fn versions_export_and_gc_from_the_command_line() {
     let bytes = std::fs::read(&user).unwrap();
     assert_eq!(bytes.len(), 6000);
     assert!(bytes[..4000].iter().all(|&b| b == b'.') && bytes[4000..].iter().all(|&b| b == b'x'));
-}
-
-#[test]
-fn the_versioning_simulation_runs_clean_and_catches_its_controls() {
-    let (ok, text) = atomio(&[
-        "sim",
-        "--versioning",
-        "--seeds",
-        "100",
-        "--clients",
-        "4",
-        "--ops",
-        "6",
-    ]);
-    assert!(ok, "{text}");
-    assert!(text.contains("versions published"), "{text}");
-    for fault in ["publish-out-of-order", "gc-frees-shared"] {
-        let (ok, text) = atomio(&[
-            "sim",
-            "--versioning",
-            "--seeds",
-            "100",
-            "--version-fault",
-            fault,
-        ]);
-        assert!(!ok, "{fault} was not caught: {text}");
-        assert!(text.contains("seed"), "{text}");
-    }
 }

@@ -11,7 +11,6 @@ pub mod progress;
 pub mod rma;
 pub mod seqdlm;
 pub mod stats;
-pub mod table;
 pub mod versions;
 pub mod worker;
 pub mod workload;

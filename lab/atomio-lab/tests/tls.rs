@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 fn exe() -> PathBuf {
-    env!("CARGO_BIN_EXE_atomio").into()
+    env!("CARGO_BIN_EXE_atomio-lab").into()
 }
 
 fn scratch(name: &str) -> PathBuf {

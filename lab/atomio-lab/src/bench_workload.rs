@@ -1,10 +1,10 @@
-//! `atomio bench <workload>`: run a workload under several strategies with client processes,
+//! `atomio-lab bench <workload>`: run a workload under several strategies with client processes,
 //! verify each result, print a table, write JSON and a bar chart.
 
 use anyhow::{anyhow, Context};
 use atomio_bench::chart::{bars, Bar};
-use atomio_bench::table::render;
 use atomio_bench::workload::{Deploy, RowSpec, WorkloadBenchConfig, WorkloadRow};
+use atomio_cli::table::render;
 use atomio_client::{PlacementKind, Strategy};
 use atomio_net::ClusterConfig;
 use atomio_workloads::Workload;
@@ -68,7 +68,7 @@ pub struct CommonArgs {
     /// Skip the atomicity verification.
     #[arg(long)]
     pub no_verify: bool,
-    /// Keep each strategy's verified file and manifest here (then `atomio verify FILE`).
+    /// Keep each strategy's verified file and manifest here (then `atomio-lab verify FILE`).
     #[arg(long)]
     pub keep: Option<PathBuf>,
     /// Scratch directory for server data, local files and read dumps.
@@ -93,9 +93,9 @@ pub struct CommonArgs {
 
 #[derive(Parser)]
 #[command(
-    name = "atomio bench <workload>",
+    name = "atomio-lab bench <workload>",
     after_help = "Workload parameters go after `--`; \
-`atomio bench <workload> -- --help` lists them, `atomio bench list` the workloads."
+`atomio-lab bench <workload> -- --help` lists them, `atomio-lab bench list` the workloads."
 )]
 struct WorkloadCmd {
     #[command(flatten)]
@@ -156,7 +156,7 @@ pub fn config(common: &CommonArgs, workload: Workload) -> anyhow::Result<Workloa
         stripe_size: common.stripe_size,
         stripe_count: common.stripe_count,
         runs: common.runs.max(1),
-        exe: std::env::current_exe().context("locating the atomio executable")?,
+        exe: std::env::current_exe().context("locating the atomio-lab executable")?,
         scratch: common.scratch.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!("atomio-bench-{}", std::process::id()))
         }),
@@ -169,7 +169,7 @@ pub fn config(common: &CommonArgs, workload: Workload) -> anyhow::Result<Workloa
 
 pub fn run(name: &str, argv: &[String]) -> anyhow::Result<()> {
     let cmd = WorkloadCmd::try_parse_from(
-        std::iter::once(format!("atomio bench {name}")).chain(argv.iter().cloned()),
+        std::iter::once(format!("atomio-lab bench {name}")).chain(argv.iter().cloned()),
     )
     .map_err(|e| anyhow!("{}", e.render()))?;
     let workload = Workload::from_name(name, &cmd.params).map_err(|e| anyhow!("{e}"))?;
@@ -283,7 +283,7 @@ fn report(rows: &[WorkloadRow], common: &CommonArgs, stem: &str) -> anyhow::Resu
         );
     }
     if let Some(p) = &common.json {
-        crate::output::write_json(p, rows)?;
+        atomio_cli::output::write_json(p, rows)?;
     }
     let chart_path = common
         .chart
@@ -298,7 +298,7 @@ fn report(rows: &[WorkloadRow], common: &CommonArgs, stem: &str) -> anyhow::Resu
     Ok(())
 }
 
-/// `atomio bench list`.
+/// `atomio-lab bench list`.
 pub fn list() {
     let rows: Vec<Vec<String>> = Workload::list()
         .iter()

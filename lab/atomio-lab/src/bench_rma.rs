@@ -1,4 +1,4 @@
-//! `atomio bench rma`: the RMA byte-range lock micro-benchmark (`mpi/rmalock`, Thakur et al.
+//! `atomio-lab bench rma`: the RMA byte-range lock micro-benchmark (`mpi/rmalock`, Thakur et al.
 //! 2005 §4) in one `mpiexec`; prints µs per acquire+release pair for paper, direct-grant and
 //! fcntl (conflicting and not; 2, 4, 8 ranks), the work per pair, and the key ratio
 //! direct-grant / paper (conflicting, 8 ranks; target ≤ 0.5); writes JSON and an SVG chart.
@@ -6,7 +6,7 @@
 use anyhow::Context;
 use atomio_bench::chart::{line_panels, Panel, Series};
 use atomio_bench::rma::{self, RmaBenchConfig, RmaRow, RmaRun};
-use atomio_bench::table::render;
+use atomio_cli::table::render;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -86,7 +86,7 @@ pub fn run(a: RmaArgs) -> anyhow::Result<()> {
     let run = result?;
     print!("{}", report(&run));
     if let Some(path) = &a.json {
-        crate::output::write_json(path, &run)?;
+        atomio_cli::output::write_json(path, &run)?;
     }
     if let Some(dir) = a.chart.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;

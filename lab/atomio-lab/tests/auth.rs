@@ -13,7 +13,7 @@ use std::time::Duration;
 const TOKEN: &str = "0123456789abcdef-test-token";
 
 fn exe() -> std::path::PathBuf {
-    env!("CARGO_BIN_EXE_atomio").into()
+    env!("CARGO_BIN_EXE_atomio-lab").into()
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {

@@ -1,4 +1,4 @@
-//! `atomio probe-hold` (hidden): a client that takes a write lock, writes under it, and
+//! `atomio-lab probe-hold` (hidden): a client that takes a write lock, writes under it, and
 //! holds it until told to go on — the subject of the fault probes (`tests/faults.rs`): the
 //! probe pauses it (`SIGSTOP`) or kills it while it holds, and checks that waiters get the
 //! lock within the lease and that its later writes are refused.
@@ -8,7 +8,7 @@
 //! and prints `WRITE ok` or `WRITE <error>`, and `LEASE ok` or `LEASE <error>` (the
 //! client's own view of its lease).
 //!
-//! `atomio probe-write` (hidden): overwrites `[offset, offset + len)` of a cluster file
+//! `atomio-lab probe-write` (hidden): overwrites `[offset, offset + len)` of a cluster file
 //! `rounds` times with the strategy given, write `k` filling it with byte `k`; prints
 //! `WROTE k` after each write returns, or `FAILED k <error>` (and goes on). The
 //! all-or-nothing probes kill it — or a server — in the middle of a write and check that

@@ -1,14 +1,14 @@
-//! `atomio bench regions-sweep | version-readers | version-gc`: versioning's benchmarks
+//! `atomio-lab bench regions-sweep | version-readers | version-gc`: versioning's benchmarks
 //! (Tran et al. 2010 §6; see `atomio_bench::versions`). Each prints a table and what it
 //! measures, writes JSON and an SVG chart; versioning's target is checked in the output
 //! with the exact figures.
 
 use anyhow::Context;
 use atomio_bench::chart::{bar_panels, line_panels, Bar, Panel, Series};
-use atomio_bench::table::render;
 use atomio_bench::versions::gc::{GcConfig, GcRow};
 use atomio_bench::versions::readers::{ReadersConfig, ReadersReport};
 use atomio_bench::versions::sweep::{SweepConfig, SweepReport};
+use atomio_cli::table::render;
 use atomio_client::PlacementKind;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -143,7 +143,7 @@ pub fn regions_sweep(a: SweepArgs) -> anyhow::Result<()> {
     print_sweep(&report, &cfg);
     print_load(&load);
     if let Some(p) = &a.json {
-        crate::output::write_json(p, &report)?;
+        atomio_cli::output::write_json(p, &report)?;
     }
     let chart = a
         .chart
@@ -409,7 +409,7 @@ pub fn version_readers(a: ReadersArgs) -> anyhow::Result<()> {
         warmup_ms: a.warmup_ms,
         verify: !a.no_verify,
         plain_reader: a.plain_reader,
-        exe: std::env::current_exe().context("locating the atomio executable")?,
+        exe: std::env::current_exe().context("locating the atomio-lab executable")?,
         scratch: scratch(&a.scratch, "version-readers"),
         progress: !a.no_progress,
     };
@@ -420,7 +420,7 @@ pub fn version_readers(a: ReadersArgs) -> anyhow::Result<()> {
     print_readers(&report, &cfg);
     print_load(&load);
     if let Some(p) = &a.json {
-        crate::output::write_json(p, &report)?;
+        atomio_cli::output::write_json(p, &report)?;
     }
     let chart = a
         .chart
@@ -721,7 +721,7 @@ pub fn version_gc(a: GcArgs) -> anyhow::Result<()> {
     print_gc(&rows, &cfg);
     print_load(&load);
     if let Some(p) = &a.json {
-        crate::output::write_json(p, &rows)?;
+        atomio_cli::output::write_json(p, &rows)?;
     }
     let chart = a
         .chart
@@ -883,7 +883,7 @@ fn print_gc(rows: &[GcRow], cfg: &GcConfig) {
     }
 }
 
-/// `atomio bench version-client`: one client process of `version-readers`.
+/// `atomio-lab bench version-client`: one client process of `version-readers`.
 pub fn version_client() -> anyhow::Result<()> {
     atomio_bench::versions::readers::client_main()?;
     Ok(())

@@ -20,7 +20,7 @@ const LEN: u64 = 16 << 20;
 const ATOMIC: &str = "ching:datatype:one-try";
 
 fn exe() -> std::path::PathBuf {
-    env!("CARGO_BIN_EXE_atomio").into()
+    env!("CARGO_BIN_EXE_atomio-lab").into()
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {

@@ -1,4 +1,4 @@
-//! `atomio sim`: replay or sweep the lock-protocol simulation.
+//! `atomio-lab sim`: replay or sweep the lock-protocol simulation.
 
 use anyhow::bail;
 use atomio_lock::sim::{run as run_sim, SimConfig};
@@ -12,7 +12,7 @@ pub struct SimArgs {
     /// The calibrated scale model: throughput vs clients per strategy, up to
     /// 4,096 clients × 64 servers on the papers' workloads and clusters, safety checked at
     /// every size; prints a table, writes JSON and an SVG chart, and sets the projections
-    /// beside the papers' figures. Needs a cost file (`atomio sim calibrate`).
+    /// beside the papers' figures. Needs a cost file (`atomio-lab sim calibrate`).
     #[arg(long)]
     scale: bool,
     #[command(flatten)]
@@ -324,7 +324,7 @@ fn run_versioning(a: &SimArgs) -> anyhow::Result<()> {
                 collected += r.collected;
                 reads += r.reads_checked;
             }
-            Err(e) => bail!("seed {seed}: {e} (replay: atomio sim --versioning --seed {seed})"),
+            Err(e) => bail!("seed {seed}: {e} (replay: atomio-lab sim --versioning --seed {seed})"),
         }
         progress(i + 1, a.seeds, started);
     }

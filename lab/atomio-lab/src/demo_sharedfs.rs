@@ -1,4 +1,4 @@
-//! `atomio demo --sharedfs`: the demo's story on a file system with several clients (the
+//! `atomio-lab demo --sharedfs`: the demo's story on a file system with several clients (the
 //! GlusterFS bed of `scripts/sharedfs`, which it brings up and tears down; root). Four ranks
 //! of an unmodified MPI program (`mpi/bench/strided_io`) write interleaved 384-byte blocks,
 //! ranks 0 and 2 through one client, 1 and 3 through another, timed until the bytes are in

@@ -1,4 +1,4 @@
-//! `atomio sim calibrate | validate | --scale`: the calibrated scale model.
+//! `atomio-lab sim calibrate | validate | --scale`: the calibrated scale model.
 
 use anyhow::{anyhow, Context};
 use atomio_scale::calibrate::CalibrateConfig;
@@ -29,7 +29,7 @@ pub struct CalibrateArgs {
 
 #[derive(Args)]
 pub struct ValidateArgs {
-    /// The cost file (`atomio sim calibrate`).
+    /// The cost file (`atomio-lab sim calibrate`).
     #[arg(long, default_value = "out/calib.json")]
     costs: PathBuf,
     /// Client counts (the lock benchmark uses as many servers; workloads use `--servers`).
@@ -77,7 +77,7 @@ pub struct ValidateArgs {
 
 #[derive(Args)]
 pub struct ScaleArgs {
-    /// With `--scale`: the cost file (`atomio sim calibrate`).
+    /// With `--scale`: the cost file (`atomio-lab sim calibrate`).
     #[arg(long = "costs", default_value = "out/calib.json")]
     scale_costs: PathBuf,
     /// With `--scale`: the most clients (curves go 1, 2, 4, … up to it).
@@ -157,7 +157,7 @@ fn scratch(given: &Option<PathBuf>, what: &str) -> PathBuf {
 pub fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
     let dir = scratch(&a.scratch, "calibrate");
     let cfg = CalibrateConfig {
-        server_exe: std::env::current_exe().context("locating the atomio executable")?,
+        server_exe: std::env::current_exe().context("locating the atomio-lab executable")?,
         scratch: dir.clone(),
         quick: a.quick,
         patience: std::time::Duration::from_secs(a.patience),
@@ -199,7 +199,7 @@ fn describe(c: &Costs) -> String {
         "machine: {} cores, {}, kernel {}\n",
         c.machine.cores, c.machine.cpu, c.machine.kernel
     );
-    out += &atomio_bench::table::render(&["cost", "value"], &rows);
+    out += &atomio_cli::table::render(&["cost", "value"], &rows);
     out += "pwrite into a fresh file, per call:";
     for [b, ns] in &c.io.pwrite_curve {
         out += &format!(" {b:.0} B {:.1} µs;", ns / 1e3);
@@ -235,7 +235,7 @@ fn describe(c: &Costs) -> String {
 pub fn load_costs(path: &Path) -> anyhow::Result<Costs> {
     Costs::load(path).map_err(|e| {
         anyhow!(
-            "{e}\n  (make one with: atomio sim calibrate --json {})",
+            "{e}\n  (make one with: atomio-lab sim calibrate --json {})",
             path.display()
         )
     })
@@ -386,7 +386,7 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<()> {
     print!("{}", validation_table(&rows, costs.machine.cores));
     print!("{}", validation_summary(&rows, beside, a.rounds));
     if let Some(p) = &a.json {
-        crate::output::write_json(p, &rows)?;
+        atomio_cli::output::write_json(p, &rows)?;
     }
     Ok(())
 }
@@ -512,7 +512,7 @@ fn keep(rows: &[ValidationRow], seen: &mut [Vec<Measured>], group: &str, got: &[
 fn measure_locks(a: &ValidateArgs) -> anyhow::Result<Vec<Measured>> {
     use atomio_bench::locks::{LockBenchConfig, Transport};
     use atomio_lock::Method;
-    let exe = std::env::current_exe().context("locating the atomio executable")?;
+    let exe = std::env::current_exe().context("locating the atomio-lab executable")?;
     eprintln!("measuring: bench locks (TCP, {:?} clients)", a.clients);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -594,7 +594,7 @@ fn measure_workload(
     strategies: &[&str],
     clients: u32,
 ) -> anyhow::Result<Vec<Measured>> {
-    let exe = std::env::current_exe().context("locating the atomio executable")?;
+    let exe = std::env::current_exe().context("locating the atomio-lab executable")?;
     let workload =
         atomio_workloads::Workload::from_name::<&str>(group, &[]).map_err(|e| anyhow!("{e}"))?;
     eprintln!("measuring: bench {group} --clients {clients}");
@@ -632,7 +632,7 @@ fn measure_workload(
 }
 
 fn validation_table(rows: &[ValidationRow], cores: u32) -> String {
-    use atomio_bench::table::{render, thousands};
+    use atomio_cli::table::{render, thousands};
     // How busy a run kept the machine's cores: where a prediction misses, whether the
     // model charged too little CPU or left too little idle.
     let busy = |cpu: Option<f64>, secs: Option<f64>| match (cpu, secs) {
@@ -762,7 +762,7 @@ pub fn scale(a: &ScaleArgs) -> anyhow::Result<()> {
             .count(),
         p.wall_seconds
     );
-    crate::output::write_json(&a.scale_json, &p)?;
+    atomio_cli::output::write_json(&a.scale_json, &p)?;
     scale_chart(&a.scale_chart, &p)?;
     println!("chart: {}", a.scale_chart.display());
     Ok(())
@@ -826,7 +826,7 @@ fn scale_tables(p: &atomio_scale::project::Projection) -> String {
             .collect();
         let h: Vec<&str> = headers.iter().map(String::as_str).collect();
         out += &format!("\n{study} — {unit} ({platform}; columns: clients×servers)\n");
-        out += &atomio_bench::table::render(&h, &body);
+        out += &atomio_cli::table::render(&h, &body);
     }
     out
 }
@@ -850,7 +850,7 @@ fn paper_table(p: &atomio_scale::project::Projection) -> String {
         .collect();
     format!(
         "\nprojection beside the papers (their hardware: the platform's network and disks, atomio's own CPU costs)\n{}",
-        atomio_bench::table::render(&["what", "paper", "projected", "unit", "source"], &body)
+        atomio_cli::table::render(&["what", "paper", "projected", "unit", "source"], &body)
     )
 }
 

@@ -19,7 +19,7 @@ const LEASE_MS: u64 = 1000;
 const LEN: u64 = 256 << 10;
 
 fn exe() -> std::path::PathBuf {
-    env!("CARGO_BIN_EXE_atomio").into()
+    env!("CARGO_BIN_EXE_atomio-lab").into()
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {

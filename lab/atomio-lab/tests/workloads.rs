@@ -27,7 +27,7 @@ fn config(workload: Workload, strategies: Vec<Strategy>, name: &str) -> Workload
         stripe_size: 4096,
         stripe_count: None,
         runs: 1,
-        exe: PathBuf::from(env!("CARGO_BIN_EXE_atomio")),
+        exe: PathBuf::from(env!("CARGO_BIN_EXE_atomio-lab")),
         scratch: scratch(name),
         verify: true,
         keep: None,
@@ -338,7 +338,7 @@ async fn non_overlapping_workloads_round_trip_exactly() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_dying_mid_call_is_a_clear_error_within_bounded_time() {
     let dir = scratch("death");
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_atomio"));
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_atomio-lab"));
     let mut servers = LocalServers::start(&exe, 2, &dir).await.unwrap();
     let mut c = ClusterClient::connect_tcp(&servers.addresses)
         .await

@@ -1,4 +1,4 @@
-//! `atomio bench mpi-tile` and `atomio bench mpi-strided`: the unmodified MPI programs
+//! `atomio-lab bench mpi-tile` and `atomio-lab bench mpi-strided`: the unmodified MPI programs
 //! `mpi/bench/tile_io` (mpi-tile-io style, overlapping tiles, one subarray write per rank)
 //! and `mpi/bench/strided_io` (rank r owns every P-th block of B bytes; 16 `write_at` or one
 //! `write_at_all`) under MPICH non-atomic, MPICH's own atomic mode, and each atomio strategy
@@ -13,7 +13,7 @@ use atomio_bench::mpi_bench::{
     self, Baseline, Flavor, MpiBenchConfig, MpiBenchReport, NoncontigGeometry, Program,
     StridedGeometry, TileGeometry,
 };
-use atomio_bench::table::render;
+use atomio_cli::table::render;
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -230,8 +230,10 @@ pub(crate) fn resolve_lib(arg: &str, flavor: Flavor) -> anyhow::Result<Option<Pa
     match arg {
         "none" => Ok(None),
         "auto" => {
-            let exe = std::env::current_exe().context("locating the atomio executable")?;
-            let dir = exe.parent().context("atomio executable has no folder")?;
+            let exe = std::env::current_exe().context("locating the atomio-lab executable")?;
+            let dir = exe
+                .parent()
+                .context("atomio-lab executable has no folder")?;
             let lib = atomio_bench::mpi_run::build_mpiio_lib(flavor.mpicc(), dir)?;
             println!("MPI-IO library: {}", lib.display());
             Ok(Some(lib))
@@ -352,7 +354,7 @@ pub fn run_tile(a: MpiTileArgs) -> anyhow::Result<()> {
     let rep = measure(&cfg, !a.common.no_progress)?;
     print!("{}", report(&rep));
     if let Some(path) = &a.common.json {
-        crate::output::write_json(path, &rep)?;
+        atomio_cli::output::write_json(path, &rep)?;
     }
     let path = a
         .common
@@ -384,7 +386,7 @@ pub fn run_strided(a: MpiStridedArgs) -> anyhow::Result<()> {
         reports.push(rep);
     }
     if let Some(path) = &a.common.json {
-        crate::output::write_json(path, &reports)?;
+        atomio_cli::output::write_json(path, &reports)?;
     }
     let path = a
         .common
@@ -436,7 +438,7 @@ pub fn run_noncontig(a: MpiNoncontigArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(path) = &a.common.json {
-        crate::output::write_json(path, &reports)?;
+        atomio_cli::output::write_json(path, &reports)?;
     }
     let path = a
         .common

@@ -1,4 +1,4 @@
-//! `atomio demo`: the main job. Two workloads side by side, each on an embedded cluster
+//! `atomio-lab demo`: the main job. Two workloads side by side, each on an embedded cluster
 //! (no daemons) with 4 client processes, in direct mode (the user's ordinary file holds the
 //! bytes; atomio holds only locks), against the baseline MPI users have (`romio`: one
 //! `fcntl` lock on each call's bounding extent, then data sieving) and a reference row
@@ -320,7 +320,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         }
     );
     if let Some(p) = &a.json {
-        crate::output::write_json(p, &all_rows)?;
+        atomio_cli::output::write_json(p, &all_rows)?;
     }
     if let Some(dir) = a.chart.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;

@@ -1,11 +1,11 @@
-//! `atomio bench seqdlm-breakdown | seqdlm-parallel | seqdlm-convert`: SeqDLM's micro
+//! `atomio-lab bench seqdlm-breakdown | seqdlm-parallel | seqdlm-convert`: SeqDLM's micro
 //! benchmarks (Chen et al. §V-B, Figs. 17–19; see `atomio_bench::seqdlm`). Each prints a
 //! table, writes JSON and an SVG chart.
 
 use anyhow::Context;
 use atomio_bench::chart::{bar_panels, line_panels, Bar, Panel, Series};
 use atomio_bench::seqdlm::{self, BreakdownRow, SeqBenchConfig, Throughput, ThroughputRow};
-use atomio_bench::table::render;
+use atomio_cli::table::render;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -140,7 +140,7 @@ pub fn breakdown(a: SeqArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(p) = &a.json {
-        crate::output::write_json(p, &rows)?;
+        atomio_cli::output::write_json(p, &rows)?;
     }
     let chart = a
         .chart
@@ -312,7 +312,7 @@ fn report(
         );
     }
     if let Some(p) = &a.json {
-        crate::output::write_json(p, rows)?;
+        atomio_cli::output::write_json(p, rows)?;
     }
     let chart = a
         .chart

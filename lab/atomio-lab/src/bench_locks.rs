@@ -1,10 +1,10 @@
-//! `atomio bench locks`: run the lock benchmark, print a table and the key ratios, write
+//! `atomio-lab bench locks`: run the lock benchmark, print a table and the key ratios, write
 //! JSON and an SVG chart.
 
 use anyhow::Context;
 use atomio_bench::chart::{line_panels, Panel, Series};
 use atomio_bench::locks::{LockBenchConfig, LockBenchRow, Transport};
-use atomio_bench::table::{render, thousands};
+use atomio_cli::table::{render, thousands};
 use atomio_lock::{Method, Protocol};
 use atomio_net::ClusterConfig;
 use clap::{Args, ValueEnum};
@@ -113,7 +113,7 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
         contention_clients: a.contention_clients,
         runs: a.runs.max(1),
         rounds: a.rounds.max(1),
-        server_exe: Some(std::env::current_exe().context("locating the atomio executable")?),
+        server_exe: Some(std::env::current_exe().context("locating the atomio-lab executable")?),
         external_servers: match &a.cluster {
             Some(p) => Some(ClusterConfig::load(p)?.addresses()),
             None => None,
@@ -146,7 +146,7 @@ pub fn run(a: LockArgs) -> anyhow::Result<()> {
     println!();
     print!("{}", key_ratios(&rows));
     if let Some(path) = &a.json {
-        crate::output::write_json(path, &rows)?;
+        atomio_cli::output::write_json(path, &rows)?;
     }
     if let Some(dir) = a.chart.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;

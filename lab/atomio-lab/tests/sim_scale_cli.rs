@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn atomio(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_atomio"))
+    Command::new(env!("CARGO_BIN_EXE_atomio-lab"))
         .args(args)
         .output()
         .expect("run atomio")
