@@ -1,5 +1,5 @@
 //! K writers at once through atomio's direct-file path (strategy `none`), as threads of one
-//! process (what `atomio sim calibrate` measures) or as processes (what the workload
+//! process (what `atomio-lab sim calibrate` measures) or as processes (what the workload
 //! benchmarks run): the same pieces, S3D's shape (384-byte pieces, pairs sharing pages,
 //! pairs taking turns by 48-piece spans so every writer touches every large folio).
 //!

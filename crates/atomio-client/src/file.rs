@@ -61,6 +61,9 @@ pub struct IoStats {
     pub lock_ranges: u64,
     /// `pread` system calls made on the user's file (direct placement).
     pub read_syscalls: u64,
+    /// `pwrite` system calls made on the user's file (direct placement; bytes copied
+    /// through a mapping make none).
+    pub write_syscalls: u64,
 }
 
 /// Where the file's bytes are.
@@ -588,6 +591,7 @@ impl File {
         let mut s = self.stats;
         if let Placement::Direct(d) = &self.placement {
             s.read_syscalls = d.preads();
+            s.write_syscalls = d.pwrites();
         }
         s
     }
@@ -677,14 +681,19 @@ impl File {
             return Ok(None);
         }
         let technique = self.atomic.clone();
-        // A read of many small pieces on the user's file locks its windows: a few shared
-        // ranges instead of one per piece, which every method then sends as few requests
-        // and the lock service (or the host table) indexes as few ranges.
+        // A call of many small pieces on the user's file locks its windows: a few ranges
+        // instead of one per piece, which every method then sends as few requests and the
+        // lock service (or the host table) indexes as few ranges. A write does so only when
+        // it then rewrites those windows (`io_method`), under exclusive locks on them.
         let windows = match (&self.placement, mode) {
-            (Placement::Direct(_), LockMode::Read)
-                if technique.technique().reads_lock_windows() =>
-            {
+            (Placement::Direct(_), LockMode::Read) if technique.technique().locks_windows() => {
                 crate::direct::read_lock_windows(access)
+            }
+            (Placement::Direct(_), LockMode::Write)
+                if technique.technique().locks_windows()
+                    && self.io_method(mode, access) == IoMethod::Windows =>
+            {
+                crate::direct::write_lock_windows(access)
             }
             _ => None,
         };
@@ -701,10 +710,35 @@ impl File {
         Ok(locks)
     }
 
+    /// How a call's bytes move: the technique's method, except that a write of many small
+    /// dense pieces on a user's file whose pages every process shares is rewritten by
+    /// windows (`IoMethod::Windows`: a `pread` and a `pwrite` per window, not a system call
+    /// or a mapped store per piece) when the call's exclusive locks cover those windows —
+    /// the technique locks the extent, or locks windows (`plan_locks` then locks
+    /// `direct::write_lock_windows`). The same for every call of the same access, so the
+    /// plan and the I/O agree.
+    fn io_method(&self, mode: LockMode, access: &Access) -> IoMethod {
+        let t = self.atomic.technique();
+        let method = t.io();
+        match &self.placement {
+            Placement::Direct(d)
+                if mode == LockMode::Write
+                    && method == IoMethod::Pieces
+                    && self.atomic.is_atomic()
+                    && self.ifile.is_none()
+                    && (t.locks_windows() || t.locks_extent())
+                    && d.rewrites_windows(access) =>
+            {
+                IoMethod::Windows
+            }
+            _ => method,
+        }
+    }
+
     /// Step 2 done here: on the user's file (direct placement), or through the object
     /// files of servers on this host; under whatever the call holds.
     fn local_io(&mut self, access: &Access, op: Op<'_>) -> Result<(), WireError> {
-        let method = self.atomic.technique().io();
+        let method = self.io_method(op.mode(), access);
         match (&self.placement, &mut self.objects) {
             (Placement::Direct(d), _) => self.placed_io(d, method, access, op),
             (Placement::Servers(info), Some(objects)) => match op {
@@ -729,7 +763,7 @@ impl File {
         let Placement::Direct(d) = &self.placement else {
             return Err(no_direct(&self.atomic));
         };
-        let method = self.atomic.technique().io();
+        let method = self.io_method(mode, access);
         let Some(r) = lock else {
             return self.placed_io(d, method, access, op);
         };
@@ -771,7 +805,7 @@ impl File {
             }
         }
         let held = table.acquire(mode, &ranges)?;
-        let method = self.atomic.technique().io();
+        let method = self.io_method(mode, access);
         let result = io_under_lock(d, mode, hull, || self.placed_io(d, method, access, op));
         let released = table.release(held);
         result?;
@@ -1296,6 +1330,9 @@ fn direct_io(
         (Op::Write(data), IoMethod::Pieces) => d.write_pieces(access, data),
         (Op::Write(data), IoMethod::PieceSyscalls) => d.write_each(access, data),
         (Op::Write(data), IoMethod::Sieve { buffer }) => d.write_sieved(access, data, buffer),
+        (Op::Write(data), IoMethod::Windows) => d.write_windows(access, data),
+        // Never chosen for reads (`io_method`); a read of the windows is a sieved read.
+        (Op::Read { out, holes_ok }, IoMethod::Windows) => d.read_pieces(access, out, holes_ok),
         (Op::Read { out, holes_ok }, IoMethod::Pieces) => d.read_pieces(access, out, holes_ok),
         (Op::Read { out, holes_ok }, IoMethod::PieceSyscalls) => d.read_each(access, out, holes_ok),
         (Op::Read { out, holes_ok }, IoMethod::Sieve { buffer }) => {

@@ -3,7 +3,7 @@
 //!
 //! A strided view of 384-byte blocks makes ~11,000 pieces per MiB; a `pwrite` each costs
 //! 1–2 µs of kernel entry, page-cache lookup and inode locking, which caps such writes at
-//! ~150 MiB/s per process however the locks are arranged (measured: `atomio bench
+//! ~150 MiB/s per process however the locks are arranged (measured: `atomio-lab bench
 //! mpi-strided`, B = 384, every strategy ≈ MPICH with data sieving off). ROMIO avoids the
 //! cost with data sieving, a read-modify-write of whole buffers, which needs a lock on the
 //! whole extent. A `MAP_SHARED` mapping writes into the same page cache byte by byte, so a
@@ -59,6 +59,7 @@ use nix::fcntl::{fallocate, FallocateFlags};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Mapped windows are at most this long (bounded address space per call; small in tests so
 /// that they cross windows).
@@ -273,10 +274,16 @@ fn packed_runs(access: &Access) -> impl Iterator<Item = (ByteRange, usize)> + '_
     })
 }
 
-/// Writes `data` (offset order) into the pieces of `access` through a shared mapping.
+/// Writes `data` (offset order) into the pieces of `access` through a shared mapping;
+/// `pwrites` counts the `pwrite`s of the pieces on the file's edge pages.
 /// `Ok(false)`: the file could not be grown with `fallocate` (a file system without it);
 /// nothing was written and the caller uses `pwrite`.
-pub fn write(file: &File, access: &Access, data: &[u8]) -> Result<bool, WireError> {
+pub fn write(
+    file: &File,
+    access: &Access,
+    data: &[u8],
+    pwrites: &AtomicU64,
+) -> Result<bool, WireError> {
     match access.hull() {
         None => Ok(true),
         Some(hull) => write_runs(
@@ -285,13 +292,14 @@ pub fn write(file: &File, access: &Access, data: &[u8]) -> Result<bool, WireErro
             hull,
             dense(access.size(), hull.len()),
             data,
+            pwrites,
         ),
     }
 }
 
 /// Writes `data[at..at + len]` to every run `(range, at)` of `runs` (all inside `hull`)
 /// through a shared mapping, growing the file to `hull.end` first; `populate` as in
-/// `dense`. `Ok(false)`: the file
+/// `dense`; `pwrites` counts the `pwrite`s of edge pages. `Ok(false)`: the file
 /// system cannot grow a file without writing (no `fallocate`) or cannot map it; nothing
 /// written.
 pub fn write_runs(
@@ -300,6 +308,7 @@ pub fn write_runs(
     hull: ByteRange,
     populate: bool,
     data: &[u8],
+    pwrites: &AtomicU64,
 ) -> Result<bool, WireError> {
     let end = hull.end;
     let size = file.metadata().map_err(|e| io_err("fstat", 0, e))?.len();
@@ -356,6 +365,7 @@ pub fn write_runs(
         }
     })?;
     if mapped {
+        pwrites.fetch_add(by_pwrite.len() as u64, Ordering::Relaxed);
         for (r, at) in by_pwrite {
             file.write_all_at(&data[at..at + r.len() as usize], r.start)
                 .map_err(|e| io_err("pwrite", r.start, e))?;

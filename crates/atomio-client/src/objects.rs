@@ -116,7 +116,14 @@ impl ObjectFiles {
             let f = self.file(info, c.server, c.object)?;
             if let Some((runs, hull)) = mappable(&c) {
                 let dense = crate::mapped::dense(c.bytes as u64, hull.len());
-                if crate::mapped::write_runs(f, runs.into_iter(), hull, dense, data)? {
+                if crate::mapped::write_runs(
+                    f,
+                    runs.into_iter(),
+                    hull,
+                    dense,
+                    data,
+                    &Default::default(),
+                )? {
                     continue;
                 }
             }

@@ -23,7 +23,8 @@
 //!
 //! **Invariants:** a technique's locks cover every byte the call touches (coarse ones cover
 //! more); `io() == Sieve` only when the locks cover the call's whole bounding extent (data
-//! sieving rewrites the holes, which is safe only under a lock on them); techniques are
+//! sieving rewrites the holes, which is safe only under a lock on them), and `Windows`
+//! only when they cover its windows; techniques are
 //! pure (no I/O): the same call gives the same plan.
 
 use atomio_layout::{Access, ByteRange, Layout, ServerId};
@@ -143,6 +144,12 @@ pub enum IoMethod {
     /// ROMIO's data sieving: the call's bounding extent in windows of `buffer` bytes, each
     /// read whole, patched with the call's pieces, and (writes) written back whole.
     Sieve { buffer: u64 },
+    /// A write's windows read, patched with its pieces and written back, one span from the
+    /// first piece to the last per 4 MiB window (`DirectData::write_windows`). Never a
+    /// technique's own method: the call driver picks it for a write of many small dense
+    /// pieces on the user's file where every process shares its pages, when the call's
+    /// exclusive locks cover its windows (`locks_windows`, `locks_extent`).
+    Windows,
 }
 
 /// Step 4: what the call publishes after its locks are released.
@@ -177,13 +184,22 @@ pub trait Technique: fmt::Debug + Send + Sync {
     fn splits_by_intervals(&self) -> bool {
         false
     }
-    /// True when a read of many small pieces on the user's file may be locked by its
-    /// windows instead of its pieces (`direct::read_lock_windows`): more bytes, few ranges.
-    /// Safe for any technique whose locks are a function of the bytes alone: a shared lock
-    /// on bytes the read does not touch excludes only writers of those bytes, never another
-    /// reader, and never lets a write in that the pieces' locks would keep out. Not for
-    /// interval I/O, whose locks depend on whose bytes they are.
-    fn reads_lock_windows(&self) -> bool {
+    /// True when a call of many small pieces on the user's file may be locked by its
+    /// windows instead of its pieces: a read under shared locks on
+    /// `direct::read_lock_windows`, a write under exclusive locks on
+    /// `direct::write_lock_windows`, its windows then read, patched and written back whole
+    /// (`IoMethod::Windows`). More bytes, few ranges. Safe for any technique whose locks are
+    /// a function of the bytes alone: a lock on more bytes excludes more calls, never
+    /// fewer, and a shared lock never excludes another reader. Not for interval I/O, whose
+    /// locks depend on whose bytes they are (and whose private bytes are written with no
+    /// lock, so no other rank may rewrite them).
+    fn locks_windows(&self) -> bool {
+        false
+    }
+    /// True when every call's locks cover its whole bounding extent (or more): a write of
+    /// many small pieces may then be rewritten by windows (`IoMethod::Windows`) under the
+    /// locks the technique takes anyway.
+    fn locks_extent(&self) -> bool {
         false
     }
     /// Step 2: how bytes move under the locks.

@@ -127,6 +127,9 @@ impl Technique for CentralLock {
             BOTH
         }
     }
+    fn locks_extent(&self) -> bool {
+        true
+    }
     fn io(&self) -> IoMethod {
         if self.sieve {
             IoMethod::Sieve {
@@ -186,7 +189,7 @@ impl Technique for BlockLocks {
     fn placements(&self) -> &'static [PlacementKind] {
         BOTH
     }
-    fn reads_lock_windows(&self) -> bool {
+    fn locks_windows(&self) -> bool {
         true
     }
     fn uses_lock_service(&self) -> bool {
@@ -244,7 +247,7 @@ impl Technique for Ching {
     fn placements(&self) -> &'static [PlacementKind] {
         BOTH
     }
-    fn reads_lock_windows(&self) -> bool {
+    fn locks_windows(&self) -> bool {
         true
     }
     fn uses_lock_service(&self) -> bool {
@@ -295,6 +298,9 @@ impl Technique for FcntlExtent {
         _: &LockGeometry,
     ) -> Result<Option<Locks>, WireError> {
         Ok(access.hull().map(Locks::Fcntl))
+    }
+    fn locks_extent(&self) -> bool {
+        true
     }
     fn io(&self) -> IoMethod {
         if self.sieve {

@@ -78,22 +78,40 @@ async fn small_piece_reads_take_windows_not_pieces() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// Writes of the same pieces keep locking exactly their pieces (a write must not lock bytes
-/// it does not write under the list and posix methods: false sharing with the neighbours
-/// whose bytes interleave).
+/// Writes of the same pieces where every process shares the file's pages lock their
+/// windows and rewrite them (one `pread` and one `pwrite` a window), and the bytes between
+/// the pieces keep what they held; where caches are private they keep locking exactly
+/// their pieces, one `pwrite` each.
 #[tokio::test(flavor = "multi_thread")]
-async fn small_piece_writes_still_lock_their_pieces() {
+async fn small_piece_writes_rewrite_windows_on_shared_pages_only() {
     let cluster = EmbeddedCluster::start(2);
     let path = std::env::temp_dir().join(format!("atomio-nc-writes-{}.dat", std::process::id()));
-    std::fs::write(&path, vec![0u8; 40_000]).unwrap();
-    let mut c = cluster.connect().await.unwrap();
-    let mut f = File::direct(DirectData::open(&path, false).unwrap());
-    f.set_atomic(Some("ching:list:one-try".parse().unwrap()))
-        .unwrap();
-    let a = noncontig_call(2_500, 2, 0);
-    f.write(&mut c, &a, &vec![9u8; a.size() as usize])
-        .await
-        .unwrap();
-    assert_eq!(f.stats().lock_ranges, 2_500);
+    let old: Vec<u8> = (0..40_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    for private in [false, true] {
+        std::fs::write(&path, &old).unwrap();
+        let mut c = cluster.connect().await.unwrap();
+        let mut d = DirectData::open(&path, false).unwrap();
+        if private {
+            d.set_caches(atomio_client::Caches::Private);
+        }
+        let mut f = File::direct(d);
+        f.set_atomic(Some("ching:list:one-try".parse().unwrap()))
+            .unwrap();
+        let a = noncontig_call(2_500, 2, 0);
+        f.write(&mut c, &a, &vec![9u8; a.size() as usize])
+            .await
+            .unwrap();
+        let s = f.stats();
+        if private {
+            assert_eq!((s.lock_ranges, s.write_syscalls), (2_500, 2_500));
+        } else {
+            assert!(s.lock_ranges <= 4 && s.write_syscalls == 1, "{s:?}");
+        }
+        let mut want = old.clone();
+        for r in a.ranges() {
+            want[r.start as usize..r.end as usize].fill(9);
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), want, "private={private}");
+    }
     let _ = std::fs::remove_file(&path);
 }

@@ -3,7 +3,7 @@
 //! | what the views say | choice | why |
 //! |---|---|---|
 //! | nothing declared | `ching:datatype:one-try` | every call locks anyway |
-//! | many small runs (≥ 32 per rank, ≤ 16 KiB on average), dense in each rank's hull (≥ 30 %), at most 4 ranks' hulls over any byte; the user's file | `romio` (an `fcntl` lock on the extent, then data sieving) | such runs moved 1.6–1.9× faster sieved in 4 MiB windows than one by one (`bench s3asim`, `tile-pixels`; at 25 % density it was the other way round, see `SIEVE_DENSITY_PCT`), which pays for serializing up to 4 writers; a kernel `fcntl` costs ~2 µs where a lock server round trip costs 30–60 µs (sieving under atomio's locks, `bounding-extent:sieve`, measured 0.83–0.91× of it) |
+//! | many small runs (≥ 32 per rank, ≤ 16 KiB on average), dense in each rank's hull (≥ 30 %, or at most 1 KiB of hull a run), at most 4 ranks' hulls over any byte; the user's file | `romio` (an `fcntl` lock on the extent, then data sieving) | such runs moved 1.6–1.9× faster sieved in 4 MiB windows than one by one (`bench s3asim`, `tile-pixels`; at 25 % density it was the other way round, see `SIEVE_DENSITY_PCT`), which pays for serializing up to 4 writers; a kernel `fcntl` costs ~2 µs where a lock server round trip costs 30–60 µs (sieving under atomio's locks, `bounding-extent:sieve`, measured 0.83–0.91× of it) |
 //! | no shared interval | `interval` (takes no lock) | no two ranks can touch one byte |
 //! | shared bytes, at most 4 ranks' hulls over any byte; the user's file | `posix-fcntl` (an `fcntl` lock on the extent, then the runs) | calls that share bytes lock anyway and wait for each other whatever the lock's shape; the kernel's lock is the cheapest there is (measured: `posix-fcntl` the best or within noise of it on `tile`, `tile-large`, `row`, where `interval`, which pays lock round trips, ran at 0.84–0.97×); the depth bound keeps extent locks from serializing a large job |
 //! | shared bytes ≤ half the declared bytes | `interval` | lock only the shared bytes; runs wholly private are written lock-free, outside the locked window |
@@ -38,6 +38,13 @@ pub const SMALL_RUN: u64 = 16 << 10;
 /// 2× faster than sieving (`bench mpi-strided`, B = 384: `interval` 1,562 vs `romio`
 /// 782 MiB/s); at 33–50 % sieving was 1.6–1.9× faster (`bench s3asim`, `tile-pixels`).
 pub const SIEVE_DENSITY_PCT: u64 = 30;
+/// Runs this close together (bytes of each rank's hull per run) are sieved at any density:
+/// a run moved by itself costs a system call or a mapped store with its page faults
+/// (0.3-2 us), sieving a copy in and out per hull byte (~0.1 ns each). ROMIO noncontig's
+/// 4-byte elements, every 4th (16 bytes of hull a run, 25 %): `romio` 2.2x MPICH's atomic
+/// mode, the runs lock-free one by one (`interval`) 0.14x. The 384-byte records at 25 % of
+/// `SIEVE_DENSITY_PCT` have 1,536 bytes a run and stay with the runs.
+pub const TINY_EXTENT_PER_RUN: u64 = 1024;
 /// The most writers an extent lock may serialize (sieving, or a kernel lock on the
 /// extent) before the lost parallelism outweighs what it saves (see the table).
 pub const SIEVE_DEPTH: u32 = 4;
@@ -84,7 +91,8 @@ pub fn choose(set: &IntervalSet, user_file: bool) -> Choice {
     } else if user_file
         && s.declared_runs >= SIEVE_MIN_RUNS * u64::from(s.ranks.max(1))
         && s.declared_bytes / s.declared_runs <= SMALL_RUN
-        && s.declared_bytes.saturating_mul(100) >= s.hull_bytes.saturating_mul(SIEVE_DENSITY_PCT)
+        && (s.declared_bytes.saturating_mul(100) >= s.hull_bytes.saturating_mul(SIEVE_DENSITY_PCT)
+            || s.hull_bytes / s.declared_runs <= TINY_EXTENT_PER_RUN)
         && s.hull_depth <= SIEVE_DEPTH
     {
         (
@@ -224,6 +232,31 @@ mod tests {
         };
         assert_eq!(pick(&strided(2)), "romio");
         assert_eq!(pick(&strided(4)), "interval", "a quarter of each hull");
+        // ROMIO noncontig's view: 4-byte elements, every 4th, a quarter of each hull but 16
+        // bytes of hull a run: sieved; the same at 8 ranks (hulls 8 deep): not.
+        let ints = |n: u32| -> Vec<(u32, Vec<Family>)> {
+            (0..n)
+                .map(|r| {
+                    (
+                        r,
+                        vec![Family::new(r as u64 * 4, 4, 4 * n as u64, 2500).unwrap()],
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(pick(&ints(4)), "romio");
+        assert_eq!(
+            pick_on(&ints(4), false),
+            "interval",
+            "no sieving on servers"
+        );
+        let a = analyze(8, &ints(8), Limits::default()).unwrap();
+        assert_eq!(a.stats.hull_depth, 8);
+        assert_eq!(
+            choose(&IntervalSet::new(a), true).strategy,
+            "interval",
+            "eight writers"
+        );
     }
 
     #[test]
