@@ -10,7 +10,7 @@ use std::time::Instant;
 
 #[derive(Args)]
 pub struct ExplainArgs {
-    /// A workload (`atomio bench list`).
+    /// A workload (`atomio-lab bench list`).
     workload: String,
     /// Client processes (ranks).
     #[arg(long, default_value_t = 4)]

@@ -55,7 +55,7 @@ enum Calls {
 
 #[derive(Args)]
 #[command(
-    after_help = "Workload parameters go after `--`; `atomio bench list` lists the \
+    after_help = "Workload parameters go after `--`; `atomio-lab bench list` lists the \
 workloads. Examples:\n  atomio interval translate tiles.iv tiles.flat --to flat\n  \
 atomio interval translate tiles.iv readers.iv --workload tile --clients 9 -- --tile-x 64"
 )]

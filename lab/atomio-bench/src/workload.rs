@@ -144,7 +144,7 @@ pub struct WorkloadBenchConfig {
     pub exe: PathBuf,
     pub scratch: PathBuf,
     pub verify: bool,
-    /// Keep each strategy's verified file and its manifest here (for `atomio verify`).
+    /// Keep each strategy's verified file and its manifest here (for `atomio-lab verify`).
     pub keep: Option<PathBuf>,
     pub progress: bool,
     /// Network delay added between every client and server (a relay per server; zero:
@@ -747,7 +747,7 @@ async fn verify_run(
 }
 
 /// Saves the run's bytes as a flat file plus a manifest beside it (`FILE.atomio.json`), so
-/// `atomio verify FILE` can check it again; reads' dumps are copied next to it.
+/// `atomio-lab verify FILE` can check it again; reads' dumps are copied next to it.
 fn save_run(
     path: &Path,
     bytes: &[u8],

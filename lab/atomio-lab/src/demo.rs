@@ -216,7 +216,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         jitter_us: 0,
     };
     println!(
-        "atomio demo: 4 client processes, 4 embedded lock servers, data {} ({}), median of {} interleaved runs",
+        "atomio-lab demo: 4 client processes, 4 embedded lock servers, data {} ({}), median of {} interleaved runs",
         a.data,
         match a.data {
             PlacementKind::Direct => "each process writes the user's ordinary file under atomio's locks; seqdlm keeps the bytes on the servers, versioning keeps snapshots there and writes the newest into the file at the end",
@@ -327,7 +327,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     }
     bar_panels(
         &a.chart,
-        "atomio demo: 4 processes, one shared file, atomic mode",
+        "atomio-lab demo: 4 processes, one shared file, atomic mode",
         "MiB/s (median of runs; grey: contiguous, none, romio; red: not atomic)",
         &panels,
     )?;

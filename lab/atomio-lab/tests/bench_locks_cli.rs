@@ -1,11 +1,11 @@
-//! `atomio bench locks` end to end at a tiny scale: embedded and real TCP server processes,
+//! `atomio-lab bench locks` end to end at a tiny scale: embedded and real TCP server processes,
 //! table on stdout, JSON with the documented fields, an SVG chart.
 
 mod common;
 
 use std::path::Path;
 
-/// `atomio bench locks ARGS` (see `common::bench_ok`).
+/// `atomio-lab bench locks ARGS` (see `common::bench_ok`).
 fn bench_locks(args: &[&str], json: &Path, chart: &Path) -> String {
     let all: Vec<&str> = ["bench", "locks"].iter().chain(args).copied().collect();
     common::bench_ok(&all, json, chart)

@@ -1,4 +1,4 @@
-//! `atomio bench rma`, `atomio bench mpi-tile`, `atomio bench mpi-strided` and `atomio bench mpi-noncontig` end to end at a tiny scale: they build the
+//! `atomio-lab bench rma`, `atomio-lab bench mpi-tile`, `atomio-lab bench mpi-strided` and `atomio-lab bench mpi-noncontig` end to end at a tiny scale: they build the
 //! C programs under `mpi/`, run them under `mpiexec`, print tables and write JSON with the
 //! documented fields and SVG charts. Both need MPICH (`mpicc`, `mpiexec`; `scripts/setup`
 //! installs it); without it they fail unless `ATOMIO_SKIP_MPI=1` is set.

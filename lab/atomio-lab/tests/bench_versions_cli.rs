@@ -1,4 +1,4 @@
-//! `atomio bench regions-sweep | version-readers | version-gc` end to end at a tiny scale:
+//! `atomio-lab bench regions-sweep | version-readers | version-gc` end to end at a tiny scale:
 //! every row runs, every read checks out, the table and the target line are printed, JSON
 //! and an SVG chart are written.
 

@@ -1,4 +1,4 @@
-//! The scale model end to end at a tiny scale: `atomio sim calibrate --quick` measures a
+//! The scale model end to end at a tiny scale: `atomio-lab sim calibrate --quick` measures a
 //! cost file through real server processes (twice, and keeps the median), `sim validate --predict-only` and `sim --scale
 //! --quick` read it, print their tables and write JSON and a chart; bad cost files are
 //! refused with a message, never a panic.

@@ -1,4 +1,4 @@
-//! `atomio sim calibrate`: the cost file, measured on this machine through the product's
+//! `atomio-lab sim calibrate`: the cost file, measured on this machine through the product's
 //! own code, each figure by a short microbenchmark:
 //!
 //! * **messages** — `Ping`s from a `ClusterClient` (current-thread runtime, as a benchmark
@@ -6,7 +6,7 @@
 //!   time; the CPU each side spent (this process's CPU clock, the server's through
 //!   `clock_getcpuclockid`) per message. Pipelined pings give the per-message cost; one at
 //!   a time gives the round trip's wall time beyond both sides' CPU (the wire). The pick-up
-//!   of a batch (a wake-up, a poll, a read) comes from four client processes (`atomio sim
+//!   of a batch (a wake-up, a poll, a read) comes from four client processes (`atomio-lab sim
 //!   ping-client`) pinging four servers one at a time, all at once — processes outnumber
 //!   cores, as in every benchmark here. (A pair alone on an idle machine pays two to three
 //!   times more CPU per round trip on a VM whose idle virtual CPUs are slow to wake, and
@@ -413,7 +413,7 @@ async fn measure_messages(
     result
 }
 
-/// What `atomio sim ping-client` does: `pings` pings to `addr`, one at a time; returns
+/// What `atomio-lab sim ping-client` does: `pings` pings to `addr`, one at a time; returns
 /// (this process's CPU ns, wall ns) over them.
 pub async fn ping_client(addr: &str, pings: u64) -> Result<(f64, f64), String> {
     let mut client = atomio_net::ClusterClient::connect_tcp(&[addr.to_string()])
@@ -433,7 +433,7 @@ pub async fn ping_client(addr: &str, pings: u64) -> Result<(f64, f64), String> {
     Ok((own_cpu_ns()? - c0, t0.elapsed().as_secs_f64() * 1e9))
 }
 
-/// What `atomio sim call-client` does: client `rank` of the call scenario makes `calls`
+/// What `atomio-lab sim call-client` does: client `rank` of the call scenario makes `calls`
 /// atomic writes of `bytes` each (`workload::CALL_STRATEGY`, at `workload::call_offset`)
 /// on the direct file at `path` (created if missing; the scenario's four clients share
 /// it), locks at the server `addr`; `plain`: the same writes with no locks. Returns (this

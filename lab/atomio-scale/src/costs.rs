@@ -1,5 +1,5 @@
 //! The cost file: what one message, one lock range, one copied or written byte costs on the
-//! machine `atomio sim calibrate` ran on.
+//! machine `atomio-lab sim calibrate` ran on.
 //!
 //! Every figure is measured by a short microbenchmark through the product's own code (see
 //! `calibrate`); none is fitted to a benchmark the model is later checked against. The
@@ -205,7 +205,9 @@ pub enum CostsError {
         path: String,
         err: serde_json::Error,
     },
-    #[error("{path}: schema {found}, this build reads {SCHEMA}: run `atomio sim calibrate` again")]
+    #[error(
+        "{path}: schema {found}, this build reads {SCHEMA}: run `atomio-lab sim calibrate` again"
+    )]
     Schema { path: String, found: u32 },
     #[error("{path}: {field} = {value} (must be finite and >= 0)")]
     Bad {

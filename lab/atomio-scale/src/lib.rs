@@ -3,7 +3,7 @@
 //! then run to thousands of clients on the papers' clusters.
 //!
 //! * `engine` — virtual time, hosts with shared cores, single-threaded actors, links;
-//! * `costs` — the cost file `atomio sim calibrate` writes; `calibrate` measures it;
+//! * `costs` — the cost file `atomio-lab sim calibrate` writes; `calibrate` measures it;
 //! * `platform` — this machine, or a paper's cluster (a host per process, its network);
 //! * `lock_service` — the product's `LockServer` and `LockOp`, charged per step;
 //! * `held` — the safety check: no two clients act on conflicting bytes at once;
@@ -12,7 +12,7 @@
 //! * `dlm` — SeqDLM vs the traditional cached DLMs on atomio's data servers;
 //! * `versioning` — lock-free snapshots (Tran et al.) with the product's version manager;
 //!
-//! * `project` — the papers' workloads to 4,096 clients × 64 servers (`atomio sim --scale`).
+//! * `project` — the papers' workloads to 4,096 clients × 64 servers (`atomio-lab sim --scale`).
 //!
 //! What is modelled and what is not: docs/scale-model.md.
 

@@ -1,4 +1,4 @@
-//! The model of `atomio bench locks` (Ching et al. §6.1): every client acquires, then
+//! The model of `atomio-lab bench locks` (Ching et al. §6.1): every client acquires, then
 //! releases, `locks` one-byte locks `spacing` bytes apart with one method and protocol.
 //!
 //! * **scaling**: client `i` locks its own region; all start together, meet at a barrier

@@ -1,4 +1,4 @@
-//! The projection (`atomio sim --scale`): the papers' workloads on the papers' clusters,
+//! The projection (`atomio-lab sim --scale`): the papers' workloads on the papers' clusters,
 //! from one client to 4,096 clients × 64 servers, every run safety-checked, and the
 //! projections at the papers' own sizes set beside the papers' figures.
 //!

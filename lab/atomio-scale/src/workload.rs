@@ -1,4 +1,4 @@
-//! The model of `atomio bench <workload>` with lock strategies on a direct file: every
+//! The model of `atomio-lab bench <workload>` with lock strategies on a direct file: every
 //! client runs its plan's calls in order (the very plan `atomio-workloads` gives the real
 //! benchmark); each call takes the locks the strategy's own `Technique::locks` computes,
 //! through a real `LockOp` against real `LockServer`s, writes its bytes, and releases

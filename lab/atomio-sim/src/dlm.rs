@@ -101,7 +101,7 @@ impl fmt::Display for DlmSimFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "DLM simulation failed at step {} with seed {}: {} (replay: the same `atomio sim \
+            "DLM simulation failed at step {} with seed {}: {} (replay: the same `atomio-lab sim \
              --dlm-stack` flags with --seed {} --seeds 1)",
             self.step, self.seed, self.what, self.seed
         )

@@ -1,7 +1,7 @@
 //! Seeded simulations of atomio's protocols as the product runs them: the product's own
 //! state machines (`CallOp`, `DlmClient`, `LockServer`, `DataService`, the SeqDLM resource)
 //! over a simulated network whose every delivery a seeded RNG picks, checked by the verifier.
-//! A failure names its seed; `atomio sim … --seed N` replays it.
+//! A failure names its seed; `atomio-lab sim … --seed N` replays it.
 //!
 //! * `stack`: whole atomic calls, locks and data, every lock technique, client crashes.
 //! * `dlm`: the cached-lock DLMs (SeqDLM, `dlm-basic`, `dlm-lustre`) as the product runs them.

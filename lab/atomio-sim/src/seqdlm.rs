@@ -98,7 +98,7 @@ impl fmt::Display for SeqSimFailure {
         write!(
             f,
             "SeqDLM simulation failed at step {} with seed {}: {} (replay: the same \
-             `atomio sim --seqdlm` flags with --seed {} --seeds 1)",
+             `atomio-lab sim --seqdlm` flags with --seed {} --seeds 1)",
             self.step, self.seed, self.what, self.seed
         )
     }

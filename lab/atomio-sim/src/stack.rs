@@ -27,7 +27,7 @@
 //! of its bytes may appear).
 //! Negative control `StackFault::NoStaging`: crashes with plain (unstaged) writes are caught.
 //!
-//! A failure names its seed; `atomio sim --stack --seed N` replays it.
+//! A failure names its seed; `atomio-lab sim --stack --seed N` replays it.
 
 use atomio_client::call::{CallIo, CallOp};
 use atomio_client::strategy::Strategy;
@@ -111,7 +111,7 @@ impl fmt::Display for StackSimFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "stack simulation failed at step {} with seed {}: {}\n  replay: atomio sim --stack --seed {}",
+            "stack simulation failed at step {} with seed {}: {}\n  replay: atomio-lab sim --stack --seed {}",
             self.step, self.seed, self.what, self.seed
         )
     }
@@ -417,13 +417,13 @@ pub fn run(cfg: &StackSimConfig) -> Result<StackSimReport, StackSimFailure> {
                 Some(Locks::Cached(_)) => return Err(fail(
                     cfg,
                     step,
-                    "cached-lock DLMs run in `atomio sim --seqdlm`, not in the stack simulation",
+                    "cached-lock DLMs run in `atomio-lab sim --seqdlm`, not in the stack simulation",
                 )),
                 Some(Locks::Versioned) => {
                     return Err(fail(
                         cfg,
                         step,
-                        "versioning runs in `atomio sim --versioning`, not in the stack simulation",
+                        "versioning runs in `atomio-lab sim --versioning`, not in the stack simulation",
                     ))
                 }
                 None => None,

@@ -1,6 +1,6 @@
 //! The DLM stack simulation (real client machines, lock servers and data services; see
 //! `atomio_sim::dlm`): clean over many seeds for SeqDLM and the traditional DLMs,
-//! and both negative controls caught. `atomio sim --dlm --seeds N` runs more.
+//! and both negative controls caught. `atomio-lab sim --dlm --seeds N` runs more.
 
 use atomio_client::dlm::DlmSpec;
 use atomio_sim::dlm::{run, DlmSimConfig, Fault};

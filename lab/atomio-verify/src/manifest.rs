@@ -1,5 +1,5 @@
 //! The manifest: a JSON description of a run, so the file can be verified after the fact
-//! (`atomio verify FILE` reads `FILE.atomio.json` next to it, see `manifest_path_for`).
+//! (`atomio-lab verify FILE` reads `FILE.atomio.json` next to it, see `manifest_path_for`).
 //!
 //! ```json
 //! {
@@ -103,7 +103,7 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-/// Where `atomio verify FILE` looks for the manifest of `FILE`: `FILE.atomio.json`.
+/// Where `atomio-lab verify FILE` looks for the manifest of `FILE`: `FILE.atomio.json`.
 pub fn manifest_path_for(data_file: &Path) -> PathBuf {
     let mut s = data_file.as_os_str().to_owned();
     s.push(".atomio.json");

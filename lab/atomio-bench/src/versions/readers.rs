@@ -7,7 +7,7 @@
 //! 2 × 2 tiles it overlaps every writer's tile: under a lock strategy every read conflicts
 //! with every writer's lock.
 //!
-//! **What it measures on a small machine.** Clients are processes (`atomio bench
+//! **What it measures on a small machine.** Clients are processes (`atomio-lab bench
 //! version-client`, JSON lines on stdin/stdout; `fcntl` locks are per process), servers are
 //! embedded in this process and reached over loopback TCP. On 2 cores, W writers running
 //! back to back would take the CPU from the reader, and the ratio would measure the
@@ -332,7 +332,7 @@ async fn run_job(job: &ClientJob, io: &mut Io, inbox: &mut Inbox) -> Result<Clie
     })
 }
 
-/// The client process's main loop (`atomio bench version-client`): jobs from stdin, one
+/// The client process's main loop (`atomio-lab bench version-client`): jobs from stdin, one
 /// at a time, until `exit` or end of input.
 pub fn client_main() -> std::io::Result<()> {
     let (tx, mut inbox) = tokio::sync::mpsc::unbounded_channel();
