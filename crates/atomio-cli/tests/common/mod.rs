@@ -1,8 +1,8 @@
-//! Helpers shared by the CLI's integration tests (each test crate uses some of them).
+//! Helpers shared by the integration tests of `atomio` and of `atomio-lab` (which includes
+//! this file by path; each test crate uses some of them).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 /// Spawns `cmd` (an `atomio server …` command) with its stdout piped and waits for the
@@ -27,27 +27,6 @@ pub fn start_server(cmd: &mut Command) -> (Child, String) {
         "the server said nothing about where it listens"
     );
     (child, addr)
-}
-
-/// `atomio ARGS --no-progress --json JSON --chart CHART` (a benchmark), which must succeed;
-/// its stdout.
-pub fn bench_ok(args: &[&str], json: &Path, chart: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_atomio"))
-        .args(args)
-        .arg("--no-progress")
-        .arg("--json")
-        .arg(json)
-        .arg("--chart")
-        .arg(chart)
-        .output()
-        .expect("run atomio");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 /// A prerequisite a test needs is missing: a failure, unless `ATOMIO_SKIP_PRIVILEGED=1` says

@@ -1,36 +1,16 @@
-//! Helpers shared by the CLI's integration tests (each test crate uses some of them).
+//! The lab's test helpers: those shared with `atomio`'s tests, and `bench_ok`.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+#[path = "../../../../crates/atomio-cli/tests/common/mod.rs"]
+mod shared;
+#[allow(unused_imports)]
+pub use shared::*;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-/// Spawns `cmd` (an `atomio server …` command) with its stdout piped and waits for the
-/// line where it says where it listens; returns the process and that address.
-pub fn start_server(cmd: &mut Command) -> (Child, String) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start atomio server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped"))
-        .read_line(&mut line)
-        .expect("the server's first line");
-    let addr = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        !addr.is_empty(),
-        "the server said nothing about where it listens"
-    );
-    (child, addr)
-}
-
-/// `atomio ARGS --no-progress --json JSON --chart CHART` (a benchmark), which must succeed;
-/// its stdout.
+/// `atomio-lab ARGS --no-progress --json JSON --chart CHART` (a benchmark), which must
+/// succeed; its stdout.
 pub fn bench_ok(args: &[&str], json: &Path, chart: &Path) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_atomio-lab"))
         .args(args)
@@ -40,7 +20,7 @@ pub fn bench_ok(args: &[&str], json: &Path, chart: &Path) -> String {
         .arg("--chart")
         .arg(chart)
         .output()
-        .expect("run atomio");
+        .expect("run atomio-lab");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -48,15 +28,4 @@ pub fn bench_ok(args: &[&str], json: &Path, chart: &Path) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
-}
-
-/// A prerequisite a test needs is missing: a failure, unless `ATOMIO_SKIP_PRIVILEGED=1` says
-/// this machine cannot have it (not root, no namespaces, no mounts); then the test is
-/// skipped, saying so. CI runs as root, where every prerequisite exists.
-pub fn missing(why: &str) {
-    assert!(
-        std::env::var_os("ATOMIO_SKIP_PRIVILEGED").is_some(),
-        "{why} (needs root; ATOMIO_SKIP_PRIVILEGED=1 skips this test on a machine that cannot)"
-    );
-    eprintln!("skipping: ATOMIO_SKIP_PRIVILEGED is set and {why}");
 }
