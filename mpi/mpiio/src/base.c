@@ -19,6 +19,16 @@
  * later ones), and the ordinary file's bytes of an unfilled block are still the session's
  * base (only filled blocks are ever exported into).
  *
+ * The map's file is made once, by the first session over a nonempty file, and kept: every
+ * later first open resets it (fill bytes dropped, header rewritten) and the last close
+ * empties it; an empty map, like none, has nothing to fill. Only MPI_File_delete unlinks it,
+ * with the file. It is never unlinked and made anew between sessions, because a client of a
+ * file system with several may go on resolving the name to the inode it knew: a GlusterFS
+ * FUSE client does for its entry timeout (1 s), opening behind, so a second session's open
+ * there read the unlinked map with ESTALE (had that inode still been open anywhere, it would
+ * have read the old session's fill bytes and left blocks unfilled). Where the name does
+ * change inode (after a delete), open_map looks it up afresh.
+ *
  * Sync and close write back only the *dirty* extents: every rank keeps the file ranges it
  * wrote since the last export; amio_base_export gathers them, merges them into one sorted
  * list, and each rank writes the parts of it that lie in its own BASE_BLOCK-aligned domains
@@ -32,9 +42,13 @@
  * Invariants: a block is filled at most once per session (the map byte goes to 1 only after
  * its bytes reached the copy); fills read only blocks below the base size, which only ever
  * shrinks (MPI_File_set_size: amio_base_truncate shortens the ordinary file and the map's base
- * size together under a lock over the whole map); an export writes only bytes below the copy's
- * size; exports are serialized across jobs by the session's MUTEX (rank 0 holds it across the
- * collective), so a later export never writes older bytes than an earlier one.
+ * size together under a lock over the whole map); the map's name is one inode from session
+ * to session, and its bytes are reset only by a first open and emptied only by a last close,
+ * both under the session's MUTEX and a lock over the whole map, so no session sees another's
+ * fill bytes (a crash between a reset's steps leaves an empty or header-only map and no
+ * session, and the next first open resets it again); an export writes only bytes below the
+ * copy's size; exports are serialized across jobs by the session's MUTEX (rank 0 holds it
+ * across the collective), so a later export never writes older bytes than an earlier one.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -97,33 +111,89 @@ static uint64_t get_u64(const unsigned char *b)
     return v;
 }
 
-int amio_base_create(const char *path, uint64_t base_size, int *made)
+/* Has the name this descriptor was opened by left its inode? ESTALE: the inode is gone (the
+ * stat asks the file system, not this client's cache); no link: unlinked, open elsewhere. */
+static int name_left(int fd)
+{
+    struct statx st;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_NLINK, &st) < 0)
+        return errno == ESTALE;
+    return st.stx_nlink == 0;
+}
+
+/* The map opened read-write (`creat`: made if missing), or -1 with errno. The name's inode
+ * changes only when MPI_File_delete unlinks the map and a later first open makes it anew;
+ * another client may then still resolve the name to the unlinked inode (FUSE's entry
+ * timeout), and the open succeeds (GlusterFS opens behind): name_left tells. Then the name is
+ * looked up afresh, once: an exclusive create makes the kernel revalidate the entry with the
+ * file system (FUSE sends a new LOOKUP) and fails with EEXIST where a map is; should it make
+ * the map instead, that one is empty (nothing to fill, as no map). */
+static int open_map(const char *map, int creat)
+{
+    int flags = O_RDWR | O_CLOEXEC | (creat ? O_CREAT : 0);
+    int fd = open(map, flags, 0644);
+    if (fd < 0 || !name_left(fd))
+        return fd;
+    close(fd);
+    fd = open(map, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 && errno == EEXIST)
+        fd = open(map, flags, 0644);
+    if (fd >= 0 && name_left(fd)) {
+        close(fd);
+        errno = ESTALE;
+        return -1;
+    }
+    return fd;
+}
+
+/* Under a lock over the whole map: every fill byte dropped and, for a base of base_size > 0
+ * bytes, the header written (0: left empty), flushed. */
+static int reset_map(int fd, uint64_t base_size, const char *map)
+{
+    if (map_lock(fd, F_WRLCK, 0, 0) < 0)
+        return sys_error("locking", map);
+    unsigned char h[MAP_HEADER];
+    put_u64(h, base_size);
+    int code = MPI_SUCCESS;
+    if (ftruncate(fd, 0) < 0 ||
+        (base_size > 0 && pwrite(fd, h, sizeof h, 0) != (ssize_t)sizeof h) || fdatasync(fd) < 0)
+        code = sys_error("resetting", map);
+    map_lock(fd, F_UNLCK, 0, 0);
+    return code;
+}
+
+int amio_base_start(const char *path, uint64_t base_size, int *made)
 {
     *made = 0;
     char *map = amio_base_map_path(path);
     if (!map)
         return amio_error(MPI_ERR_NO_MEM, "out of memory");
-    int code = MPI_SUCCESS;
-    if (base_size == 0) {
-        if (unlink(map) < 0 && errno != ENOENT)
-            code = sys_error("removing", map);
-        free(map);
-        return code; /* nothing to fill: no map */
-    }
-    int fd = open(map, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* the map of the sessions before, reused (see the top); made only for a base to fill */
+    int fd = open_map(map, base_size > 0);
     if (fd < 0) {
         free(map);
-        return MPI_SUCCESS; /* a directory we may not write: the caller imports instead */
+        return MPI_SUCCESS; /* none and nothing to fill, or one we may not write: imported */
     }
-    unsigned char h[MAP_HEADER];
-    put_u64(h, base_size);
-    if (pwrite(fd, h, sizeof h, 0) != (ssize_t)sizeof h || fdatasync(fd) < 0)
-        code = sys_error("writing", map);
-    else
-        *made = 1;
+    int code = reset_map(fd, base_size, map);
     close(fd);
-    if (code != MPI_SUCCESS)
-        unlink(map);
+    free(map);
+    if (code == MPI_SUCCESS)
+        *made = base_size > 0;
+    return code;
+}
+
+int amio_base_end(const char *path)
+{
+    char *map = amio_base_map_path(path);
+    if (!map)
+        return amio_error(MPI_ERR_NO_MEM, "out of memory");
+    int code = MPI_SUCCESS, fd = open_map(map, 0);
+    if (fd >= 0) {
+        code = reset_map(fd, 0, map);
+        close(fd);
+    } else if (errno != ENOENT) {
+        code = sys_error("opening", map);
+    }
     free(map);
     return code;
 }
@@ -154,18 +224,32 @@ int amio_base_open(amio_file *f)
     char *map = amio_base_map_path(f->path);
     if (!map)
         return amio_error(MPI_ERR_NO_MEM, "out of memory");
-    f->base_fd = open(map, O_RDWR | O_CLOEXEC);
+    f->base_fd = open_map(map, 0);
     int code = MPI_SUCCESS;
-    if (f->base_fd < 0 && errno != ENOENT)
-        code = sys_error("opening the fill map", map);
+    if (f->base_fd < 0 && errno != ENOENT) {
+        /* one we may not write is no map if empty (its last session was another user's, and
+         * this session's first open, refused it too, imported the file whole) */
+        int e = errno;
+        struct stat st;
+        if (stat(map, &st) < 0 || st.st_size != 0) {
+            errno = e;
+            code = sys_error("opening the fill map", map);
+        }
+    }
     if (f->base_fd >= 0) {
         unsigned char h[MAP_HEADER];
         if (f->base_private)
             atomio_forget_cached(f->base_fd, 0, MAP_HEADER);
-        if (pread(f->base_fd, h, sizeof h, 0) != (ssize_t)sizeof h)
-            code = sys_error("reading the fill map", map);
-        else
+        ssize_t r = pread(f->base_fd, h, sizeof h, 0);
+        if (r == 0) { /* empty: nothing to fill */
+            close(f->base_fd);
+            f->base_fd = -1;
+        } else if (r != (ssize_t)sizeof h) {
+            code = r < 0 ? sys_error("reading the fill map", map)
+                         : amio_error(MPI_ERR_IO, "reading the fill map %s: a torn header", map);
+        } else {
             f->base_size = get_u64(h);
+        }
         size_t blocks = (size_t)((f->base_size + BASE_BLOCK - 1) / BASE_BLOCK);
         f->filled = code == MPI_SUCCESS && blocks ? calloc(blocks, 1) : NULL;
         if (code == MPI_SUCCESS && blocks && !f->filled)
