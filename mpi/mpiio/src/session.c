@@ -23,10 +23,10 @@
  * and nodes that see the same file system (OFD locks are per open file description, so
  * ROMIO closing its own descriptor of the file never drops them); a session's copy and fill
  * map are made (the map: reset) before any other open proceeds; the copy is removed and the
- * map emptied only by the last session; an export reads the copy under MUTEX, so a later export never writes older
- * bytes than an earlier one. A file the process may only read gets its MUTEX as a shared
- * lock (no export is ever needed for it; concurrent first opens of it are then not
- * serialized, see README).
+ * map emptied only by the last session; an export reads the copy under MUTEX, so a later
+ * export never writes older bytes than an earlier one. A file the process may only read gets
+ * its MUTEX as a shared lock (no export is ever needed for it; concurrent first opens of it
+ * are then not serialized, see README).
  */
 #define _GNU_SOURCE
 #include "internal.h"
