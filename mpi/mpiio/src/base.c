@@ -19,15 +19,16 @@
  * later ones), and the ordinary file's bytes of an unfilled block are still the session's
  * base (only filled blocks are ever exported into).
  *
- * The map's file is made once, by the first session over a nonempty file, and kept: every
- * later first open resets it (fill bytes dropped, header rewritten) and the last close
- * empties it; an empty map, like none, has nothing to fill. Only MPI_File_delete unlinks it,
- * with the file. It is never unlinked and made anew between sessions, because a client of a
- * file system with several may go on resolving the name to the inode it knew: a GlusterFS
- * FUSE client does for its entry timeout (1 s), opening behind, so a second session's open
- * there read the unlinked map with ESTALE (had that inode still been open anywhere, it would
- * have read the old session's fill bytes and left blocks unfilled). Where the name does
- * change inode (after a delete), open_map looks it up afresh.
+ * Every session has its own map: its first open makes the file (or takes the one a crashed
+ * session left) and resets it under a lock over the whole map (fill bytes dropped, the header
+ * written; an empty map, like none, has nothing to fill), and its last close unlinks it, so
+ * nothing is left beside the file. The name so changes inode from session to session, and a
+ * client of a file system with several may go on resolving it to the inode it knew: a
+ * GlusterFS FUSE client does for its entry timeout (1 s), and opens behind, so a second
+ * session's open there read the unlinked map with ESTALE; with that map's pages still
+ * cached, it would have read the old session's fill bytes and left blocks unfilled. So every
+ * open of the map goes through open_map, which checks the inode it got with the file system
+ * and looks a stale name up afresh.
  *
  * Sync and close write back only the *dirty* extents: every rank keeps the file ranges it
  * wrote since the last export; amio_base_export gathers them, merges them into one sorted
@@ -42,13 +43,13 @@
  * Invariants: a block is filled at most once per session (the map byte goes to 1 only after
  * its bytes reached the copy); fills read only blocks below the base size, which only ever
  * shrinks (MPI_File_set_size: amio_base_truncate shortens the ordinary file and the map's base
- * size together under a lock over the whole map); the map's name is one inode from session
- * to session, and its bytes are reset only by a first open and emptied only by a last close,
- * both under the session's MUTEX and a lock over the whole map, so no session sees another's
- * fill bytes (a crash between a reset's steps leaves an empty or header-only map and no
- * session, and the next first open resets it again); an export writes only bytes below the
- * copy's size; exports are serialized across jobs by the session's MUTEX (rank 0 holds it
- * across the collective), so a later export never writes older bytes than an earlier one.
+ * size together under a lock over the whole map); a map is reset only by a session's first
+ * open and unlinked only by its last close, both under the session's MUTEX, and every rank
+ * reads the map through the name's current inode (open_map), so no session sees another's
+ * fill bytes (a crash leaves a map and no session: the next first open resets it); an export
+ * writes only bytes below the copy's size; exports are serialized across jobs by the
+ * session's MUTEX (rank 0 holds it across the collective), so a later export never writes
+ * older bytes than an earlier one.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -121,23 +122,28 @@ static int name_left(int fd)
     return st.stx_nlink == 0;
 }
 
-/* The map opened read-write (`creat`: made if missing), or -1 with errno. The name's inode
- * changes only when MPI_File_delete unlinks the map and a later first open makes it anew;
- * another client may then still resolve the name to the unlinked inode (FUSE's entry
- * timeout), and the open succeeds (GlusterFS opens behind): name_left tells. Then the name is
- * looked up afresh, once: an exclusive create makes the kernel revalidate the entry with the
- * file system (FUSE sends a new LOOKUP) and fails with EEXIST where a map is; should it make
- * the map instead, that one is empty (nothing to fill, as no map). */
+/* The map opened read-write (`creat`: made if missing) through the name's current inode, or
+ * -1 with errno. The name changes inode with every session (see the top), and this client
+ * may still resolve it to an earlier session's map, unlinked: the open succeeds (GlusterFS
+ * opens behind), name_left tells; or resolve it to nothing where a map now is (a negative
+ * entry cached). Then the name is looked up afresh, once: an exclusive create makes the
+ * kernel revalidate the entry with the file system (FUSE sends a new LOOKUP) and fails with
+ * EEXIST where a map is; should it make the map instead (none was there), that one is empty:
+ * nothing to fill, as no map, and the session's last close unlinks it. This is the one place
+ * that meets a changed name; nothing else opens the map by its name. */
 static int open_map(const char *map, int creat)
 {
     int flags = O_RDWR | O_CLOEXEC | (creat ? O_CREAT : 0);
     int fd = open(map, flags, 0644);
-    if (fd < 0 || !name_left(fd))
+    if (fd >= 0 && !name_left(fd))
         return fd;
-    close(fd);
+    if (fd < 0 && errno != ENOENT)
+        return -1;
+    if (fd >= 0)
+        close(fd);
     fd = open(map, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
     if (fd < 0 && errno == EEXIST)
-        fd = open(map, flags, 0644);
+        fd = open(map, O_RDWR | O_CLOEXEC);
     if (fd >= 0 && name_left(fd)) {
         close(fd);
         errno = ESTALE;
@@ -168,33 +174,17 @@ int amio_base_start(const char *path, uint64_t base_size, int *made)
     char *map = amio_base_map_path(path);
     if (!map)
         return amio_error(MPI_ERR_NO_MEM, "out of memory");
-    /* the map of the sessions before, reused (see the top); made only for a base to fill */
-    int fd = open_map(map, base_size > 0);
+    /* made even for nothing to fill (empty), so that every rank finds one */
+    int fd = open_map(map, 1);
     if (fd < 0) {
         free(map);
-        return MPI_SUCCESS; /* none and nothing to fill, or one we may not write: imported */
+        return MPI_SUCCESS; /* a directory (or a map) we may not write: the caller imports */
     }
     int code = reset_map(fd, base_size, map);
     close(fd);
     free(map);
     if (code == MPI_SUCCESS)
         *made = base_size > 0;
-    return code;
-}
-
-int amio_base_end(const char *path)
-{
-    char *map = amio_base_map_path(path);
-    if (!map)
-        return amio_error(MPI_ERR_NO_MEM, "out of memory");
-    int code = MPI_SUCCESS, fd = open_map(map, 0);
-    if (fd >= 0) {
-        code = reset_map(fd, 0, map);
-        close(fd);
-    } else if (errno != ENOENT) {
-        code = sys_error("opening", map);
-    }
-    free(map);
     return code;
 }
 
@@ -227,11 +217,11 @@ int amio_base_open(amio_file *f)
     f->base_fd = open_map(map, 0);
     int code = MPI_SUCCESS;
     if (f->base_fd < 0 && errno != ENOENT) {
-        /* one we may not write is no map if empty (its last session was another user's, and
-         * this session's first open, refused it too, imported the file whole) */
+        /* none here, or an empty one, where the directory or the map refuses us: the first
+         * open, refused too, imported the file whole (or there is nothing to fill) */
         int e = errno;
         struct stat st;
-        if (stat(map, &st) < 0 || st.st_size != 0) {
+        if (stat(map, &st) == 0 ? st.st_size != 0 : errno != ENOENT) {
             errno = e;
             code = sys_error("opening the fill map", map);
         }

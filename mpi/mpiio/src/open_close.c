@@ -517,6 +517,6 @@ int MPI_File_delete(const char *filename, MPI_Info info)
     atomio_client *c = NULL;
     if (strcmp(strategy, "rma") != 0 && amio_rt.n_addrs > 0 && amio_client(&c) == MPI_SUCCESS)
         atomio_remove(c, canon); /* a stale copy, if any */
-    amio_base_remove(canon);      /* and its fill map (the one unlink of a map, base.c) */
+    amio_base_remove(canon);      /* and its fill map */
     return PMPI_File_delete(path, info);
 }
