@@ -182,9 +182,11 @@ int amio_base_start(const char *path, uint64_t base_size, int *made)
     }
     int code = reset_map(fd, base_size, map);
     close(fd);
-    free(map);
     if (code == MPI_SUCCESS)
         *made = base_size > 0;
+    else
+        unlink(map); /* the open fails: nothing left beside the file */
+    free(map);
     return code;
 }
 
