@@ -72,8 +72,9 @@ part_suite() {
   # (interval I/O; here auto forwards); 16b and 17 (HDF5's span switched off, the settings
   # file) do not depend on the file system, and 16b's one call per row on a forwarded file
   # outlasts its watchdog on two cores. 18 runs here: its second open, a new session, reads
-  # the fill map through another client (the map is reset in place, never made anew, see
-  # src/base.c: a client's stale name for a new map read it with ESTALE).
+  # the session's new fill map through another client, which may still resolve the map's
+  # name to the previous session's, unlinked (it read that one with ESTALE; src/base.c's
+  # open_map now looks such a name up afresh).
   ROMIO_HINTS="$BUILD/romio_hints_bed" T_WORK_ROOT=$("$BED" path) T_CHECK_ROOT=$("$BED" mount check) \
     MPIEXEC="$MPIEXEC_BED" \
     EXCEPT="3c 3d 4b 5a 5b 6b 13 16a 16b 17" \
