@@ -19,6 +19,17 @@
  * later ones), and the ordinary file's bytes of an unfilled block are still the session's
  * base (only filled blocks are ever exported into).
  *
+ * Every session has its own map: its first open makes the file (or takes the one a crashed
+ * session left) and resets it under a lock over the whole map (fill bytes dropped, the header
+ * written; an empty map, like none, has nothing to fill), and its last close unlinks it, so
+ * nothing is left beside the file. The name so changes inode from session to session, and a
+ * client of a file system with several may go on resolving it to the inode it knew: a
+ * GlusterFS FUSE client does for its entry timeout (1 s), and opens behind, so a second
+ * session's open there read the unlinked map with ESTALE; with that map's pages still
+ * cached, it would have read the old session's fill bytes and left blocks unfilled. So every
+ * open of the map goes through open_map, which checks the inode it got with the file system
+ * and looks a stale name up afresh.
+ *
  * Sync and close write back only the *dirty* extents: every rank keeps the file ranges it
  * wrote since the last export; amio_base_export gathers them, merges them into one sorted
  * list, and each rank writes the parts of it that lie in its own BASE_BLOCK-aligned domains
@@ -32,9 +43,13 @@
  * Invariants: a block is filled at most once per session (the map byte goes to 1 only after
  * its bytes reached the copy); fills read only blocks below the base size, which only ever
  * shrinks (MPI_File_set_size: amio_base_truncate shortens the ordinary file and the map's base
- * size together under a lock over the whole map); an export writes only bytes below the copy's
- * size; exports are serialized across jobs by the session's MUTEX (rank 0 holds it across the
- * collective), so a later export never writes older bytes than an earlier one.
+ * size together under a lock over the whole map); a map is reset only by a session's first
+ * open and unlinked only by its last close, both under the session's MUTEX, and every rank
+ * reads the map through the name's current inode (open_map), so no session sees another's
+ * fill bytes (a crash leaves a map and no session: the next first open resets it); an export
+ * writes only bytes below the copy's size; exports are serialized across jobs by the
+ * session's MUTEX (rank 0 holds it across the collective), so a later export never writes
+ * older bytes than an earlier one.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -97,33 +112,80 @@ static uint64_t get_u64(const unsigned char *b)
     return v;
 }
 
-int amio_base_create(const char *path, uint64_t base_size, int *made)
+/* Has the name this descriptor was opened by left its inode? ESTALE: the inode is gone (the
+ * stat asks the file system, not this client's cache); no link: unlinked, open elsewhere. */
+static int name_left(int fd)
+{
+    struct statx st;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_NLINK, &st) < 0)
+        return errno == ESTALE;
+    return st.stx_nlink == 0;
+}
+
+/* The map opened read-write (`creat`: made if missing) through the name's current inode, or
+ * -1 with errno. The name changes inode with every session (see the top), and this client
+ * may still resolve it to an earlier session's map, unlinked: the open succeeds (GlusterFS
+ * opens behind), name_left tells; or resolve it to nothing where a map now is (a negative
+ * entry cached). Then the name is looked up afresh, once: an exclusive create makes the
+ * kernel revalidate the entry with the file system (FUSE sends a new LOOKUP) and fails with
+ * EEXIST where a map is; should it make the map instead (none was there), that one is empty:
+ * nothing to fill, as no map, and the session's last close unlinks it. This is the one place
+ * that meets a changed name; nothing else opens the map by its name. */
+static int open_map(const char *map, int creat)
+{
+    int flags = O_RDWR | O_CLOEXEC | (creat ? O_CREAT : 0);
+    int fd = open(map, flags, 0644);
+    if (fd >= 0 && !name_left(fd))
+        return fd;
+    if (fd < 0 && errno != ENOENT)
+        return -1;
+    if (fd >= 0)
+        close(fd);
+    fd = open(map, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 && errno == EEXIST)
+        fd = open(map, O_RDWR | O_CLOEXEC);
+    if (fd >= 0 && name_left(fd)) {
+        close(fd);
+        errno = ESTALE;
+        return -1;
+    }
+    return fd;
+}
+
+/* Under a lock over the whole map: every fill byte dropped and, for a base of base_size > 0
+ * bytes, the header written (0: left empty), flushed. */
+static int reset_map(int fd, uint64_t base_size, const char *map)
+{
+    if (map_lock(fd, F_WRLCK, 0, 0) < 0)
+        return sys_error("locking", map);
+    unsigned char h[MAP_HEADER];
+    put_u64(h, base_size);
+    int code = MPI_SUCCESS;
+    if (ftruncate(fd, 0) < 0 ||
+        (base_size > 0 && pwrite(fd, h, sizeof h, 0) != (ssize_t)sizeof h) || fdatasync(fd) < 0)
+        code = sys_error("resetting", map);
+    map_lock(fd, F_UNLCK, 0, 0);
+    return code;
+}
+
+int amio_base_start(const char *path, uint64_t base_size, int *made)
 {
     *made = 0;
     char *map = amio_base_map_path(path);
     if (!map)
         return amio_error(MPI_ERR_NO_MEM, "out of memory");
-    int code = MPI_SUCCESS;
-    if (base_size == 0) {
-        if (unlink(map) < 0 && errno != ENOENT)
-            code = sys_error("removing", map);
-        free(map);
-        return code; /* nothing to fill: no map */
-    }
-    int fd = open(map, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* made even for nothing to fill (empty), so that every rank finds one */
+    int fd = open_map(map, 1);
     if (fd < 0) {
         free(map);
-        return MPI_SUCCESS; /* a directory we may not write: the caller imports instead */
+        return MPI_SUCCESS; /* a directory (or a map) we may not write: the caller imports */
     }
-    unsigned char h[MAP_HEADER];
-    put_u64(h, base_size);
-    if (pwrite(fd, h, sizeof h, 0) != (ssize_t)sizeof h || fdatasync(fd) < 0)
-        code = sys_error("writing", map);
-    else
-        *made = 1;
+    int code = reset_map(fd, base_size, map);
     close(fd);
-    if (code != MPI_SUCCESS)
-        unlink(map);
+    if (code == MPI_SUCCESS)
+        *made = base_size > 0;
+    else
+        unlink(map); /* the open fails: nothing left beside the file */
     free(map);
     return code;
 }
@@ -154,18 +216,32 @@ int amio_base_open(amio_file *f)
     char *map = amio_base_map_path(f->path);
     if (!map)
         return amio_error(MPI_ERR_NO_MEM, "out of memory");
-    f->base_fd = open(map, O_RDWR | O_CLOEXEC);
+    f->base_fd = open_map(map, 0);
     int code = MPI_SUCCESS;
-    if (f->base_fd < 0 && errno != ENOENT)
-        code = sys_error("opening the fill map", map);
+    if (f->base_fd < 0 && errno != ENOENT) {
+        /* none here, or an empty one, where the directory or the map refuses us: the first
+         * open, refused too, imported the file whole (or there is nothing to fill) */
+        int e = errno;
+        struct stat st;
+        if (stat(map, &st) == 0 ? st.st_size != 0 : errno != ENOENT) {
+            errno = e;
+            code = sys_error("opening the fill map", map);
+        }
+    }
     if (f->base_fd >= 0) {
         unsigned char h[MAP_HEADER];
         if (f->base_private)
             atomio_forget_cached(f->base_fd, 0, MAP_HEADER);
-        if (pread(f->base_fd, h, sizeof h, 0) != (ssize_t)sizeof h)
-            code = sys_error("reading the fill map", map);
-        else
+        ssize_t r = pread(f->base_fd, h, sizeof h, 0);
+        if (r == 0) { /* empty: nothing to fill */
+            close(f->base_fd);
+            f->base_fd = -1;
+        } else if (r != (ssize_t)sizeof h) {
+            code = r < 0 ? sys_error("reading the fill map", map)
+                         : amio_error(MPI_ERR_IO, "reading the fill map %s: a torn header", map);
+        } else {
             f->base_size = get_u64(h);
+        }
         size_t blocks = (size_t)((f->base_size + BASE_BLOCK - 1) / BASE_BLOCK);
         f->filled = code == MPI_SUCCESS && blocks ? calloc(blocks, 1) : NULL;
         if (code == MPI_SUCCESS && blocks && !f->filled)

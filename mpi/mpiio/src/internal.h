@@ -262,10 +262,11 @@ void amio_session_unlock(amio_file *f);
 
 /* The fill map's path for the ordinary file at `path` (malloc'ed, or NULL). */
 char *amio_base_map_path(const char *path);
-/* First open of a session (rank 0, under MUTEX): a fresh fill map for a base of
- * `base_size` bytes (none for 0); *made = 0 when the directory refuses one (then the caller
- * imports the file whole). */
-int amio_base_create(const char *path, uint64_t base_size, int *made);
+/* First open of a session (rank 0, under MUTEX): the session's fill map (made, or a crashed
+ * session's reset) for a base of `base_size` bytes (empty for 0: nothing to fill); *made = 0
+ * when the directory or the map refuses it (then the caller imports the file whole). */
+int amio_base_start(const char *path, uint64_t base_size, int *made);
+/* Last close of a session (rank 0, under MUTEX), MPI_File_delete: the map unlinked. */
 int amio_base_remove(const char *path);
 /* Every rank, after the session is entered: its descriptors and the map's base size. */
 int amio_base_open(amio_file *f);

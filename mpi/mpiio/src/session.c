@@ -11,18 +11,18 @@
  *   SESSION byte: a shared lock held for as long as the handle is open;
  *   MUTEX byte:   an exclusive lock held while entering, exporting or leaving.
  * Enter (under MUTEX): if nobody holds SESSION, this is the first open: drop any stale copy
- * and fill map (a crashed job's), create the copy sized as the ordinary file and a fresh
- * fill map — nothing is copied; only where the directory refuses a fill map is the
- * ordinary file imported whole, as before any map existed — then hold SESSION. Export (under
- * MUTEX, base.c): the dirty extents written over the ordinary file. Leave (under MUTEX):
- * drop SESSION, and if nobody else holds it, remove the copy and the fill map, so the next
- * open starts from whatever the ordinary file then holds.
+ * (a crashed job's), create the copy sized as the ordinary file and the session's fill map
+ * (reset, if a crashed job left one) — nothing is copied; only where the directory refuses a fill map is
+ * the ordinary file imported whole, as before any map existed — then hold SESSION. Export
+ * (under MUTEX, base.c): the dirty extents written over the ordinary file. Leave (under
+ * MUTEX): drop SESSION, and if nobody else holds it, remove the copy and the fill map, so the
+ * next open starts from whatever the ordinary file then holds.
  *
  * Invariants: entering, exporting and leaving are serialized per file across processes
  * and nodes that see the same file system (OFD locks are per open file description, so
  * ROMIO closing its own descriptor of the file never drops them); a session's copy and fill
- * map are made before any other open proceeds; the copy is removed only by the last
- * session; an export reads the copy under MUTEX, so a later export never writes older
+ * map are made before any other open proceeds; the copy and the map are removed only by the
+ * last session; an export reads the copy under MUTEX, so a later export never writes older
  * bytes than an earlier one. A file the process may only read gets its MUTEX as a shared
  * lock (no export is ever needed for it; concurrent first opens of it are then not
  * serialized, see README).
@@ -142,7 +142,7 @@ static int start_copy(amio_file *f, atomio_file *copy)
     if (fstat(f->lock_fd, &st) < 0)
         return sys_error("stat", f->path);
     int made = 0;
-    int code = amio_base_create(f->path, (uint64_t)st.st_size, &made);
+    int code = amio_base_start(f->path, (uint64_t)st.st_size, &made);
     if (code != MPI_SUCCESS)
         return code;
     if (st.st_size > 0 && !made) {
@@ -228,7 +228,7 @@ int amio_session_leave(amio_file *f, atomio_client *c)
         int rc = atomio_remove(c, f->path);
         if (rc != ATOMIO_OK && rc != ATOMIO_ENOTFOUND && code == MPI_SUCCESS)
             code = amio_error_atomio(rc, "removing the server copy");
-        amio_base_remove(f->path); /* one left (not ours to remove) is redone at next entry */
+        amio_base_remove(f->path); /* one left (not ours to remove) is reset at next entry */
         amio_log(2, "%s: last close, server copy and fill map removed", f->path);
     }
     unlock_mutex(f);
