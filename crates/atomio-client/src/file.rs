@@ -995,13 +995,41 @@ impl File {
         };
         let what = self.atomic.name();
         let c = c.ok_or_else(|| no_client(&what))?;
+        let io = self.call_io(c, access, &op);
+        let mut call = CallOp::new(service, io);
+        let mut sends = Vec::new();
+        call.start(&mut sends);
+        let locked = c.run(&mut call, sends).await;
+        self.stats.lock_messages += call.lock_messages();
+        if let Some(l) = call.lock_op() {
+            self.contention.observe(l);
+        }
+        if let Some((txn, settled)) = call.txn() {
+            c.txn_done(txn, settled);
+        }
+        locked?;
+        if call.needs_local_io() {
+            return self.local_io_in_call(c, &mut call, access, op).await;
+        }
+        if let (Placement::Servers(info), Op::Read { out, holes_ok }) = (&self.placement, op) {
+            out.copy_from_slice(&call.take_data());
+            if !holes_ok {
+                check_size(c, info, access).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// How a call under the lock service moves its bytes: messages to the data servers, or
+    /// local I/O by the driver (direct placement, or the same-host object files).
+    fn call_io(&self, c: &mut ClusterClient, access: &Access, op: &Op<'_>) -> CallIo {
         // An atomic write on the servers is all-or-nothing: staged everywhere, then
         // committed at one server (never through the object files, which cannot stage).
         let all_or_nothing = self.atomic.is_atomic()
             && matches!(op, Op::Write(_))
             && self.all_or_nothing
             && staged_writes_enabled();
-        let io = match (&self.placement, &op) {
+        match (&self.placement, op) {
             (Placement::Servers(_), _) if !all_or_nothing && self.local_objects_usable() => {
                 CallIo::Local
             }
@@ -1029,60 +1057,50 @@ impl File {
                 out.len(),
             )),
             (Placement::Direct(_), _) => CallIo::Local,
+        }
+    }
+
+    /// The local I/O of a call whose locks `call` holds: the lease checked (servers cannot
+    /// fence local I/O), the cache made coherent around it, the bytes moved, then the
+    /// release sent with the result.
+    async fn local_io_in_call(
+        &mut self,
+        c: &mut ClusterClient,
+        call: &mut CallOp,
+        access: &Access,
+        op: Op<'_>,
+    ) -> Result<(), WireError> {
+        let mode = op.mode();
+        let (holes_ok, is_read) = match &op {
+            Op::Read { holes_ok, .. } => (*holes_ok, true),
+            Op::Write(_) => (true, false),
         };
-        let mut call = CallOp::new(service, io);
+        let coherence = |f: &Self, acquire: bool| match &f.placement {
+            Placement::Direct(d) if acquire => access.hull().map_or(Ok(()), |h| d.after_acquire(h)),
+            Placement::Direct(d) if mode == LockMode::Write => d.before_release(),
+            _ => Ok(()),
+        };
+        // Servers cannot fence local I/O: do not start it on a lease that may be gone.
+        let mut result = c
+            .ensure_lease()
+            .await
+            .and_then(|()| coherence(self, true))
+            .and_then(|()| self.local_io(access, op));
+        if result.is_ok() {
+            result = coherence(self, false);
+        }
+        // A read of a server file through its object files must not reach past the end.
+        if let (Ok(()), true, false, Placement::Servers(info)) =
+            (&result, is_read, holes_ok, &self.placement)
+        {
+            let info = info.clone();
+            result = check_size(c, &info, access).await;
+        }
         let mut sends = Vec::new();
-        call.start(&mut sends);
-        let locked = c.run(&mut call, sends).await;
+        call.local_io_done(result, &mut sends);
+        let released = c.run(call, sends).await;
         self.stats.lock_messages += call.lock_messages();
-        if let Some(l) = call.lock_op() {
-            self.contention.observe(l);
-        }
-        if let Some((txn, settled)) = call.txn() {
-            c.txn_done(txn, settled);
-        }
-        locked?;
-        if call.needs_local_io() {
-            let (holes_ok, is_read) = match &op {
-                Op::Read { holes_ok, .. } => (*holes_ok, true),
-                Op::Write(_) => (true, false),
-            };
-            let coherence = |f: &Self, acquire: bool| match &f.placement {
-                Placement::Direct(d) if acquire => {
-                    access.hull().map_or(Ok(()), |h| d.after_acquire(h))
-                }
-                Placement::Direct(d) if mode == LockMode::Write => d.before_release(),
-                _ => Ok(()),
-            };
-            // Servers cannot fence local I/O: do not start it on a lease that may be gone.
-            let mut result = c
-                .ensure_lease()
-                .await
-                .and_then(|()| coherence(self, true))
-                .and_then(|()| self.local_io(access, op));
-            if result.is_ok() {
-                result = coherence(self, false);
-            }
-            // A read of a server file through its object files must not reach past the end.
-            if let (Ok(()), true, false, Placement::Servers(info)) =
-                (&result, is_read, holes_ok, &self.placement)
-            {
-                let info = info.clone();
-                result = check_size(c, &info, access).await;
-            }
-            let mut sends = Vec::new();
-            call.local_io_done(result, &mut sends);
-            let released = c.run(&mut call, sends).await;
-            self.stats.lock_messages += call.lock_messages();
-            return released;
-        }
-        if let (Placement::Servers(info), Op::Read { out, holes_ok }) = (&self.placement, op) {
-            out.copy_from_slice(&call.take_data());
-            if !holes_ok {
-                check_size(c, info, access).await?;
-            }
-        }
-        Ok(())
+        released
     }
 
     /// Steps 1–3 by a cached-lock DLM's client: locks taken (or found cached) and the

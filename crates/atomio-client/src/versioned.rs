@@ -33,7 +33,7 @@ use atomio_net::ClusterClient;
 use atomio_proto::data::{file_id, Striping};
 use atomio_proto::{metadata_server, ErrorCode, FileId, ObjPiece, Reply, Request, WireError};
 use atomio_version::build::{coalesce, WritePieces};
-use atomio_version::gc::{GcStep, GcWalker};
+use atomio_version::gc::{Garbage, GcStep, GcWalker};
 use atomio_version::{
     BuildStep, ChunkRef, Geometry, Node, NodeKey, ReadStep, Segment, TreeBuilder, TreeReader,
     Version, VersionRecord,
@@ -1172,6 +1172,62 @@ impl VersionedFile {
             .any(|r| r.version == v && r.state != atomio_version::VersionState::Published))
     }
 
+    /// The requests that free a collected snapshot's `garbage`: its nodes dropped at their
+    /// servers (and from this client's cache), its chunk bytes punched, in requests of at
+    /// most `MAX_PIECES_PER_REQUEST` ranges; what they free is counted into `report`.
+    fn free_requests(
+        &mut self,
+        garbage: &Garbage,
+        report: &mut GcReport,
+    ) -> Vec<(ServerId, Request)> {
+        let mut drops: BTreeMap<u32, Vec<NodeKey>> = BTreeMap::new();
+        for k in &garbage.nodes {
+            self.cache.remove(k);
+            drops
+                .entry(k.server(self.id.0, self.servers))
+                .or_default()
+                .push(*k);
+        }
+        report.nodes_freed += garbage.nodes.len() as u64;
+        let mut calls: Vec<(ServerId, Request)> = drops
+            .into_iter()
+            .map(|(s, keys)| {
+                (
+                    ServerId(s),
+                    Request::NodeDrop {
+                        file: self.id,
+                        keys,
+                    },
+                )
+            })
+            .collect();
+        let mut punches: BTreeMap<(u32, u32), Vec<ByteRange>> = BTreeMap::new();
+        for p in &garbage.punch {
+            report.bytes_punched += p.len;
+            punches
+                .entry((p.at.server, p.at.object))
+                .or_default()
+                .push(ByteRange {
+                    start: p.at.offset,
+                    end: p.at.offset + p.len,
+                });
+        }
+        for ((server, slot), ranges) in punches {
+            let (space, object) = chunk_home(self.id, slot);
+            for part in ranges.chunks(atomio_proto::limits::MAX_PIECES_PER_REQUEST) {
+                calls.push((
+                    ServerId(server),
+                    Request::Punch {
+                        file: space,
+                        object,
+                        ranges: part.to_vec(),
+                    },
+                ));
+            }
+        }
+        calls
+    }
+
     /// Garbage collection: frees the nodes and chunk bytes that no snapshot kept reaches,
     /// keeping the newest `keep_last` snapshots and those assigned after `newer_than_ms`
     /// (Unix ms). Safe while others write and read (see `atomio_version::gc`).
@@ -1219,51 +1275,7 @@ impl VersionedFile {
                     Err(e) => return Err(WireError::new(ErrorCode::Internal, e)),
                 }
             };
-            let mut drops: BTreeMap<u32, Vec<NodeKey>> = BTreeMap::new();
-            for k in &garbage.nodes {
-                self.cache.remove(k);
-                drops
-                    .entry(k.server(self.id.0, self.servers))
-                    .or_default()
-                    .push(*k);
-            }
-            report.nodes_freed += garbage.nodes.len() as u64;
-            let mut calls: Vec<(ServerId, Request)> = drops
-                .into_iter()
-                .map(|(s, keys)| {
-                    (
-                        ServerId(s),
-                        Request::NodeDrop {
-                            file: self.id,
-                            keys,
-                        },
-                    )
-                })
-                .collect();
-            let mut punches: BTreeMap<(u32, u32), Vec<ByteRange>> = BTreeMap::new();
-            for p in &garbage.punch {
-                report.bytes_punched += p.len;
-                punches
-                    .entry((p.at.server, p.at.object))
-                    .or_default()
-                    .push(ByteRange {
-                        start: p.at.offset,
-                        end: p.at.offset + p.len,
-                    });
-            }
-            for ((server, slot), ranges) in punches {
-                let (space, object) = chunk_home(self.id, slot);
-                for part in ranges.chunks(atomio_proto::limits::MAX_PIECES_PER_REQUEST) {
-                    calls.push((
-                        ServerId(server),
-                        Request::Punch {
-                            file: space,
-                            object,
-                            ranges: part.to_vec(),
-                        },
-                    ));
-                }
-            }
+            let calls = self.free_requests(&garbage, &mut report);
             if !calls.is_empty() {
                 c.rpc_all(calls).await?;
             }
