@@ -66,7 +66,6 @@ const KNOWN_FNS: &[(&str, &str)] = &[
     ),
     ("crates/atomio-layout/src/pattern.rs", "Pattern::from_nodes"),
     ("crates/atomio-lock/src/server/grant.rs", "grant_into"),
-    ("crates/atomio-lock/src/sim.rs", "run"),
     ("crates/atomio-net/src/actor.rs", "Actor::step"),
     ("crates/atomio-version/src/sim.rs", "run"),
 ];
