@@ -67,7 +67,6 @@ const KNOWN_FNS: &[(&str, &str)] = &[
     ("crates/atomio-layout/src/pattern.rs", "Pattern::from_nodes"),
     ("crates/atomio-lock/src/server/grant.rs", "grant_into"),
     ("crates/atomio-net/src/actor.rs", "Actor::step"),
-    ("crates/atomio-version/src/sim.rs", "run"),
 ];
 
 /// One thing over its limit: a file (`name` empty) or a function in it.
