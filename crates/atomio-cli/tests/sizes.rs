@@ -54,8 +54,6 @@ const KNOWN_FNS: &[(&str, &str)] = &[
         "crates/atomio-client/src/versioned.rs",
         "VersionedFile::collect",
     ),
-    ("crates/atomio-data/src/service.rs", "DataService::answer"),
-    ("crates/atomio-data/src/versions.rs", "Versions::answer"),
     (
         "crates/atomio-interval/src/ifile.rs",
         "IntervalLayout::build",
