@@ -62,7 +62,6 @@ const KNOWN_FNS: &[(&str, &str)] = &[
         "crates/atomio-interval/src/ifile.rs",
         "IntervalLayout::decode",
     ),
-    ("crates/atomio-layout/src/pattern.rs", "Pattern::from_nodes"),
     ("crates/atomio-lock/src/server/grant.rs", "grant_into"),
     ("crates/atomio-net/src/actor.rs", "Actor::step"),
 ];
