@@ -569,17 +569,7 @@ impl<S: Service> Actor<S> {
             request: Request::Stats,
         } = event
         {
-            if self.peers.contains_key(&client) {
-                self.service
-                    .handle(client, tag, Request::Stats, &mut self.out);
-                let mut out = std::mem::take(&mut self.out);
-                for o in &mut out {
-                    if let Reply::Stats(r) = &mut o.reply {
-                        self.complete_report(r);
-                    }
-                }
-                self.out = out;
-            }
+            self.stats(client, tag);
             return self.step_deliver();
         }
         let Actor {
@@ -649,6 +639,22 @@ impl<S: Service> Actor<S> {
             }
         }
         self.step_deliver();
+    }
+
+    /// Answers a connected client's `Stats` with the service's report, completed with what
+    /// only the actor knows.
+    fn stats(&mut self, client: ClientId, tag: u64) {
+        if self.peers.contains_key(&client) {
+            self.service
+                .handle(client, tag, Request::Stats, &mut self.out);
+            let mut out = std::mem::take(&mut self.out);
+            for o in &mut out {
+                if let Reply::Stats(r) = &mut o.reply {
+                    self.complete_report(r);
+                }
+            }
+            self.out = out;
+        }
     }
 
     /// Hands the replies in `out` to their clients; cuts off clients that cannot take them.
