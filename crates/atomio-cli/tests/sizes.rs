@@ -53,14 +53,6 @@ const KNOWN_FNS: &[(&str, &str)] = &[
         "crates/atomio-client/src/versioned.rs",
         "VersionedFile::collect",
     ),
-    (
-        "crates/atomio-interval/src/ifile.rs",
-        "IntervalLayout::build",
-    ),
-    (
-        "crates/atomio-interval/src/ifile.rs",
-        "IntervalLayout::decode",
-    ),
     ("crates/atomio-lock/src/server/grant.rs", "grant_into"),
 ];
 

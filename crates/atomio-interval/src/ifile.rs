@@ -283,6 +283,137 @@ pub struct IntervalLayout {
     first: Vec<usize>,
 }
 
+/// Where each rank's region starts (aligned to `region_align`, the first at or after
+/// `data_start`) and each entry's intervals within its home rank's region, rank by rank
+/// (`order[first[r]..first[r + 1]]` are rank r's entries): per entry its offset, per rank
+/// its region, and the end of the data.
+fn place_regions(
+    set: &IntervalSet,
+    (order, first): (&[u32], &[usize]),
+    region_align: u32,
+    data_start: u64,
+) -> Result<(Vec<u64>, Vec<Region>, u64)> {
+    let ranks = first.len() - 1;
+    let mut offset = vec![0u64; order.len()];
+    let mut regions = Vec::with_capacity(ranks);
+    let mut cursor = data_start;
+    for r in 0..ranks {
+        let start = align_up(cursor, region_align as u64).ok_or(IfileError::TooLarge("data"))?;
+        let mut at = start;
+        for &i in &order[first[r]..first[r + 1]] {
+            offset[i as usize] = at;
+            at = at
+                .checked_add(set.entries()[i as usize].family.bytes())
+                .filter(|&x| x <= MAX_OFFSET)
+                .ok_or(IfileError::TooLarge("data beyond the largest offset"))?;
+        }
+        regions.push(Region {
+            offset: start,
+            len: at - start,
+            families: (first[r + 1] - first[r]) as u64,
+        });
+        cursor = at;
+    }
+    let data_end = if ranks == 0 { data_start } else { cursor };
+    Ok((offset, regions, data_end))
+}
+
+/// The owner sets of `meta` (records at `fam_end`, their rank lists from `own_end` to the
+/// end), each checked: a non-empty increasing list of ranks below the header's, or
+/// unresolved.
+fn decode_owners(
+    h: &Header,
+    meta: &[u8],
+    (fam_end, own_end): (usize, usize),
+) -> Result<Vec<Owner>> {
+    let u32_at = |o: usize| u32::from_le_bytes(meta[o..o + 4].try_into().expect("4 bytes"));
+    let mut owners = Vec::with_capacity(h.owner_sets as usize);
+    let mut next_rank = own_end;
+    for s in 0..h.owner_sets as usize {
+        let o = fam_end + s * OWNER_REC as usize;
+        let (kind, n) = (u32_at(o), u32_at(o + 4) as usize);
+        match kind {
+            0 => {
+                if n == 0 {
+                    return Err(corrupt(format!("owner set {s} is empty")));
+                }
+                if n as u64 > (meta.len() - next_rank) as u64 / RANK_REC {
+                    return Err(corrupt("owner sets list more ranks than stored"));
+                }
+                let rs: Vec<Rank> = (0..n).map(|j| u32_at(next_rank + 4 * j)).collect();
+                next_rank += 4 * n;
+                if rs.windows(2).any(|w| w[0] >= w[1]) || rs[n - 1] >= h.ranks {
+                    return Err(corrupt(format!("owner set {s}: ranks {rs:?}")));
+                }
+                owners.push(Owner::Ranks(rs));
+            }
+            1 if n == 0 => owners.push(Owner::Unresolved),
+            _ => return Err(corrupt(format!("owner set {s}: kind {kind}, {n} ranks"))),
+        }
+    }
+    if next_rank != meta.len() {
+        return Err(corrupt(
+            "owner rank list length does not match the owner sets",
+        ));
+    }
+    Ok(owners)
+}
+
+/// The families of `meta` (records at `proc_end`) with their stored home ranks, each
+/// checked: a valid shape within the largest offset, in start order, with an owner set
+/// below `owners`.
+fn decode_families(
+    h: &Header,
+    meta: &[u8],
+    proc_end: usize,
+    owners: usize,
+) -> Result<(Vec<Entry>, Vec<Rank>)> {
+    let u64_at = |o: usize| u64::from_le_bytes(meta[o..o + 8].try_into().expect("8 bytes"));
+    let u32_at = |o: usize| u32::from_le_bytes(meta[o..o + 4].try_into().expect("4 bytes"));
+    let mut entries = Vec::with_capacity(h.families as usize);
+    let mut homes = Vec::with_capacity(h.families as usize);
+    let mut prev_start = 0u64;
+    for i in 0..h.families as usize {
+        let o = proc_end + i * FAM_REC as usize;
+        let (start, len, stride, count) =
+            (u64_at(o), u64_at(o + 8), u64_at(o + 16), u64_at(o + 24));
+        let (home, owner) = (u32_at(o + 32), u32_at(o + 36));
+        let end = (count.max(1) - 1)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(len))
+            .and_then(|x| x.checked_add(start));
+        let shape_ok = len >= 1
+            && count >= 1
+            && (count == 1 || stride > len)
+            && matches!(end, Some(e) if e <= MAX_OFFSET);
+        if !shape_ok {
+            return Err(corrupt(format!(
+                "family {i}: start {start} len {len} stride {stride} count {count}"
+            )));
+        }
+        if start < prev_start {
+            return Err(corrupt(format!("family {i} is out of order")));
+        }
+        prev_start = start;
+        if owner as usize >= owners {
+            return Err(corrupt(format!(
+                "family {i}: owner set {owner} out of range"
+            )));
+        }
+        entries.push(Entry {
+            family: Family {
+                start,
+                len,
+                stride: if count == 1 { len } else { stride },
+                count,
+            },
+            owner,
+        });
+        homes.push(home);
+    }
+    Ok((entries, homes))
+}
+
 /// The home rank of an owner set.
 pub fn home_of(owner: &Owner) -> Rank {
     match owner {
@@ -361,28 +492,8 @@ impl IntervalLayout {
         .ok_or(IfileError::TooLarge("metadata"))?;
         let data_start =
             align_up(HEADER_LEN + meta, DATA_ALIGN).ok_or(IfileError::TooLarge("metadata"))?;
-        let mut offset = vec![0u64; n];
-        let mut regions = Vec::with_capacity(ranks as usize);
-        let mut cursor = data_start;
-        for r in 0..ranks as usize {
-            let start =
-                align_up(cursor, region_align as u64).ok_or(IfileError::TooLarge("data"))?;
-            let mut at = start;
-            for &i in &order[first[r]..first[r + 1]] {
-                offset[i as usize] = at;
-                at = at
-                    .checked_add(set.entries()[i as usize].family.bytes())
-                    .filter(|&x| x <= MAX_OFFSET)
-                    .ok_or(IfileError::TooLarge("data beyond the largest offset"))?;
-            }
-            regions.push(Region {
-                offset: start,
-                len: at - start,
-                families: (first[r + 1] - first[r]) as u64,
-            });
-            cursor = at;
-        }
-        let data_end = if ranks == 0 { data_start } else { cursor };
+        let (offset, regions, data_end) =
+            place_regions(&set, (&order, &first), region_align, data_start)?;
         let header = Header {
             version: FORMAT_VERSION,
             ranks,
@@ -551,79 +662,9 @@ impl IntervalLayout {
         let fam_end = proc_end + h.families as usize * FAM_REC as usize;
         let own_end = fam_end + h.owner_sets as usize * OWNER_REC as usize;
         let u64_at = |o: usize| u64::from_le_bytes(meta[o..o + 8].try_into().expect("8 bytes"));
-        let u32_at = |o: usize| u32::from_le_bytes(meta[o..o + 4].try_into().expect("4 bytes"));
 
-        let mut owners = Vec::with_capacity(h.owner_sets as usize);
-        let mut next_rank = own_end;
-        for s in 0..h.owner_sets as usize {
-            let o = fam_end + s * OWNER_REC as usize;
-            let (kind, n) = (u32_at(o), u32_at(o + 4) as usize);
-            match kind {
-                0 => {
-                    if n == 0 {
-                        return Err(corrupt(format!("owner set {s} is empty")));
-                    }
-                    if n as u64 > (meta.len() - next_rank) as u64 / RANK_REC {
-                        return Err(corrupt("owner sets list more ranks than stored"));
-                    }
-                    let rs: Vec<Rank> = (0..n).map(|j| u32_at(next_rank + 4 * j)).collect();
-                    next_rank += 4 * n;
-                    if rs.windows(2).any(|w| w[0] >= w[1]) || rs[n - 1] >= h.ranks {
-                        return Err(corrupt(format!("owner set {s}: ranks {rs:?}")));
-                    }
-                    owners.push(Owner::Ranks(rs));
-                }
-                1 if n == 0 => owners.push(Owner::Unresolved),
-                _ => return Err(corrupt(format!("owner set {s}: kind {kind}, {n} ranks"))),
-            }
-        }
-        if next_rank != meta.len() {
-            return Err(corrupt(
-                "owner rank list length does not match the owner sets",
-            ));
-        }
-
-        let mut entries = Vec::with_capacity(h.families as usize);
-        let mut homes = Vec::with_capacity(h.families as usize);
-        let mut prev_start = 0u64;
-        for i in 0..h.families as usize {
-            let o = proc_end + i * FAM_REC as usize;
-            let (start, len, stride, count) =
-                (u64_at(o), u64_at(o + 8), u64_at(o + 16), u64_at(o + 24));
-            let (home, owner) = (u32_at(o + 32), u32_at(o + 36));
-            let end = (count.max(1) - 1)
-                .checked_mul(stride)
-                .and_then(|x| x.checked_add(len))
-                .and_then(|x| x.checked_add(start));
-            let shape_ok = len >= 1
-                && count >= 1
-                && (count == 1 || stride > len)
-                && matches!(end, Some(e) if e <= MAX_OFFSET);
-            if !shape_ok {
-                return Err(corrupt(format!(
-                    "family {i}: start {start} len {len} stride {stride} count {count}"
-                )));
-            }
-            if start < prev_start {
-                return Err(corrupt(format!("family {i} is out of order")));
-            }
-            prev_start = start;
-            if owner as usize >= owners.len() {
-                return Err(corrupt(format!(
-                    "family {i}: owner set {owner} out of range"
-                )));
-            }
-            entries.push(Entry {
-                family: Family {
-                    start,
-                    len,
-                    stride: if count == 1 { len } else { stride },
-                    count,
-                },
-                owner,
-            });
-            homes.push(home);
-        }
+        let owners = decode_owners(h, meta, (fam_end, own_end))?;
+        let (entries, homes) = decode_families(h, meta, proc_end, owners.len())?;
         let set = IntervalSet::new(Analysis {
             entries,
             owners,
