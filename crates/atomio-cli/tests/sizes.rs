@@ -53,7 +53,6 @@ const KNOWN_FNS: &[(&str, &str)] = &[
         "crates/atomio-client/src/versioned.rs",
         "VersionedFile::collect",
     ),
-    ("crates/atomio-lock/src/server/grant.rs", "grant_into"),
 ];
 
 /// One thing over its limit: a file (`name` empty) or a function in it.
