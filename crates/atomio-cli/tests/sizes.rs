@@ -35,7 +35,6 @@ const KNOWN_FILES: &[&str] = &[
     "crates/atomio-data/src/store.rs",
     "crates/atomio-ffi/src/lib.rs",
     "crates/atomio-interval/src/ifile.rs",
-    "crates/atomio-lock/src/sim.rs",
     "crates/atomio-net/src/actor.rs",
     "crates/atomio-proto/src/messages.rs",
 ];

@@ -42,10 +42,16 @@
 //! A failure carries the seed; `atomio sim --seed N` (or `SimConfig { seed: N, .. }`)
 //! replays it exactly.
 
+mod access;
+mod faults;
+
+use access::random_access;
+use faults::{new_server, time_passes, World};
+
 use crate::plan::{plan, Method};
 use crate::protocol::{LockOp, Protocol, Send, Start, Status};
 use crate::server::LockServer;
-use atomio_layout::{Access, Block, Layout, Order, Pattern, RangeList, ServerId};
+use atomio_layout::{Layout, RangeList, ServerId};
 use atomio_proto::{ClientId, FileId, LockMode, Reply, Request};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -264,61 +270,6 @@ impl SimClient {
     /// Whether time alone can still change what it may do.
     fn waits_for_time(&self) -> bool {
         self.frozen_until.is_some() || self.cut_off_until.is_some()
-    }
-}
-
-/// A random monotone access inside `[0, span)`.
-fn random_access(rng: &mut ChaCha8Rng, span: u64) -> Access {
-    loop {
-        let base = rng.gen_range(0..span / 2);
-        let room = span - base;
-        let one = Pattern::bytes(1).expect("valid");
-        let p = match rng.gen_range(0..4) {
-            0 => Pattern::bytes(rng.gen_range(1..=room.min(700))),
-            1 => {
-                let blocklen = rng.gen_range(1..=8u64);
-                let stride = blocklen + rng.gen_range(0..40u64);
-                let count = rng.gen_range(1..=(room / stride).clamp(1, 40));
-                Pattern::hvector(count, blocklen, stride, &one)
-            }
-            2 => {
-                let mut at = 0u64;
-                let mut blocks = Vec::new();
-                for _ in 0..rng.gen_range(1..12) {
-                    at += rng.gen_range(0..60u64);
-                    let len = rng.gen_range(1..30u64);
-                    if at + len > room {
-                        break;
-                    }
-                    blocks.push(Block {
-                        disp: at,
-                        blocklen: len,
-                    });
-                    at += len;
-                }
-                if blocks.is_empty() {
-                    continue;
-                }
-                Pattern::hindexed(blocks, &one)
-            }
-            _ => {
-                let (rows, cols) = (rng.gen_range(2..12u64), rng.gen_range(2..64u64));
-                let (sr, sc) = (rng.gen_range(1..=rows), rng.gen_range(1..=cols));
-                let (r0, c0) = (rng.gen_range(0..=rows - sr), rng.gen_range(0..=cols - sc));
-                let order = if rng.gen_bool(0.5) {
-                    Order::C
-                } else {
-                    Order::Fortran
-                };
-                Pattern::subarray(&[rows, cols], &[sr, sc], &[r0, c0], order, &one)
-            }
-        };
-        let Ok(p) = p else { continue };
-        if let Ok(a) = Access::new(base, p) {
-            if a.hull().is_some_and(|h| h.end <= span) {
-                return a;
-            }
-        }
     }
 }
 
@@ -791,216 +742,6 @@ fn replay_flags(cfg: &SimConfig) -> String {
         flags.push_str(&format!(" --work-slice {}", cfg.work_slice));
     }
     flags
-}
-
-/// The simulation's mutable state, as `time_passes` needs it.
-struct World<'a> {
-    servers: &'a mut Vec<LockServer>,
-    down: &'a mut Vec<Option<u64>>,
-    slices: &'a [u64],
-    clients: &'a mut Vec<SimClient>,
-    inflight: &'a mut Vec<Envelope>,
-    report: &'a mut SimReport,
-}
-
-/// A fresh server `s` (at start, and when it restarts after a crash: an empty table).
-fn new_server(cfg: &SimConfig, s: ServerId, slice: u64) -> LockServer {
-    // Requests here are short: leaps (granting up to the next other lock at once) after
-    // 1-4 ranges, so that they happen, interleaved with slices, waits and faults.
-    let mut srv = LockServer::with_id(s)
-        .with_work_slice(slice)
-        .with_leap_after(1 + (cfg.seed + u64::from(s.0)) % 4);
-    srv.ignore_conflicts = cfg.fault == SimFault::ServerIgnoresConflicts;
-    if cfg.faults {
-        let lease = match cfg.fault {
-            SimFault::ServerLeaseTooShort => cfg.lease_ms / 2,
-            _ => cfg.lease_ms,
-        };
-        srv = srv.with_leases(crate::lease::LeaseConfig {
-            duration_ms: lease,
-            key: cfg.seed,
-        });
-    }
-    srv
-}
-
-/// Client `c` cannot know what it still holds (its lease view lapsed while it was frozen or
-/// cut off): it drops its operation and reconnects everywhere (new sessions; the servers
-/// fenced and released the old one).
-fn reconnect(c: usize, now: u64, w: &mut World) {
-    let cl = &mut w.clients[c];
-    w.report.abandoned += u64::from(cl.op.is_some());
-    if cl.op.take().is_some() {
-        cl.done_ops += 1;
-    }
-    cl.orphans.clear();
-    cl.lost.clear();
-    cl.stale = false;
-    cl.renewed = now;
-    w.inflight.retain(|e| !matches!(e, Envelope::ToServer { client, .. } | Envelope::ToClient { client, .. } if *client == c));
-    let mut out = Vec::new();
-    for (s, srv) in w.servers.iter_mut().enumerate() {
-        srv.disconnect(ClientId(c as u64), &mut out);
-        // Notifications carry the server they come from (orphan answers are matched by it).
-        push_replies(ServerId(s as u32), &mut out, w.inflight);
-    }
-}
-
-/// Client `c`'s connection to `s` is gone (a reset, or `s` crashed): what was in flight
-/// between them is lost; an operation in progress is abandoned and what it holds elsewhere
-/// freed — except one that holds its locks when `crashed`: it goes on (see the module docs).
-fn link_lost(cfg: &SimConfig, c: usize, s: ServerId, crashed: bool, w: &mut World) {
-    let cl = &mut w.clients[c];
-    w.inflight.retain(|e| match e {
-        Envelope::ToServer { client, server, .. } | Envelope::ToClient { client, server, .. } => {
-            !(*client == c && *server == s)
-        }
-    });
-    cl.orphans.retain(|o| o.0 != s);
-    let holds = matches!(cl.op.as_ref().map(LockOp::status), Some(Status::Held));
-    if crashed && holds {
-        cl.lost.push(s);
-        return;
-    }
-    let Some(mut op) = cl.op.take() else { return };
-    op.abandon(atomio_proto::WireError::new(
-        atomio_proto::ErrorCode::Disconnected,
-        "connection reset",
-    ));
-    let mut sends = Vec::new();
-    let orphans = if cfg.fault == SimFault::NoCleanup {
-        Vec::new()
-    } else {
-        op.cleanup(&mut sends)
-    };
-    let gone = |x: ServerId| x == s || cl.lost.contains(&x);
-    for x in sends.into_iter().filter(|x| !gone(x.server)) {
-        w.inflight.push(Envelope::ToServer {
-            client: c,
-            server: x.server,
-            tag: (cl.op_seq << 32) | u64::from(x.sub),
-            request: x.request,
-        });
-    }
-    for (server, sub) in orphans.into_iter().filter(|o| !gone(o.0)) {
-        cl.orphans
-            .push((server, (cl.op_seq << 32) | u64::from(sub)));
-    }
-    cl.lost.clear();
-    cl.done_ops += 1;
-    w.report.abandoned += 1;
-}
-
-/// One virtual ms: renewals, wake-ups, lease expiry, restarts, and new freezes, resets,
-/// partitions and crashes.
-fn time_passes(cfg: &SimConfig, rng: &mut ChaCha8Rng, now: u64, w: &mut World) {
-    let lease = cfg.lease_ms;
-    let mut out = Vec::new();
-    for s in 0..w.servers.len() {
-        if w.down[s].is_some_and(|t| now >= t) {
-            w.down[s] = None;
-        }
-    }
-    for c in 0..w.clients.len() {
-        let cl = &mut w.clients[c];
-        let frozen_ends = cl.frozen_until.is_some_and(|t| now >= t);
-        let cut_off_ends = cl.cut_off_until.is_some_and(|t| now >= t);
-        if frozen_ends {
-            cl.frozen_until = None;
-        }
-        if cut_off_ends {
-            cl.cut_off_until = None;
-        }
-        if (frozen_ends || cut_off_ends) && !cl.waits_for_time() && !cl.lease_valid(now, lease) {
-            reconnect(c, now, w);
-        }
-        let cl = &mut w.clients[c];
-        if !cl.waits_for_time() && now - cl.renewed >= lease / 5 {
-            for (s, srv) in w.servers.iter_mut().enumerate() {
-                if w.down[s].is_some() {
-                    continue;
-                }
-                srv.set_now(now);
-                let mut pong = Vec::new();
-                srv.handle(
-                    ClientId(c as u64),
-                    u64::MAX,
-                    Request::Ping { nonce: 0 },
-                    &mut pong,
-                );
-            }
-            // A session lost in a crash renews nothing until the client reconnects.
-            if !cl.stale {
-                cl.renewed = now;
-            }
-        }
-    }
-    for (s, srv) in w.servers.iter_mut().enumerate() {
-        if w.down[s].is_some() {
-            continue;
-        }
-        srv.set_now(now);
-        for lapsed in srv.expire() {
-            w.report.lapses += 1;
-            // No data path here: fencing is immediate.
-            srv.release_lapsed(lapsed, &mut out);
-        }
-        push_replies(ServerId(s as u32), &mut out, w.inflight);
-    }
-    // New faults, rarely: a freeze of up to two leases, a connection reset, a partition of
-    // up to two leases, a server crash.
-    if rng.gen_bool(0.002) {
-        let c = rng.gen_range(0..w.clients.len());
-        if w.clients[c].frozen_until.is_none() {
-            w.clients[c].frozen_until = Some(now + rng.gen_range(1..=2 * lease));
-            w.report.freezes += 1;
-        }
-    } else if rng.gen_bool(0.001) {
-        let c = rng.gen_range(0..w.clients.len());
-        let s = ServerId(rng.gen_range(0..w.servers.len() as u32));
-        if w.clients[c].waits_for_time() || w.down[s.0 as usize].is_some() {
-            return;
-        }
-        w.report.resets += 1;
-        w.servers[s.0 as usize].disconnect(ClientId(c as u64), &mut out);
-        push_replies(s, &mut out, w.inflight);
-        link_lost(cfg, c, s, false, w);
-    } else if cfg.crashes && rng.gen_bool(0.0005) {
-        let c = rng.gen_range(0..w.clients.len());
-        if w.clients[c].cut_off_until.is_none() {
-            w.clients[c].cut_off_until = Some(now + rng.gen_range(1..=2 * lease));
-            w.report.partitions += 1;
-        }
-    } else if cfg.crashes && rng.gen_bool(crash_rate(cfg)) {
-        let s = rng.gen_range(0..w.servers.len());
-        if w.down[s].is_some() {
-            return;
-        }
-        w.report.crashes += 1;
-        w.servers[s] = new_server(cfg, ServerId(s as u32), w.slices[s]);
-        let restart = rng.gen_range(1..=lease / 10);
-        let grace = if cfg.fault == SimFault::NoGrace {
-            0
-        } else {
-            lease
-        };
-        w.down[s] = Some(now + restart + grace);
-        for c in 0..w.clients.len() {
-            w.clients[c].stale = true;
-            link_lost(cfg, c, ServerId(s as u32), true, w);
-        }
-    }
-}
-
-/// Per-step chance that a server crashes. The `NoGrace` negative control crashes ten
-/// times as often: its bug only shows when a restarted server grants a lock a client still
-/// holds, which 5-8 seeds of 3,000 met at the normal rate (more crashes do not help: at
-/// fifty times, failed operations hide it).
-fn crash_rate(cfg: &SimConfig) -> f64 {
-    match cfg.fault {
-        SimFault::NoGrace => 0.004,
-        _ => 0.0004,
-    }
 }
 
 fn push_replies(
