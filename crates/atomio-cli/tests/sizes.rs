@@ -36,7 +36,6 @@ const KNOWN_FILES: &[&str] = &[
     "crates/atomio-ffi/src/lib.rs",
     "crates/atomio-interval/src/ifile.rs",
     "crates/atomio-net/src/actor.rs",
-    "crates/atomio-proto/src/messages.rs",
 ];
 
 /// Functions over [`MAX_FN_LINES`], tolerated until they are split: (path, qualified name),
