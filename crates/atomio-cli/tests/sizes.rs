@@ -32,7 +32,6 @@ const KNOWN_FILES: &[&str] = &[
     "crates/atomio-client/src/file.rs",
     "crates/atomio-client/src/host_locks.rs",
     "crates/atomio-client/src/versioned.rs",
-    "crates/atomio-data/src/store.rs",
     "crates/atomio-ffi/src/lib.rs",
 ];
 
