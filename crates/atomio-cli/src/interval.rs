@@ -172,6 +172,14 @@ fn info(a: InfoArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&i)?);
         return Ok(());
     }
+    print_info(&i, a.all_ranks);
+    Ok(())
+}
+
+/// `info`'s text: the header's facts, the owners' totals and the rank table (the first
+/// 16 ranks of more than 32 unless `all_ranks`).
+fn print_info(i: &Info, all_ranks: bool) {
+    let h = &i.header;
     println!(
         "interval file {} (format {}): {} ranks, flat size {} bytes",
         i.file, h.version, h.ranks, h.flat_size
@@ -205,7 +213,7 @@ fn info(a: InfoArgs) -> anyhow::Result<()> {
             String::new()
         }
     );
-    let show = if a.all_ranks || i.ranks.len() <= 32 {
+    let show = if all_ranks || i.ranks.len() <= 32 {
         i.ranks.len()
     } else {
         16
@@ -231,7 +239,6 @@ fn info(a: InfoArgs) -> anyhow::Result<()> {
             i.ranks.len() - show
         );
     }
-    Ok(())
 }
 
 /// The interval set of a workload's accesses for `clients` clients.

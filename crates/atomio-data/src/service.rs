@@ -343,34 +343,10 @@ impl<S: ObjectStore> DataService<S> {
                 stripe_size,
                 object_servers,
                 exclusive,
-            } => {
-                Layout::new(stripe_size, object_servers.clone())?;
-                if let Some(m) = self.lookup(&path)? {
-                    if exclusive {
-                        return Err(WireError::new(
-                            ErrorCode::Exists,
-                            format!("'{path}' already exists"),
-                        ));
-                    }
-                    return Ok(Reply::File(m));
-                }
-                let meta = FileMeta {
-                    file: file_id(&path),
-                    path,
-                    stripe_size,
-                    object_servers,
-                };
-                self.store
-                    .put_meta(&meta)
-                    .map_err(|e| io_err("writing metadata", e))?;
-                Ok(Reply::File(meta))
-            }
+            } => self.create(path, stripe_size, object_servers, exclusive),
             Request::Open { path } => match self.lookup(&path)? {
                 Some(m) => Ok(Reply::File(m)),
-                None => Err(WireError::new(
-                    ErrorCode::NotFound,
-                    format!("no file '{path}'"),
-                )),
+                None => Err(no_file(&path)),
             },
             Request::Remove { path } => match self.lookup(&path)? {
                 Some(m) => {
@@ -379,10 +355,7 @@ impl<S: ObjectStore> DataService<S> {
                         .map_err(|e| io_err("removing metadata", e))?;
                     Ok(Reply::Done)
                 }
-                None => Err(WireError::new(
-                    ErrorCode::NotFound,
-                    format!("no file '{path}'"),
-                )),
+                None => Err(no_file(&path)),
             },
             Request::DropObjects { file } => {
                 if let Some(r) = self.file_in_doubt(file, None)? {
@@ -394,6 +367,14 @@ impl<S: ObjectStore> DataService<S> {
                 self.seq.drop_file(file);
                 Ok(Reply::Done)
             }
+            other => self.answer_io(other),
+        }
+    }
+
+    /// The requests on objects' bytes and sizes (`answer` serves transactions and the
+    /// namespace).
+    fn answer_io(&mut self, request: Request) -> Result<Reply, WireError> {
+        match request {
             // (`striping` served the lock service's admission.)
             Request::Write {
                 file,
@@ -417,47 +398,12 @@ impl<S: ObjectStore> DataService<S> {
                 blocks,
                 data,
                 msn,
-            } => {
-                atomio_proto::dlm::validate_sn_blocks(&blocks, data.len())?;
-                let pieces = covered_pieces(&blocks);
-                if let Some(r) = self.in_doubt(file, object, &pieces)? {
-                    return Ok(r);
-                }
-                let applied = self
-                    .seq
-                    .apply(&mut self.store, file, object, &blocks, &data, msn)
-                    .map_err(|e| io_err(&format!("writing {file} object {object}"), e))?;
-                if applied.synchronize {
-                    self.to_synchronize.push((file, object));
-                }
-                Ok(Reply::Written {
-                    bytes: data.len() as u64,
-                })
-            }
+            } => self.seq_write(file, object, &blocks, &data, msn),
             Request::Read {
                 file,
                 object,
                 pieces,
-            } => {
-                let total = validate_pieces(&pieces)?;
-                if total > (MAX_FRAME_BYTES / 2) as u64 {
-                    return Err(WireError::new(
-                        ErrorCode::LimitExceeded,
-                        format!(
-                            "a read of {total} bytes exceeds the per-request limit of {}",
-                            MAX_FRAME_BYTES / 2
-                        ),
-                    ));
-                }
-                if let Some(r) = self.in_doubt(file, object, &pieces)? {
-                    return Ok(r);
-                }
-                let mut out = Vec::with_capacity(total as usize);
-                self.store
-                    .read(file, object, &pieces, &mut out)
-                    .map_err(|e| io_err(&format!("reading {file} object {object}"), e))?;
-                Ok(Reply::Data(Bytes::from(out)))
-            }
+            } => self.read(file, object, &pieces),
             Request::Sync { file } => {
                 self.store
                     .sync(file)
@@ -465,45 +411,13 @@ impl<S: ObjectStore> DataService<S> {
                 Ok(Reply::Done)
             }
             Request::SetObjectSize { file, object, size } => {
-                if size > atomio_layout::MAX_OFFSET {
-                    return Err(WireError::new(
-                        ErrorCode::InvalidArgument,
-                        format!("object size {size} passes the largest offset"),
-                    ));
-                }
-                if let Some(r) = self.file_in_doubt(file, Some(object))? {
-                    return Ok(r);
-                }
-                self.store
-                    .set_size(file, object, size)
-                    .map_err(|e| io_err(&format!("resizing {file} object {object}"), e))?;
-                Ok(Reply::Done)
+                self.set_object_size(file, object, size)
             }
             Request::Punch {
                 file,
                 object,
                 ranges,
-            } => {
-                if ranges.len() > atomio_proto::limits::MAX_PIECES_PER_REQUEST {
-                    return Err(WireError::new(
-                        ErrorCode::LimitExceeded,
-                        format!(
-                            "{} ranges to punch (at most {})",
-                            ranges.len(),
-                            atomio_proto::limits::MAX_PIECES_PER_REQUEST
-                        ),
-                    ));
-                }
-                for r in ranges {
-                    let r = r
-                        .validate()
-                        .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
-                    self.store
-                        .punch(file, object, r.start, r.len())
-                        .map_err(|e| io_err("punching a hole", e))?;
-                }
-                Ok(Reply::Done)
-            }
+            } => self.punch(file, object, ranges),
             Request::Locate => Ok(Reply::Located(self.store.local().map(|(dir, id)| {
                 atomio_proto::LocalObjects {
                     dir: dir.display().to_string(),
@@ -521,6 +435,135 @@ impl<S: ObjectStore> DataService<S> {
             )),
         }
     }
+
+    /// Creates the file at `path` (or opens it, unless `exclusive`).
+    fn create(
+        &mut self,
+        path: String,
+        stripe_size: u64,
+        object_servers: Vec<atomio_layout::ServerId>,
+        exclusive: bool,
+    ) -> Result<Reply, WireError> {
+        Layout::new(stripe_size, object_servers.clone())?;
+        if let Some(m) = self.lookup(&path)? {
+            if exclusive {
+                return Err(WireError::new(
+                    ErrorCode::Exists,
+                    format!("'{path}' already exists"),
+                ));
+            }
+            return Ok(Reply::File(m));
+        }
+        let meta = FileMeta {
+            file: file_id(&path),
+            path,
+            stripe_size,
+            object_servers,
+        };
+        self.store
+            .put_meta(&meta)
+            .map_err(|e| io_err("writing metadata", e))?;
+        Ok(Reply::File(meta))
+    }
+
+    /// A write in sequence-numbered blocks (the seqdlm protocol).
+    fn seq_write(
+        &mut self,
+        file: FileId,
+        object: u32,
+        blocks: &[atomio_proto::dlm::SnBlock],
+        data: &Bytes,
+        msn: u64,
+    ) -> Result<Reply, WireError> {
+        atomio_proto::dlm::validate_sn_blocks(blocks, data.len())?;
+        let pieces = covered_pieces(blocks);
+        if let Some(r) = self.in_doubt(file, object, &pieces)? {
+            return Ok(r);
+        }
+        let applied = self
+            .seq
+            .apply(&mut self.store, file, object, blocks, data, msn)
+            .map_err(|e| io_err(&format!("writing {file} object {object}"), e))?;
+        if applied.synchronize {
+            self.to_synchronize.push((file, object));
+        }
+        Ok(Reply::Written {
+            bytes: data.len() as u64,
+        })
+    }
+
+    fn read(&mut self, file: FileId, object: u32, pieces: &[ObjPiece]) -> Result<Reply, WireError> {
+        let total = validate_pieces(pieces)?;
+        if total > (MAX_FRAME_BYTES / 2) as u64 {
+            return Err(WireError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "a read of {total} bytes exceeds the per-request limit of {}",
+                    MAX_FRAME_BYTES / 2
+                ),
+            ));
+        }
+        if let Some(r) = self.in_doubt(file, object, pieces)? {
+            return Ok(r);
+        }
+        let mut out = Vec::with_capacity(total as usize);
+        self.store
+            .read(file, object, pieces, &mut out)
+            .map_err(|e| io_err(&format!("reading {file} object {object}"), e))?;
+        Ok(Reply::Data(Bytes::from(out)))
+    }
+
+    fn set_object_size(
+        &mut self,
+        file: FileId,
+        object: u32,
+        size: u64,
+    ) -> Result<Reply, WireError> {
+        if size > atomio_layout::MAX_OFFSET {
+            return Err(WireError::new(
+                ErrorCode::InvalidArgument,
+                format!("object size {size} passes the largest offset"),
+            ));
+        }
+        if let Some(r) = self.file_in_doubt(file, Some(object))? {
+            return Ok(r);
+        }
+        self.store
+            .set_size(file, object, size)
+            .map_err(|e| io_err(&format!("resizing {file} object {object}"), e))?;
+        Ok(Reply::Done)
+    }
+
+    fn punch(
+        &mut self,
+        file: FileId,
+        object: u32,
+        ranges: Vec<atomio_layout::ByteRange>,
+    ) -> Result<Reply, WireError> {
+        if ranges.len() > atomio_proto::limits::MAX_PIECES_PER_REQUEST {
+            return Err(WireError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "{} ranges to punch (at most {})",
+                    ranges.len(),
+                    atomio_proto::limits::MAX_PIECES_PER_REQUEST
+                ),
+            ));
+        }
+        for r in ranges {
+            let r = r
+                .validate()
+                .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+            self.store
+                .punch(file, object, r.start, r.len())
+                .map_err(|e| io_err("punching a hole", e))?;
+        }
+        Ok(Reply::Done)
+    }
+}
+
+fn no_file(path: &str) -> WireError {
+    WireError::new(ErrorCode::NotFound, format!("no file '{path}'"))
 }
 
 /// The object bytes `blocks` touch, as sorted disjoint pieces (for the in-doubt check).

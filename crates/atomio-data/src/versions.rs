@@ -342,101 +342,14 @@ impl Versions {
         out: &mut Out,
     ) -> Result<Option<Reply>, WireError> {
         let reply = match request {
-            Request::VersionOpen { file, geometry } => {
-                let full = self.files.len() >= MAX_VERSIONED_FILES;
-                let f = match (self.files.get_mut(&file), geometry) {
-                    (Some(f), Some(g)) if f.versions.geometry != g => {
-                        return Err(WireError::new(
-                            ErrorCode::InvalidArgument,
-                            format!(
-                                "the file's versions have chunks of {} bytes and fan-out {}",
-                                f.versions.geometry.chunk, f.versions.geometry.fanout
-                            ),
-                        ))
-                    }
-                    (Some(f), _) => f,
-                    (None, Some(_)) if full => {
-                        return Err(WireError::new(
-                            ErrorCode::LimitExceeded,
-                            format!("this server manages versions of {MAX_VERSIONED_FILES} files, its limit"),
-                        ))
-                    }
-                    (None, Some(g)) => {
-                        let g = g.validate().map_err(|e| {
-                            WireError::new(ErrorCode::InvalidArgument, e.to_string())
-                        })?;
-                        self.files.entry(file).or_insert(FileState {
-                            versions: FileVersions::new(g),
-                            waiting: BTreeMap::new(),
-                            writer_of: HashMap::new(),
-                        })
-                    }
-                    (None, None) => return Err(no_versions(file)),
-                };
-                Reply::VersionWriter {
-                    object: f.versions.new_writer(),
-                    geometry: f.versions.geometry,
-                }
-            }
+            Request::VersionOpen { file, geometry } => self.open(file, geometry)?,
             Request::VersionAssign {
                 file,
                 writer,
                 regions,
-            } => {
-                let now = self.now_ms;
-                if regions.len() > MAX_REGIONS_PER_WRITE {
-                    return Err(WireError::new(
-                        ErrorCode::LimitExceeded,
-                        format!(
-                            "a versioned write of {} regions (at most {MAX_REGIONS_PER_WRITE})",
-                            regions.len()
-                        ),
-                    ));
-                }
-                let f = self.file(file)?;
-                if f.writer_of.len() >= MAX_IN_FLIGHT {
-                    return Err(WireError::new(
-                        ErrorCode::LimitExceeded,
-                        format!("{MAX_IN_FLIGHT} versions of this file are in flight, its limit"),
-                    ));
-                }
-                let a = f
-                    .versions
-                    .assign(writer, regions, now)
-                    .map_err(manager_err)?;
-                f.writer_of.insert(a.version, client);
-                Reply::Assigned(a)
-            }
+            } => self.assign(client, file, writer, regions)?,
             Request::VersionComplete { file, version } => {
-                let f = self.file(file)?;
-                match f.versions.state(version) {
-                    Some(
-                        atomio_version::VersionState::Published
-                        | atomio_version::VersionState::Collecting
-                        | atomio_version::VersionState::Collected,
-                    ) => return Ok(Some(Reply::Published { version })),
-                    Some(atomio_version::VersionState::Complete) => {
-                        // A repeated completion: wait (again) for publication.
-                        f.waiting.entry(version).or_default().push((client, tag));
-                        return Ok(None);
-                    }
-                    _ => {}
-                }
-                if f.writer_of.get(&version).is_some_and(|w| *w != client) {
-                    return Err(WireError::new(
-                        ErrorCode::NotOwner,
-                        format!("version {version} is another client's to complete"),
-                    ));
-                }
-                let published = f.versions.complete(version).map_err(manager_err)?;
-                f.waiting.entry(version).or_default().push((client, tag));
-                for v in published {
-                    f.writer_of.remove(&v);
-                    for (c, t) in f.waiting.remove(&v).unwrap_or_default() {
-                        out.push((c, t, Reply::Published { version: v }));
-                    }
-                }
-                return Ok(None);
+                return self.complete(client, tag, file, version, out)
             }
             Request::VersionSnapshot { file, version } => {
                 let f = self.file(file)?;
@@ -466,6 +379,132 @@ impl Versions {
                 self.file(file)?.versions.set_base(version, done);
                 Reply::Done
             }
+            other => self.answer_nodes(other)?,
+        };
+        Ok(Some(reply))
+    }
+
+    /// Opens `file`'s versions (made with `geometry` if new) and numbers a new writer.
+    fn open(
+        &mut self,
+        file: FileId,
+        geometry: Option<atomio_version::Geometry>,
+    ) -> Result<Reply, WireError> {
+        let full = self.files.len() >= MAX_VERSIONED_FILES;
+        let f = match (self.files.get_mut(&file), geometry) {
+            (Some(f), Some(g)) if f.versions.geometry != g => {
+                return Err(WireError::new(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "the file's versions have chunks of {} bytes and fan-out {}",
+                        f.versions.geometry.chunk, f.versions.geometry.fanout
+                    ),
+                ))
+            }
+            (Some(f), _) => f,
+            (None, Some(_)) if full => {
+                return Err(WireError::new(
+                    ErrorCode::LimitExceeded,
+                    format!(
+                        "this server manages versions of {MAX_VERSIONED_FILES} files, its limit"
+                    ),
+                ))
+            }
+            (None, Some(g)) => {
+                let g = g
+                    .validate()
+                    .map_err(|e| WireError::new(ErrorCode::InvalidArgument, e.to_string()))?;
+                self.files.entry(file).or_insert(FileState {
+                    versions: FileVersions::new(g),
+                    waiting: BTreeMap::new(),
+                    writer_of: HashMap::new(),
+                })
+            }
+            (None, None) => return Err(no_versions(file)),
+        };
+        Ok(Reply::VersionWriter {
+            object: f.versions.new_writer(),
+            geometry: f.versions.geometry,
+        })
+    }
+
+    /// Assigns writer `writer` of `client` the next version of `file`, over `regions`.
+    fn assign(
+        &mut self,
+        client: ClientId,
+        file: FileId,
+        writer: u64,
+        regions: atomio_layout::RangeList,
+    ) -> Result<Reply, WireError> {
+        let now = self.now_ms;
+        if regions.len() > MAX_REGIONS_PER_WRITE {
+            return Err(WireError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "a versioned write of {} regions (at most {MAX_REGIONS_PER_WRITE})",
+                    regions.len()
+                ),
+            ));
+        }
+        let f = self.file(file)?;
+        if f.writer_of.len() >= MAX_IN_FLIGHT {
+            return Err(WireError::new(
+                ErrorCode::LimitExceeded,
+                format!("{MAX_IN_FLIGHT} versions of this file are in flight, its limit"),
+            ));
+        }
+        let a = f
+            .versions
+            .assign(writer, regions, now)
+            .map_err(manager_err)?;
+        f.writer_of.insert(a.version, client);
+        Ok(Reply::Assigned(a))
+    }
+
+    /// `client` completes `version`: answered now if it is already published, else (in
+    /// `out`) once it is, as is every waiter of a version that publishes with it.
+    fn complete(
+        &mut self,
+        client: ClientId,
+        tag: u64,
+        file: FileId,
+        version: Version,
+        out: &mut Out,
+    ) -> Result<Option<Reply>, WireError> {
+        let f = self.file(file)?;
+        match f.versions.state(version) {
+            Some(
+                atomio_version::VersionState::Published
+                | atomio_version::VersionState::Collecting
+                | atomio_version::VersionState::Collected,
+            ) => return Ok(Some(Reply::Published { version })),
+            Some(atomio_version::VersionState::Complete) => {
+                // A repeated completion: wait (again) for publication.
+                f.waiting.entry(version).or_default().push((client, tag));
+                return Ok(None);
+            }
+            _ => {}
+        }
+        if f.writer_of.get(&version).is_some_and(|w| *w != client) {
+            return Err(WireError::new(
+                ErrorCode::NotOwner,
+                format!("version {version} is another client's to complete"),
+            ));
+        }
+        let published = f.versions.complete(version).map_err(manager_err)?;
+        f.waiting.entry(version).or_default().push((client, tag));
+        for v in published {
+            f.writer_of.remove(&v);
+            for (c, t) in f.waiting.remove(&v).unwrap_or_default() {
+                out.push((c, t, Reply::Published { version: v }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The requests on tree nodes (`answer` serves the version manager's).
+    fn answer_nodes(&mut self, request: Request) -> Result<Reply, WireError> {
+        Ok(match request {
             Request::NodePut { file, nodes } => {
                 let mut records = Vec::new();
                 let stored = self.put_nodes(file, nodes, &mut records);
@@ -518,8 +557,7 @@ impl Versions {
                     format!("not a versioning request: {other:?}"),
                 ))
             }
-        };
-        Ok(Some(reply))
+        })
     }
 
     /// Nodes held (for reports and tests).

@@ -45,7 +45,10 @@ use atomio_layout::{ByteRange, MAX_OFFSET};
 use serde::Serialize;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+
+mod disk;
+
+pub use disk::*;
 
 pub const MAGIC: [u8; 8] = *b"ATOMIOIV";
 pub const FORMAT_VERSION: u32 = 1;
@@ -283,6 +286,137 @@ pub struct IntervalLayout {
     first: Vec<usize>,
 }
 
+/// Where each rank's region starts (aligned to `region_align`, the first at or after
+/// `data_start`) and each entry's intervals within its home rank's region, rank by rank
+/// (`order[first[r]..first[r + 1]]` are rank r's entries): per entry its offset, per rank
+/// its region, and the end of the data.
+fn place_regions(
+    set: &IntervalSet,
+    (order, first): (&[u32], &[usize]),
+    region_align: u32,
+    data_start: u64,
+) -> Result<(Vec<u64>, Vec<Region>, u64)> {
+    let ranks = first.len() - 1;
+    let mut offset = vec![0u64; order.len()];
+    let mut regions = Vec::with_capacity(ranks);
+    let mut cursor = data_start;
+    for r in 0..ranks {
+        let start = align_up(cursor, region_align as u64).ok_or(IfileError::TooLarge("data"))?;
+        let mut at = start;
+        for &i in &order[first[r]..first[r + 1]] {
+            offset[i as usize] = at;
+            at = at
+                .checked_add(set.entries()[i as usize].family.bytes())
+                .filter(|&x| x <= MAX_OFFSET)
+                .ok_or(IfileError::TooLarge("data beyond the largest offset"))?;
+        }
+        regions.push(Region {
+            offset: start,
+            len: at - start,
+            families: (first[r + 1] - first[r]) as u64,
+        });
+        cursor = at;
+    }
+    let data_end = if ranks == 0 { data_start } else { cursor };
+    Ok((offset, regions, data_end))
+}
+
+/// The owner sets of `meta` (records at `fam_end`, their rank lists from `own_end` to the
+/// end), each checked: a non-empty increasing list of ranks below the header's, or
+/// unresolved.
+fn decode_owners(
+    h: &Header,
+    meta: &[u8],
+    (fam_end, own_end): (usize, usize),
+) -> Result<Vec<Owner>> {
+    let u32_at = |o: usize| u32::from_le_bytes(meta[o..o + 4].try_into().expect("4 bytes"));
+    let mut owners = Vec::with_capacity(h.owner_sets as usize);
+    let mut next_rank = own_end;
+    for s in 0..h.owner_sets as usize {
+        let o = fam_end + s * OWNER_REC as usize;
+        let (kind, n) = (u32_at(o), u32_at(o + 4) as usize);
+        match kind {
+            0 => {
+                if n == 0 {
+                    return Err(corrupt(format!("owner set {s} is empty")));
+                }
+                if n as u64 > (meta.len() - next_rank) as u64 / RANK_REC {
+                    return Err(corrupt("owner sets list more ranks than stored"));
+                }
+                let rs: Vec<Rank> = (0..n).map(|j| u32_at(next_rank + 4 * j)).collect();
+                next_rank += 4 * n;
+                if rs.windows(2).any(|w| w[0] >= w[1]) || rs[n - 1] >= h.ranks {
+                    return Err(corrupt(format!("owner set {s}: ranks {rs:?}")));
+                }
+                owners.push(Owner::Ranks(rs));
+            }
+            1 if n == 0 => owners.push(Owner::Unresolved),
+            _ => return Err(corrupt(format!("owner set {s}: kind {kind}, {n} ranks"))),
+        }
+    }
+    if next_rank != meta.len() {
+        return Err(corrupt(
+            "owner rank list length does not match the owner sets",
+        ));
+    }
+    Ok(owners)
+}
+
+/// The families of `meta` (records at `proc_end`) with their stored home ranks, each
+/// checked: a valid shape within the largest offset, in start order, with an owner set
+/// below `owners`.
+fn decode_families(
+    h: &Header,
+    meta: &[u8],
+    proc_end: usize,
+    owners: usize,
+) -> Result<(Vec<Entry>, Vec<Rank>)> {
+    let u64_at = |o: usize| u64::from_le_bytes(meta[o..o + 8].try_into().expect("8 bytes"));
+    let u32_at = |o: usize| u32::from_le_bytes(meta[o..o + 4].try_into().expect("4 bytes"));
+    let mut entries = Vec::with_capacity(h.families as usize);
+    let mut homes = Vec::with_capacity(h.families as usize);
+    let mut prev_start = 0u64;
+    for i in 0..h.families as usize {
+        let o = proc_end + i * FAM_REC as usize;
+        let (start, len, stride, count) =
+            (u64_at(o), u64_at(o + 8), u64_at(o + 16), u64_at(o + 24));
+        let (home, owner) = (u32_at(o + 32), u32_at(o + 36));
+        let end = (count.max(1) - 1)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(len))
+            .and_then(|x| x.checked_add(start));
+        let shape_ok = len >= 1
+            && count >= 1
+            && (count == 1 || stride > len)
+            && matches!(end, Some(e) if e <= MAX_OFFSET);
+        if !shape_ok {
+            return Err(corrupt(format!(
+                "family {i}: start {start} len {len} stride {stride} count {count}"
+            )));
+        }
+        if start < prev_start {
+            return Err(corrupt(format!("family {i} is out of order")));
+        }
+        prev_start = start;
+        if owner as usize >= owners {
+            return Err(corrupt(format!(
+                "family {i}: owner set {owner} out of range"
+            )));
+        }
+        entries.push(Entry {
+            family: Family {
+                start,
+                len,
+                stride: if count == 1 { len } else { stride },
+                count,
+            },
+            owner,
+        });
+        homes.push(home);
+    }
+    Ok((entries, homes))
+}
+
 /// The home rank of an owner set.
 pub fn home_of(owner: &Owner) -> Rank {
     match owner {
@@ -361,28 +495,8 @@ impl IntervalLayout {
         .ok_or(IfileError::TooLarge("metadata"))?;
         let data_start =
             align_up(HEADER_LEN + meta, DATA_ALIGN).ok_or(IfileError::TooLarge("metadata"))?;
-        let mut offset = vec![0u64; n];
-        let mut regions = Vec::with_capacity(ranks as usize);
-        let mut cursor = data_start;
-        for r in 0..ranks as usize {
-            let start =
-                align_up(cursor, region_align as u64).ok_or(IfileError::TooLarge("data"))?;
-            let mut at = start;
-            for &i in &order[first[r]..first[r + 1]] {
-                offset[i as usize] = at;
-                at = at
-                    .checked_add(set.entries()[i as usize].family.bytes())
-                    .filter(|&x| x <= MAX_OFFSET)
-                    .ok_or(IfileError::TooLarge("data beyond the largest offset"))?;
-            }
-            regions.push(Region {
-                offset: start,
-                len: at - start,
-                families: (first[r + 1] - first[r]) as u64,
-            });
-            cursor = at;
-        }
-        let data_end = if ranks == 0 { data_start } else { cursor };
+        let (offset, regions, data_end) =
+            place_regions(&set, (&order, &first), region_align, data_start)?;
         let header = Header {
             version: FORMAT_VERSION,
             ranks,
@@ -551,79 +665,9 @@ impl IntervalLayout {
         let fam_end = proc_end + h.families as usize * FAM_REC as usize;
         let own_end = fam_end + h.owner_sets as usize * OWNER_REC as usize;
         let u64_at = |o: usize| u64::from_le_bytes(meta[o..o + 8].try_into().expect("8 bytes"));
-        let u32_at = |o: usize| u32::from_le_bytes(meta[o..o + 4].try_into().expect("4 bytes"));
 
-        let mut owners = Vec::with_capacity(h.owner_sets as usize);
-        let mut next_rank = own_end;
-        for s in 0..h.owner_sets as usize {
-            let o = fam_end + s * OWNER_REC as usize;
-            let (kind, n) = (u32_at(o), u32_at(o + 4) as usize);
-            match kind {
-                0 => {
-                    if n == 0 {
-                        return Err(corrupt(format!("owner set {s} is empty")));
-                    }
-                    if n as u64 > (meta.len() - next_rank) as u64 / RANK_REC {
-                        return Err(corrupt("owner sets list more ranks than stored"));
-                    }
-                    let rs: Vec<Rank> = (0..n).map(|j| u32_at(next_rank + 4 * j)).collect();
-                    next_rank += 4 * n;
-                    if rs.windows(2).any(|w| w[0] >= w[1]) || rs[n - 1] >= h.ranks {
-                        return Err(corrupt(format!("owner set {s}: ranks {rs:?}")));
-                    }
-                    owners.push(Owner::Ranks(rs));
-                }
-                1 if n == 0 => owners.push(Owner::Unresolved),
-                _ => return Err(corrupt(format!("owner set {s}: kind {kind}, {n} ranks"))),
-            }
-        }
-        if next_rank != meta.len() {
-            return Err(corrupt(
-                "owner rank list length does not match the owner sets",
-            ));
-        }
-
-        let mut entries = Vec::with_capacity(h.families as usize);
-        let mut homes = Vec::with_capacity(h.families as usize);
-        let mut prev_start = 0u64;
-        for i in 0..h.families as usize {
-            let o = proc_end + i * FAM_REC as usize;
-            let (start, len, stride, count) =
-                (u64_at(o), u64_at(o + 8), u64_at(o + 16), u64_at(o + 24));
-            let (home, owner) = (u32_at(o + 32), u32_at(o + 36));
-            let end = (count.max(1) - 1)
-                .checked_mul(stride)
-                .and_then(|x| x.checked_add(len))
-                .and_then(|x| x.checked_add(start));
-            let shape_ok = len >= 1
-                && count >= 1
-                && (count == 1 || stride > len)
-                && matches!(end, Some(e) if e <= MAX_OFFSET);
-            if !shape_ok {
-                return Err(corrupt(format!(
-                    "family {i}: start {start} len {len} stride {stride} count {count}"
-                )));
-            }
-            if start < prev_start {
-                return Err(corrupt(format!("family {i} is out of order")));
-            }
-            prev_start = start;
-            if owner as usize >= owners.len() {
-                return Err(corrupt(format!(
-                    "family {i}: owner set {owner} out of range"
-                )));
-            }
-            entries.push(Entry {
-                family: Family {
-                    start,
-                    len,
-                    stride: if count == 1 { len } else { stride },
-                    count,
-                },
-                owner,
-            });
-            homes.push(home);
-        }
+        let owners = decode_owners(h, meta, (fam_end, own_end))?;
+        let (entries, homes) = decode_families(h, meta, proc_end, owners.len())?;
         let set = IntervalSet::new(Analysis {
             entries,
             owners,
@@ -715,312 +759,5 @@ impl Iterator for RegionIter<'_> {
     }
 }
 
-/// Writes the header and metadata at offset 0.
-pub fn write_metadata(file: &File, layout: &IntervalLayout) -> Result<()> {
-    file.write_all_at(&layout.encode(), 0)
-        .map_err(io("writing the interval file's metadata"))
-}
-
-/// Sets the file's length to the layout's (the data reads as zeros until written; the
-/// space is not reserved: a sparse file on file systems that have them).
-pub fn preallocate(file: &File, layout: &IntervalLayout) -> Result<()> {
-    file.set_len(layout.file_len())
-        .map_err(io("setting the interval file's length"))
-}
-
-/// Stores the logical bytes `data` at `offset` into their physical places; bytes in no
-/// interval are skipped. Returns the bytes stored.
-pub fn write_logical(
-    file: &File,
-    layout: &IntervalLayout,
-    offset: u64,
-    data: &[u8],
-) -> Result<u64> {
-    let end = offset
-        .checked_add(data.len() as u64)
-        .ok_or(IfileError::TooLarge("write beyond the largest offset"))?;
-    let mut n = 0;
-    for (r, phys) in layout.map(offset, end) {
-        let buf = &data[(r.start - offset) as usize..(r.end - offset) as usize];
-        file.write_all_at(buf, phys)
-            .map_err(io("writing interval data"))?;
-        n += r.len();
-    }
-    Ok(n)
-}
-
-/// Reads the logical bytes at `offset` into `buf`; bytes in no interval read as zeros.
-/// Returns the bytes found in intervals.
-pub fn read_logical(
-    file: &File,
-    layout: &IntervalLayout,
-    offset: u64,
-    buf: &mut [u8],
-) -> Result<u64> {
-    let end = offset
-        .checked_add(buf.len() as u64)
-        .ok_or(IfileError::TooLarge("read beyond the largest offset"))?;
-    buf.fill(0);
-    let mut n = 0;
-    for (r, phys) in layout.map(offset, end) {
-        let dst = &mut buf[(r.start - offset) as usize..(r.end - offset) as usize];
-        file.read_exact_at(dst, phys)
-            .map_err(io("reading interval data"))?;
-        n += r.len();
-    }
-    Ok(n)
-}
-
-/// An interval file opened for reading: its layout (and interval set) rebuilt from the
-/// metadata.
-pub struct IntervalFile {
-    path: PathBuf,
-    file: File,
-    layout: IntervalLayout,
-    file_len: u64,
-}
-
-impl IntervalFile {
-    /// Reads the header (one read) and the metadata (one read) and checks them.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(io(format!("opening {}", path.display())))?;
-        let file_len = file
-            .metadata()
-            .map_err(io(format!("reading the length of {}", path.display())))?
-            .len();
-        if file_len < HEADER_LEN {
-            return Err(IfileError::Truncated {
-                what: "the header",
-                need: HEADER_LEN,
-                have: file_len,
-            });
-        }
-        let mut hb = [0u8; HEADER_LEN as usize];
-        file.read_exact_at(&mut hb, 0)
-            .map_err(io(format!("reading the header of {}", path.display())))?;
-        let h = Header::decode(&hb)?;
-        let meta_end = HEADER_LEN + h.meta_len;
-        if file_len < meta_end {
-            return Err(IfileError::Truncated {
-                what: "the metadata",
-                need: meta_end,
-                have: file_len,
-            });
-        }
-        if file_len < h.file_len() {
-            return Err(IfileError::Truncated {
-                what: "the interval data",
-                need: h.file_len(),
-                have: file_len,
-            });
-        }
-        let mut meta = Vec::new();
-        meta.try_reserve_exact(h.meta_len as usize)
-            .map_err(|_| IfileError::TooLarge("metadata does not fit in memory"))?;
-        meta.resize(h.meta_len as usize, 0);
-        file.read_exact_at(&mut meta, HEADER_LEN)
-            .map_err(io(format!("reading the metadata of {}", path.display())))?;
-        let layout = IntervalLayout::decode(&h, &meta)?;
-        Ok(IntervalFile {
-            path,
-            file,
-            layout,
-            file_len,
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn file(&self) -> &File {
-        &self.file
-    }
-
-    pub fn layout(&self) -> &IntervalLayout {
-        &self.layout
-    }
-
-    pub fn header(&self) -> &Header {
-        self.layout.header()
-    }
-
-    pub fn set(&self) -> &IntervalSet {
-        self.layout.set()
-    }
-
-    /// The length of the file on disk (≥ the layout's).
-    pub fn file_len(&self) -> u64 {
-        self.file_len
-    }
-
-    /// Reads logical bytes (zeros outside the intervals).
-    pub fn read_logical(&self, offset: u64, buf: &mut [u8]) -> Result<u64> {
-        read_logical(&self.file, &self.layout, offset, buf)
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::analysis::{analyze, Limits};
-    use proptest::prelude::*;
-
-    fn set(declared: &[(Rank, Vec<Family>)], ranks: u32) -> IntervalSet {
-        IntervalSet::new(analyze(ranks, declared, Limits::default()).unwrap())
-    }
-
-    fn tiles() -> IntervalSet {
-        set(
-            &[
-                (0, vec![Family::new(0, 60, 100, 50).unwrap()]),
-                (1, vec![Family::new(40, 60, 100, 50).unwrap()]),
-                (2, vec![Family::new(6000, 10, 10, 1).unwrap()]),
-            ],
-            4,
-        )
-    }
-
-    #[test]
-    fn layout_places_regions_and_homes() {
-        let s = tiles();
-        let l = IntervalLayout::new(&s).unwrap();
-        assert_eq!(l.ranks(), 4);
-        assert_eq!(l.header().flat_size, 6010);
-        assert_eq!(l.header().interval_bytes, 5000 + 10);
-        // Rank 0 holds its private 40 bytes and the shared 20 bytes of each row.
-        assert_eq!(l.region(0).len, 60 * 50);
-        assert_eq!(l.region(1).len, 40 * 50);
-        assert_eq!(l.region(2).len, 10);
-        assert_eq!(l.region(3).len, 0);
-        assert_eq!(l.region(0).offset, l.header().data_start);
-        for r in l.regions() {
-            assert_eq!(r.offset % REGION_ALIGN as u64, 0);
-        }
-        // The region's segments are physically consecutive.
-        let segs: Vec<Segment> = l.segments(0).collect();
-        assert_eq!(segs.len(), 100);
-        let mut at = l.region(0).offset;
-        for s in &segs {
-            assert_eq!(s.physical, at);
-            at += s.logical.len();
-        }
-        // map: row 3 bytes 30..70 → private 30..40 (rank 0), shared 40..60, private 60..70.
-        let m = l.map(330, 370);
-        let logical: Vec<(u64, u64)> = m.iter().map(|(r, _)| (r.start, r.end)).collect();
-        assert_eq!(logical, vec![(330, 340), (340, 360), (360, 370)]);
-        assert!(m[2].1 >= l.region(1).offset);
-        // Decoding the encoding gives the same layout.
-        let d = decode(&l.encode()).unwrap();
-        assert_eq!(d.regions(), l.regions());
-        assert_eq!(d.set().entries(), s.entries());
-        assert_eq!(d.set().owners(), s.owners());
-    }
-
-    #[test]
-    fn truncated_and_corrupt_headers_are_errors() {
-        let l = IntervalLayout::new(&tiles()).unwrap();
-        let b = l.encode();
-        for n in [0, 7, 100, 127, 128, b.len() - 1] {
-            assert!(decode(&b[..n]).is_err(), "truncated at {n}");
-        }
-        let mut bad = b.clone();
-        bad[0] = b'X';
-        assert!(matches!(decode(&bad), Err(IfileError::NotIntervalFile)));
-        let mut bad = b.clone();
-        bad[200] ^= 1;
-        assert!(matches!(decode(&bad), Err(IfileError::Corrupt(_))));
-        let mut bad = b.clone();
-        bad[20] ^= 1;
-        assert!(matches!(decode(&bad), Err(IfileError::Corrupt(_))));
-        // Structural damage behind valid checksums: a family's home rank, its length, a
-        // region's offset, an owner set's rank.
-        let fam0 = HEADER_LEN as usize + 4 * PROC_REC as usize;
-        for (at, v) in [(fam0 + 32, 3u8), (fam0 + 8, 0), (HEADER_LEN as usize, 1)] {
-            let mut bad = b.clone();
-            bad[at] = v;
-            reseal(&mut bad);
-            let e = decode(&bad).unwrap_err();
-            assert!(matches!(e, IfileError::Corrupt(_)), "byte {at}: {e}");
-        }
-        let mut bad = b.clone();
-        let last = bad.len() - 4;
-        bad[last] = 9;
-        reseal(&mut bad);
-        assert!(matches!(decode(&bad), Err(IfileError::Corrupt(_))));
-    }
-
-    /// Rewrites the checksums so that corruption reaches the structural checks.
-    fn reseal(b: &mut [u8]) {
-        if b.len() < HEADER_LEN as usize {
-            return;
-        }
-        let meta_len = u64::from_le_bytes(b[32..40].try_into().unwrap());
-        let end = (HEADER_LEN as usize).saturating_add(meta_len.min(b.len() as u64) as usize);
-        let sum = fnv1a(&b[HEADER_LEN as usize..end.min(b.len())]);
-        b[96..104].copy_from_slice(&sum.to_le_bytes());
-        let sum = fnv1a(&b[..104]);
-        b[104..112].copy_from_slice(&sum.to_le_bytes());
-    }
-
-    fn arb_set() -> impl Strategy<Value = IntervalSet> {
-        prop::collection::vec((0u32..4, 0u64..400, 1u64..30, 0u64..40, 1u64..8), 1..8).prop_map(
-            |fams| {
-                let declared: Vec<(Rank, Vec<Family>)> = fams
-                    .iter()
-                    .map(|&(r, s, l, g, c)| (r, vec![Family::new(s, l, l + g, c).unwrap()]))
-                    .collect();
-                set(&declared, 4)
-            },
-        )
-    }
-
-    proptest! {
-        /// Random bytes, or a valid encoding with bytes changed (checksums fixed up or not)
-        /// or cut short: decoding returns, never panics; a result that decodes is
-        /// self-consistent.
-        #[test]
-        fn decode_never_panics(
-            s in arb_set(),
-            edits in prop::collection::vec((0usize..2000, any::<u8>()), 0..6),
-            cut in 0usize..3000,
-            fix in any::<bool>(),
-            noise in prop::collection::vec(any::<u8>(), 0..400),
-        ) {
-            let _ = decode(&noise);
-            let mut b = IntervalLayout::new(&s).unwrap().encode();
-            for (at, v) in edits {
-                let n = b.len();
-                b[at % n] = v;
-            }
-            if fix {
-                reseal(&mut b);
-            }
-            b.truncate(cut.max(1).min(b.len()));
-            if let Ok(l) = decode(&b) {
-                let total: u64 = l.regions().iter().map(|r| r.len).sum();
-                prop_assert_eq!(total, l.header().interval_bytes);
-            }
-        }
-
-        /// map's pieces partition the in-interval bytes of the query, and the physical
-        /// places of distinct bytes are distinct and inside the data.
-        #[test]
-        fn map_is_injective_into_the_data(s in arb_set(), x in 0u64..700, len in 1u64..300) {
-            let l = IntervalLayout::new(&s).unwrap();
-            let m = l.map(x, x + len);
-            let want: u64 = s.intervals().map(|(r, _)| r.end.min(x + len).saturating_sub(r.start.max(x))).sum();
-            prop_assert_eq!(m.iter().map(|(r, _)| r.len()).sum::<u64>(), want);
-            let mut phys: Vec<(u64, u64)> = m.iter().map(|(r, p)| (*p, *p + r.len())).collect();
-            phys.sort();
-            for w in phys.windows(2) {
-                prop_assert!(w[0].1 <= w[1].0);
-            }
-            let h = l.header();
-            for (p, e) in phys {
-                prop_assert!(p >= h.data_start && e <= h.file_len());
-            }
-        }
-    }
-}
+mod tests;

@@ -217,6 +217,150 @@ impl BlockSummer {
         self.any = true;
         Ok(())
     }
+
+    /// The node's facts from the sums, at nesting `depth`, as node `i` of its pattern.
+    fn info(&self, depth: u32, i: usize) -> NodeInfo {
+        NodeInfo {
+            size: self.size,
+            extent: self.extent,
+            lb: self.lb,
+            ub: self.ub,
+            runs: self.runs,
+            monotone: self.monotone,
+            depth,
+            target: i as u32,
+            dense_bytes: false,
+        }
+    }
+}
+
+/// The facts of node `i = info.len()` of `nodes`, from those of the nodes before it.
+fn node_info(nodes: &[Node], info: &[NodeInfo]) -> Result<NodeInfo, LayoutError> {
+    let i = info.len();
+    let child = |elem: u32| -> Result<NodeInfo, LayoutError> {
+        let e = elem as usize;
+        if e >= i {
+            return Err(LayoutError::InvalidPattern {
+                what: format!("node {i} refers to node {e}, which does not come before it"),
+            });
+        }
+        Ok(info[e])
+    };
+    Ok(match &nodes[i] {
+        Node::Bytes { len } => {
+            let len = bounded(*len, "byte run length")?;
+            NodeInfo {
+                size: len,
+                extent: len,
+                lb: 0,
+                ub: len,
+                runs: u64::from(len > 0),
+                monotone: true,
+                depth: 1,
+                target: i as u32,
+                dense_bytes: true,
+            }
+        }
+        Node::Vector {
+            count,
+            blocklen,
+            stride,
+            elem,
+        } => {
+            let e = child(*elem)?;
+            vector_summer(*count, *blocklen, *stride, &e)?.info(e.depth + 1, i)
+        }
+        Node::Indexed { blocks, elem } => {
+            let e = child(*elem)?;
+            let mut s = BlockSummer::new();
+            let mut last_disp = 0;
+            for (k, b) in blocks.iter().enumerate() {
+                s.add(b.disp, b.blocklen, &e)?;
+                if k > 0 && b.disp < last_disp {
+                    s.monotone = false;
+                }
+                last_disp = b.disp;
+            }
+            s.info(e.depth + 1, i)
+        }
+        Node::Struct { fields } => {
+            let mut s = BlockSummer::new();
+            let mut depth = 1;
+            let mut last_disp = 0;
+            for (k, f) in fields.iter().enumerate() {
+                let e = child(f.elem)?;
+                s.add(f.disp, f.blocklen, &e)?;
+                if k > 0 && f.disp < last_disp {
+                    s.monotone = false;
+                }
+                last_disp = f.disp;
+                depth = depth.max(e.depth + 1);
+            }
+            s.info(depth, i)
+        }
+        Node::Resized { extent, elem } => {
+            let e = child(*elem)?;
+            let extent = bounded(*extent, "resized extent")?;
+            let target = e.target;
+            let dense = matches!(nodes[target as usize], Node::Bytes { len } if len == extent);
+            NodeInfo {
+                extent,
+                target,
+                dense_bytes: dense,
+                depth: e.depth + 1,
+                ..e
+            }
+        }
+    })
+}
+
+/// The sums of a `Vector` of `count` blocks of `blocklen` copies of `e`, `stride` apart.
+fn vector_summer(
+    count: u64,
+    blocklen: u64,
+    stride: u64,
+    e: &NodeInfo,
+) -> Result<BlockSummer, LayoutError> {
+    let block_span = mul(blocklen, e.extent, "vector block extent")?;
+    let extent = if count == 0 {
+        0
+    } else {
+        add(
+            mul(count - 1, stride, "vector extent")?,
+            block_span,
+            "vector extent",
+        )?
+    };
+    let mut s = BlockSummer::new();
+    s.extent = extent;
+    if count > 0 && blocklen > 0 && e.size > 0 {
+        s.size = mul(mul(count, blocklen, "vector size")?, e.size, "vector size")?;
+        s.runs = if e.dense_bytes {
+            count
+        } else {
+            mul(mul(count, blocklen, "run count")?, e.runs, "run count")?
+        };
+        s.lb = e.lb;
+        let last_block = mul(count - 1, stride, "vector bound")?;
+        s.ub = add(
+            add(
+                last_block,
+                mul(blocklen - 1, e.extent, "vector bound")?,
+                "vector bound",
+            )?,
+            e.ub,
+            "vector bound",
+        )?;
+        let copies_ok = blocklen == 1 || e.ub - e.lb <= e.extent;
+        // Block i+1's data must start at or after block i's data ends.
+        let block_data_end = add(mul(blocklen - 1, e.extent, "")?, e.ub, "vector bound")?;
+        let blocks_ok = count == 1
+            || stride
+                .checked_add(e.lb)
+                .is_some_and(|next| next >= block_data_end);
+        s.monotone = e.monotone && copies_ok && blocks_ok;
+    }
+    Ok(s)
 }
 
 impl Pattern {
@@ -244,154 +388,8 @@ impl Pattern {
             });
         }
         let mut info: Vec<NodeInfo> = Vec::with_capacity(nodes.len());
-        for (i, node) in nodes.iter().enumerate() {
-            let child = |elem: u32| -> Result<NodeInfo, LayoutError> {
-                let e = elem as usize;
-                if e >= i {
-                    return Err(LayoutError::InvalidPattern {
-                        what: format!("node {i} refers to node {e}, which does not come before it"),
-                    });
-                }
-                Ok(info[e])
-            };
-            let ni = match node {
-                Node::Bytes { len } => {
-                    let len = bounded(*len, "byte run length")?;
-                    NodeInfo {
-                        size: len,
-                        extent: len,
-                        lb: 0,
-                        ub: len,
-                        runs: u64::from(len > 0),
-                        monotone: true,
-                        depth: 1,
-                        target: i as u32,
-                        dense_bytes: true,
-                    }
-                }
-                Node::Vector {
-                    count,
-                    blocklen,
-                    stride,
-                    elem,
-                } => {
-                    let e = child(*elem)?;
-                    let (count, blocklen, stride) = (*count, *blocklen, *stride);
-                    let block_span = mul(blocklen, e.extent, "vector block extent")?;
-                    let extent = if count == 0 {
-                        0
-                    } else {
-                        add(
-                            mul(count - 1, stride, "vector extent")?,
-                            block_span,
-                            "vector extent",
-                        )?
-                    };
-                    let mut s = BlockSummer::new();
-                    s.extent = extent;
-                    if count > 0 && blocklen > 0 && e.size > 0 {
-                        s.size = mul(mul(count, blocklen, "vector size")?, e.size, "vector size")?;
-                        s.runs = if e.dense_bytes {
-                            count
-                        } else {
-                            mul(mul(count, blocklen, "run count")?, e.runs, "run count")?
-                        };
-                        s.lb = e.lb;
-                        let last_block = mul(count - 1, stride, "vector bound")?;
-                        s.ub = add(
-                            add(
-                                last_block,
-                                mul(blocklen - 1, e.extent, "vector bound")?,
-                                "vector bound",
-                            )?,
-                            e.ub,
-                            "vector bound",
-                        )?;
-                        let copies_ok = blocklen == 1 || e.ub - e.lb <= e.extent;
-                        // Block i+1's data must start at or after block i's data ends.
-                        let block_data_end =
-                            add(mul(blocklen - 1, e.extent, "")?, e.ub, "vector bound")?;
-                        let blocks_ok = count == 1
-                            || stride
-                                .checked_add(e.lb)
-                                .is_some_and(|next| next >= block_data_end);
-                        s.monotone = e.monotone && copies_ok && blocks_ok;
-                    }
-                    NodeInfo {
-                        size: s.size,
-                        extent: s.extent,
-                        lb: s.lb,
-                        ub: s.ub,
-                        runs: s.runs,
-                        monotone: s.monotone,
-                        depth: e.depth + 1,
-                        target: i as u32,
-                        dense_bytes: false,
-                    }
-                }
-                Node::Indexed { blocks, elem } => {
-                    let e = child(*elem)?;
-                    let mut s = BlockSummer::new();
-                    let mut last_disp = 0;
-                    for (k, b) in blocks.iter().enumerate() {
-                        s.add(b.disp, b.blocklen, &e)?;
-                        if k > 0 && b.disp < last_disp {
-                            s.monotone = false;
-                        }
-                        last_disp = b.disp;
-                    }
-                    NodeInfo {
-                        size: s.size,
-                        extent: s.extent,
-                        lb: s.lb,
-                        ub: s.ub,
-                        runs: s.runs,
-                        monotone: s.monotone,
-                        depth: e.depth + 1,
-                        target: i as u32,
-                        dense_bytes: false,
-                    }
-                }
-                Node::Struct { fields } => {
-                    let mut s = BlockSummer::new();
-                    let mut depth = 1;
-                    let mut last_disp = 0;
-                    for (k, f) in fields.iter().enumerate() {
-                        let e = child(f.elem)?;
-                        s.add(f.disp, f.blocklen, &e)?;
-                        if k > 0 && f.disp < last_disp {
-                            s.monotone = false;
-                        }
-                        last_disp = f.disp;
-                        depth = depth.max(e.depth + 1);
-                    }
-                    NodeInfo {
-                        size: s.size,
-                        extent: s.extent,
-                        lb: s.lb,
-                        ub: s.ub,
-                        runs: s.runs,
-                        monotone: s.monotone,
-                        depth,
-                        target: i as u32,
-                        dense_bytes: false,
-                    }
-                }
-                Node::Resized { extent, elem } => {
-                    let e = child(*elem)?;
-                    let extent = bounded(*extent, "resized extent")?;
-                    let target = e.target;
-                    let dense =
-                        matches!(nodes[target as usize], Node::Bytes { len } if len == extent);
-                    NodeInfo {
-                        extent,
-                        target,
-                        dense_bytes: dense,
-                        depth: e.depth + 1,
-                        ..e
-                    }
-                }
-            };
+        while info.len() < nodes.len() {
+            let ni = node_info(&nodes, &info)?;
             bounded(ni.size, "pattern size")?;
             bounded(ni.extent, "pattern extent")?;
             if ni.size > 0 {

@@ -292,13 +292,15 @@ pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimReport, String> {
             phase: Phase::Idle,
         })
         .collect();
-    let mut now_ms = 0u64;
     // Long enough for a live writer among many to finish (each step is one writer's), short
     // enough that stalled writers are aborted many times per run.
-    let patience_ms = 60 * (cfg.writers as u64) * g.levels as u64;
-    'steps: loop {
+    let mut clock = Clock {
+        now_ms: 0,
+        patience_ms: 60 * (cfg.writers as u64) * g.levels as u64,
+    };
+    loop {
         w.report.steps += 1;
-        now_ms += 1;
+        clock.now_ms += 1;
         if w.report.steps > 1_000_000 {
             return Err("no progress".into());
         }
@@ -309,7 +311,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimReport, String> {
             break;
         }
         if cfg.stalls {
-            let aborted = w.manager.expire(now_ms, patience_ms);
+            let aborted = w.manager.expire(clock.now_ms, clock.patience_ms);
             w.report.aborted += aborted.len() as u64;
         }
         if let Some(keep) = cfg.gc_keep {
@@ -320,85 +322,43 @@ pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimReport, String> {
         let i = busy[rng.gen_range(0..busy.len())];
         let wr = &mut writers[i];
         let phase = std::mem::replace(&mut wr.phase, Phase::Idle);
-        wr.phase = match phase {
-            Phase::Idle => {
-                // Store a new write's chunks, then ask for a version.
-                if wr.write.is_none() {
-                    wr.left -= 1;
-                    let n = rng.gen_range(1..=cfg.max_regions);
-                    let mut cuts: Vec<u64> = (0..2 * n)
-                        .map(|_| rng.gen_range(0..=cfg.file_size))
-                        .collect();
-                    cuts.sort_unstable();
-                    let ranges: Vec<ByteRange> = cuts
-                        .chunks(2)
-                        .filter(|c| c[0] < c[1])
-                        .map(|c| ByteRange::new(c[0], c[1]).unwrap())
-                        .collect();
-                    let regions = RangeList::from_ranges(ranges);
-                    if regions.is_empty() {
-                        continue;
-                    }
-                    let data: Vec<u8> = (0..regions.total_bytes())
-                        .map(|_| rng.gen_range(1..=255))
-                        .collect();
-                    let mut pieces = WritePieces::default();
-                    let mut at = 0usize;
-                    for r in regions.as_slice() {
-                        // Chunk placement: each block's bytes go to server `block % servers`.
-                        let mut s = r.start;
-                        while s < r.end {
-                            let e = r.end.min((g.block(s) + 1) * g.chunk);
-                            let server = (g.block(s) % cfg.servers as u64) as u32;
-                            let obj = w.chunks.entry((server, wr.object)).or_default();
-                            let off = wr.cursor[server as usize];
-                            obj.extend_from_slice(&data[at..at + (e - s) as usize]);
-                            wr.cursor[server as usize] += e - s;
-                            pieces.add(
-                                &g,
-                                ByteRange::new(s, e).unwrap(),
-                                ChunkRef {
-                                    server,
-                                    object: wr.object,
-                                    offset: off,
-                                },
-                            );
-                            at += (e - s) as usize;
-                            s = e;
-                        }
-                    }
-                    wr.write = Some((regions, data, pieces));
-                }
-                let (regions, _, pieces) = wr.write.clone().expect("set above");
-                // Sometimes declare fewer, wider regions than written (as a client does for
-                // writes of very many pieces).
-                let declared = match rng.gen_ratio(1, 3) {
-                    true => crate::build::coalesce(&regions, rng.gen_range(1..=3)),
-                    false => regions,
-                };
-                let a = w
-                    .manager
-                    .assign(i as u64, declared.clone(), now_ms)
-                    .map_err(|e| e.to_string())?;
-                let builder =
-                    TreeBuilder::new(g, a.version, a.published, a.hints, pieces, &declared);
-                if cfg.stalls && rng.gen_ratio(1, 25) {
-                    Phase::Stalled {
-                        version: a.version,
-                        builder,
-                        until_ms: now_ms + rng.gen_range(0..2 * patience_ms),
-                    }
-                } else {
-                    Phase::Assigned {
-                        version: a.version,
-                        builder,
-                        want: Vec::new(),
-                    }
-                }
-            }
-            Phase::Awaiting(version) => match w.manager.state(version) {
+        wr.phase = w.advance(i, wr, phase, &mut rng, &clock)?;
+    }
+    if let Some(keep) = cfg.gc_keep {
+        w.collect(keep)?;
+    }
+    let kept: Vec<Version> = w.readable.keys().copied().collect();
+    for v in kept {
+        w.check(v)?;
+    }
+    Ok(w.report)
+}
+
+/// The simulation's time, in steps (virtual ms), and how long the manager waits for a
+/// stalled writer before it aborts it.
+struct Clock {
+    now_ms: u64,
+    patience_ms: u64,
+}
+
+type Rng8 = rand_chacha::ChaCha8Rng;
+
+/// One writer's steps, a phase at a time.
+impl World {
+    /// Writer `i` takes its next step from `phase`; the phase it is in after it.
+    fn advance(
+        &mut self,
+        i: usize,
+        wr: &mut Writer,
+        phase: Phase,
+        rng: &mut Rng8,
+        clock: &Clock,
+    ) -> Result<Phase, String> {
+        Ok(match phase {
+            Phase::Idle => self.start_write(i, wr, rng, clock)?,
+            Phase::Awaiting(version) => match self.manager.state(version) {
                 Some(s) if s.aborted() => {
-                    w.writes.remove(&version);
+                    self.writes.remove(&version);
                     Phase::Idle
                 }
                 Some(VersionState::Complete) => Phase::Awaiting(version),
@@ -413,13 +373,17 @@ pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimReport, String> {
                 until_ms,
             } => {
                 // A stalled writer wakes up: its version was aborted (write again) or not.
-                if now_ms < until_ms {
+                if clock.now_ms < until_ms {
                     Phase::Stalled {
                         version,
                         builder,
                         until_ms,
                     }
-                } else if w.manager.state(version).is_some_and(VersionState::aborted) {
+                } else if self
+                    .manager
+                    .state(version)
+                    .is_some_and(VersionState::aborted)
+                {
                     Phase::Idle
                 } else {
                     Phase::Assigned {
@@ -431,72 +395,176 @@ pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimReport, String> {
             }
             Phase::Assigned {
                 version,
-                mut builder,
+                builder,
                 want,
-            } => {
-                let mut supply = Vec::new();
-                let aborted = w.manager.state(version).is_some_and(VersionState::aborted);
-                for k in want {
-                    match w.fetch(&k) {
-                        Ok(n) => supply.push((k, n)),
-                        // Its base may be collected once its version is aborted: write again.
-                        Err(_) if aborted => {
-                            wr.phase = Phase::Idle;
-                            continue 'steps;
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                match builder.advance(supply)? {
-                    BuildStep::Fetch(keys) => Phase::Assigned {
-                        version,
-                        builder,
-                        want: keys,
-                    },
-                    BuildStep::Done(nodes) => Phase::Putting { version, nodes },
-                }
-            }
-            Phase::Putting { version, mut nodes } => {
-                // Nodes arrive in any order, a few at a time.
-                let k = rng.gen_range(1..=nodes.len().max(1)).min(nodes.len());
-                for _ in 0..k {
-                    let j = rng.gen_range(0..nodes.len());
-                    let (key, node) = nodes.swap_remove(j);
-                    if w.nodes.insert(key, node).is_some() {
-                        return Err(format!("node {key:?} put twice"));
-                    }
-                    w.report.nodes_put += 1;
-                }
-                if nodes.is_empty() {
-                    Phase::Completing(version)
-                } else {
-                    Phase::Putting { version, nodes }
-                }
-            }
-            Phase::Completing(version) => {
-                let (regions, data, _) = wr.write.clone().expect("a write in flight");
-                match w.manager.complete(version) {
-                    Ok(published) => {
-                        w.writes.insert(version, (regions, data));
-                        if cfg.control == Control::PublishOutOfOrder {
-                            w.check(version)?;
-                        }
-                        w.publish(published)?;
-                        Phase::Awaiting(version)
-                    }
-                    // Aborted under it (a lower writer stalled): write again.
-                    Err(crate::ManagerError::Aborted(_)) => Phase::Idle,
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
+            } => self.build(version, builder, want)?,
+            Phase::Putting { version, nodes } => self.put_some(version, nodes, rng)?,
+            Phase::Completing(version) => self.complete(wr, version)?,
+        })
+    }
+
+    /// An idle writer stores a new write's chunks (unless a write of its was aborted: it
+    /// writes that again), then asks for a version; it may stall right after.
+    fn start_write(
+        &mut self,
+        i: usize,
+        wr: &mut Writer,
+        rng: &mut Rng8,
+        clock: &Clock,
+    ) -> Result<Phase, String> {
+        if wr.write.is_none() {
+            wr.left -= 1;
+            let Some(write) = self.store_write(wr, rng) else {
+                return Ok(Phase::Idle);
+            };
+            wr.write = Some(write);
+        }
+        let (regions, _, pieces) = wr.write.clone().expect("set above");
+        // Sometimes declare fewer, wider regions than written (as a client does for
+        // writes of very many pieces).
+        let declared = match rng.gen_ratio(1, 3) {
+            true => crate::build::coalesce(&regions, rng.gen_range(1..=3)),
+            false => regions,
         };
+        let a = self
+            .manager
+            .assign(i as u64, declared.clone(), clock.now_ms)
+            .map_err(|e| e.to_string())?;
+        let builder = TreeBuilder::new(self.g, a.version, a.published, a.hints, pieces, &declared);
+        Ok(if self.cfg.stalls && rng.gen_ratio(1, 25) {
+            Phase::Stalled {
+                version: a.version,
+                builder,
+                until_ms: clock.now_ms + rng.gen_range(0..2 * clock.patience_ms),
+            }
+        } else {
+            Phase::Assigned {
+                version: a.version,
+                builder,
+                want: Vec::new(),
+            }
+        })
     }
-    if let Some(keep) = cfg.gc_keep {
-        w.collect(keep)?;
+
+    /// A new write of random regions and bytes, its chunks stored in `wr`'s objects; `None`
+    /// when the regions drawn are empty.
+    fn store_write(
+        &mut self,
+        wr: &mut Writer,
+        rng: &mut Rng8,
+    ) -> Option<(RangeList, Vec<u8>, WritePieces)> {
+        let (g, cfg) = (self.g, &self.cfg);
+        let n = rng.gen_range(1..=cfg.max_regions);
+        let mut cuts: Vec<u64> = (0..2 * n)
+            .map(|_| rng.gen_range(0..=cfg.file_size))
+            .collect();
+        cuts.sort_unstable();
+        let ranges: Vec<ByteRange> = cuts
+            .chunks(2)
+            .filter(|c| c[0] < c[1])
+            .map(|c| ByteRange::new(c[0], c[1]).unwrap())
+            .collect();
+        let regions = RangeList::from_ranges(ranges);
+        if regions.is_empty() {
+            return None;
+        }
+        let data: Vec<u8> = (0..regions.total_bytes())
+            .map(|_| rng.gen_range(1..=255))
+            .collect();
+        let mut pieces = WritePieces::default();
+        let mut at = 0usize;
+        for r in regions.as_slice() {
+            // Chunk placement: each block's bytes go to server `block % servers`.
+            let mut s = r.start;
+            while s < r.end {
+                let e = r.end.min((g.block(s) + 1) * g.chunk);
+                let server = (g.block(s) % cfg.servers as u64) as u32;
+                let obj = self.chunks.entry((server, wr.object)).or_default();
+                let off = wr.cursor[server as usize];
+                obj.extend_from_slice(&data[at..at + (e - s) as usize]);
+                wr.cursor[server as usize] += e - s;
+                let at_chunk = ChunkRef {
+                    server,
+                    object: wr.object,
+                    offset: off,
+                };
+                pieces.add(&g, ByteRange::new(s, e).unwrap(), at_chunk);
+                at += (e - s) as usize;
+                s = e;
+            }
+        }
+        Some((regions, data, pieces))
     }
-    let kept: Vec<Version> = w.readable.keys().copied().collect();
-    for v in kept {
-        w.check(v)?;
+
+    /// The tree build of `version` gets the nodes it asked for and goes on: it asks for
+    /// more, or its new nodes are ready to put.
+    fn build(
+        &mut self,
+        version: Version,
+        mut builder: TreeBuilder,
+        want: Vec<NodeKey>,
+    ) -> Result<Phase, String> {
+        let mut supply = Vec::new();
+        let aborted = self
+            .manager
+            .state(version)
+            .is_some_and(VersionState::aborted);
+        for k in want {
+            match self.fetch(&k) {
+                Ok(n) => supply.push((k, n)),
+                // Its base may be collected once its version is aborted: write again.
+                Err(_) if aborted => return Ok(Phase::Idle),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(match builder.advance(supply)? {
+            BuildStep::Fetch(keys) => Phase::Assigned {
+                version,
+                builder,
+                want: keys,
+            },
+            BuildStep::Done(nodes) => Phase::Putting { version, nodes },
+        })
     }
-    Ok(w.report)
+
+    /// A few of `version`'s new nodes are put, in any order.
+    fn put_some(
+        &mut self,
+        version: Version,
+        mut nodes: Vec<(NodeKey, Node)>,
+        rng: &mut Rng8,
+    ) -> Result<Phase, String> {
+        let k = rng.gen_range(1..=nodes.len().max(1)).min(nodes.len());
+        for _ in 0..k {
+            let j = rng.gen_range(0..nodes.len());
+            let (key, node) = nodes.swap_remove(j);
+            if self.nodes.insert(key, node).is_some() {
+                return Err(format!("node {key:?} put twice"));
+            }
+            self.report.nodes_put += 1;
+        }
+        Ok(if nodes.is_empty() {
+            Phase::Completing(version)
+        } else {
+            Phase::Putting { version, nodes }
+        })
+    }
+
+    /// The writer completes `version`; what that publishes is checked.
+    fn complete(&mut self, wr: &mut Writer, version: Version) -> Result<Phase, String> {
+        let (regions, data, _) = wr.write.clone().expect("a write in flight");
+        match self.manager.complete(version) {
+            Ok(published) => {
+                self.writes.insert(version, (regions, data));
+                if self.cfg.control == Control::PublishOutOfOrder {
+                    self.check(version)?;
+                }
+                self.publish(published)?;
+                Ok(Phase::Awaiting(version))
+            }
+            // Aborted under it (a lower writer stalled): write again.
+            Err(crate::ManagerError::Aborted(_)) => Ok(Phase::Idle),
+            Err(e) => Err(e.to_string()),
+        }
+    }
 }

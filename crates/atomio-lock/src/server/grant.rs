@@ -116,104 +116,54 @@ pub(super) fn grant_into(
     // Write ranges granted on the fast path in a row (see `leap`).
     let mut streak = 0u64;
     let outcome = loop {
-        let Some(r) = carry.take().or_else(|| src.next_range()) else {
-            req.cursor = MAX_OFFSET;
-            req.next = None;
-            break Grant::Complete;
-        };
-        if r.start >= limit {
-            req.cursor = limit.max(req.cursor);
-            req.next = Some(r.start);
-            break Grant::Reached;
-        }
-        if *budget == 0 {
-            // `r` is the request's first byte at or after the cursor (the source was
-            // sought there and is clipped): the state is exactly a granted prefix.
-            req.next = Some(r.start);
-            break Grant::Paused;
-        }
-        *budget -= 1;
-        let want = ByteRange {
-            start: r.start,
-            end: r.end.min(limit),
+        let next = carry.take().or_else(|| src.next_range());
+        let (r, want) = match next_want(next, limit, budget, (&mut req.cursor, &mut req.next)) {
+            Ok(ranges) => ranges,
+            Err(stop) => break stop,
         };
         let slow = want.end > horizon;
-        let (end, conflict, inside) = if !slow {
+        let piece = if !slow {
             // Fast path: nobody else holds anything in [cursor, horizon).
-            match mode {
-                LockMode::Write => {
-                    if run.is_none() {
-                        if let Some(full) =
-                            full(entries.total, 1, req.held.entries() - held_before, room)
-                        {
-                            req.next = Some(want.start);
-                            break full;
-                        }
-                    }
-                    run = Some(run.map_or(want, |x| ByteRange {
-                        start: x.start,
-                        end: want.end,
-                    }));
-                }
-                LockMode::Read => {
-                    if let Some(full) =
-                        full(entries.total, 1, req.held.entries() - held_before, room)
-                    {
-                        req.next = Some(want.start);
-                        break full;
-                    }
-                    add_read(table, &mut req.held, want, &mut entries.total);
-                }
-            }
-            (want.end, None, None)
+            let held = (&mut req.held, mode, want);
+            fast_piece(held, (table, entries), &mut run, (held_before, room))
+                .map(|()| (want.end, None, None))
         } else {
             if let Some(x) = run.take() {
                 add_write_hull(table, &mut req.held, lock, x, &mut entries.total);
             }
-            match slow_piece(
+            slow_piece(
                 (&mut req.held, mode, lock, want),
                 (table, others, entries),
                 (held_before, room),
                 (ignore_conflicts, hull_owners),
                 &mut known_horizon,
-            ) {
-                Ok(piece) => piece,
-                Err(full) => {
-                    req.next = Some(want.start);
-                    break full;
-                }
+            )
+        };
+        let (end, conflict, inside) = match piece {
+            Ok(piece) => piece,
+            Err(full) => {
+                req.next = Some(want.start);
+                break full;
             }
         };
-        if end > want.start {
-            *ranges += 1;
-            *checked += u64::from(slow);
-            req.last = end;
-        }
-        req.cursor = end;
-        if let Some(at) = conflict {
-            req.next = Some(at);
-            break Grant::Blocked(at);
-        }
-        if end < want.end {
-            carry = Some(ByteRange {
-                start: end,
-                end: r.end,
-            });
-        } else if want.end < r.end {
-            // The bound cut this range: the rest waits for a later acquire.
-            req.next = Some(want.end);
-            break Grant::Reached;
-        }
+        let at = (&mut req.cursor, &mut req.last, &mut req.next);
+        carry = match piece_granted((r, want), (end, conflict), at, slow, (ranges, checked)) {
+            Ok(carry) => carry,
+            Err(stop) => break stop,
+        };
         if !slow && mode == LockMode::Write && end == r.end && !ignore_conflicts {
             streak += 1;
             let bound = horizon.min(limit).min(desc.end_bound());
             if streak >= leap_after && bound > req.cursor && *budget > 0 {
                 // Nobody else holds anything below the horizon: the request's bytes up to
                 // it join the run at once.
-                leap(desc, &mut src, (&mut req.cursor, &mut req.last), bound);
-                if let Some(x) = run.as_mut() {
-                    x.end = req.last;
-                }
+                leap_run(
+                    desc,
+                    &mut src,
+                    (&mut req.cursor, &mut req.last),
+                    bound,
+                    &mut run,
+                );
                 *budget -= 1;
                 *ranges += 1;
                 streak = 0;
@@ -234,10 +184,7 @@ pub(super) fn grant_into(
                 others,
                 budget,
             );
-            *ranges += walked.granted;
-            *checked += walked.granted;
-            *owners += walked.owners_checked;
-            carry = walked.rest;
+            carry = walked.counted((ranges, checked, owners));
         }
         if slow {
             horizon = known_horizon
@@ -249,6 +196,107 @@ pub(super) fn grant_into(
         add_write_hull(table, &mut req.held, lock, x, &mut entries.total);
     }
     outcome
+}
+
+/// The next range `next` of the request (the rest of a cut range, or the source's next)
+/// and the part of it to grant now, clipped to `limit`; or the `Grant` that ends the loop
+/// before it: the request is complete, has reached `limit`, or the budget is spent. Takes
+/// one unit of the budget for the range it hands out.
+fn next_want(
+    next: Option<ByteRange>,
+    limit: u64,
+    budget: &mut u64,
+    (cursor, next_at): (&mut u64, &mut Option<u64>),
+) -> Result<(ByteRange, ByteRange), Grant> {
+    let Some(r) = next else {
+        *cursor = MAX_OFFSET;
+        *next_at = None;
+        return Err(Grant::Complete);
+    };
+    if r.start >= limit {
+        *cursor = limit.max(*cursor);
+        *next_at = Some(r.start);
+        return Err(Grant::Reached);
+    }
+    if *budget == 0 {
+        // `r` is the request's first byte at or after the cursor (the source was sought
+        // there and is clipped): the state is exactly a granted prefix.
+        *next_at = Some(r.start);
+        return Err(Grant::Paused);
+    }
+    *budget -= 1;
+    let want = ByteRange {
+        start: r.start,
+        end: r.end.min(limit),
+    };
+    Ok((r, want))
+}
+
+/// Records the piece of `want` (of range `r`) granted up to `end`: the request's cursor
+/// and last byte move, and the loop goes on with the rest of `r` cut at `end` (`Ok`), or
+/// stops (`Err`) at a conflicting byte or at the bound that clipped `r` to `want`.
+fn piece_granted(
+    (r, want): (ByteRange, ByteRange),
+    (end, conflict): (u64, Option<u64>),
+    (cursor, last, next): (&mut u64, &mut u64, &mut Option<u64>),
+    slow: bool,
+    (ranges, checked): (&mut u64, &mut u64),
+) -> Result<Option<ByteRange>, Grant> {
+    if end > want.start {
+        *ranges += 1;
+        *checked += u64::from(slow);
+        *last = end;
+    }
+    *cursor = end;
+    if let Some(at) = conflict {
+        *next = Some(at);
+        return Err(Grant::Blocked(at));
+    }
+    if end < want.end {
+        return Ok(Some(ByteRange {
+            start: end,
+            end: r.end,
+        }));
+    }
+    if want.end < r.end {
+        // The bound cut this range: the rest waits for a later acquire.
+        *next = Some(want.end);
+        return Err(Grant::Reached);
+    }
+    Ok(None)
+}
+
+/// The fast path for one range `want` below the horizon (nobody else holds anything
+/// there): a write joins `run`, the write bytes granted on the fast path and not yet in
+/// the index; a read is added at once. `Err` is the `Grant` that stops the loop when the
+/// tables are full (the caller then waits at `want.start`).
+fn fast_piece(
+    (held, mode, want): (&mut Held, LockMode, ByteRange),
+    (table, entries): (&mut FileTable, &mut Entries),
+    run: &mut Option<ByteRange>,
+    (held_before, room): (usize, usize),
+) -> Result<(), Grant> {
+    let full_now = |held: &Held, total| full(total, 1, held.entries() - held_before, room);
+    match mode {
+        LockMode::Write => {
+            if run.is_none() {
+                if let Some(full) = full_now(held, entries.total) {
+                    return Err(full);
+                }
+            }
+            *run = Some(run.map_or(want, |x| ByteRange {
+                start: x.start,
+                end: want.end,
+            }));
+        }
+        LockMode::Read => {
+            if let Some(full) = full_now(held, entries.total) {
+                return Err(full);
+            }
+            add_read(table, held, want, &mut entries.total);
+        }
+    }
+    Ok(())
 }
 
 /// The slow path for one range `want` past the horizon: checks it against the hulls and
@@ -350,6 +398,21 @@ fn leap(
     src.seek(bound);
 }
 
+/// `leap`, with `run` (the write bytes granted on the fast path) extended to the last
+/// byte it granted.
+fn leap_run(
+    desc: &ValidDesc,
+    src: &mut DescCursor<'_>,
+    (cursor, last): (&mut u64, &mut u64),
+    bound: u64,
+    run: &mut Option<ByteRange>,
+) {
+    leap(desc, src, (&mut *cursor, &mut *last), bound);
+    if let Some(x) = run.as_mut() {
+        x.end = *last;
+    }
+}
+
 /// What `walk_shared_hull` did.
 struct Walked {
     /// Ranges granted.
@@ -358,6 +421,19 @@ struct Walked {
     owners_checked: u64,
     /// The range it stopped at (taken from the source), for the caller's checks.
     rest: Option<ByteRange>,
+}
+
+impl Walked {
+    /// Adds what the walk granted and checked to the grant's counts; the range it stopped at.
+    fn counted(
+        self,
+        (ranges, checked, owners): (&mut u64, &mut u64, &mut u64),
+    ) -> Option<ByteRange> {
+        *ranges += self.granted;
+        *checked += self.granted;
+        *owners += self.owners_checked;
+        self.rest
+    }
 }
 
 /// Grants a writer's next ranges inside hull `h`, which it owns with other requests
