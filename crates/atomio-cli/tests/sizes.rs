@@ -43,11 +43,6 @@ const KNOWN_FNS: &[(&str, &str)] = &[
         "crates/atomio-client/src/dlm/machine.rs",
         "DlmClient::step_op",
     ),
-    ("crates/atomio-client/src/file.rs", "File::locked_io"),
-    (
-        "crates/atomio-client/src/versioned.rs",
-        "VersionedFile::collect",
-    ),
 ];
 
 /// One thing over its limit: a file (`name` empty) or a function in it.
