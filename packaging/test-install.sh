@@ -54,8 +54,11 @@ echo "   $out"
 echo "== the installed libatomio_mpiio.so"
 runpath=$(readelf -d "$PRELOAD" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
 [ "$runpath" = "$PREFIX/lib" ] || fail "RUNPATH of libatomio_mpiio.so is '$runpath'"
-ldd "$PRELOAD" | grep -q "libatomio.so => $PREFIX/lib/libatomio.so" ||
-  { ldd "$PRELOAD"; fail "libatomio_mpiio.so does not resolve the installed libatomio.so"; }
+# Read the whole output before matching: under pipefail, `ldd | grep -q` fails when grep's
+# early exit kills ldd with SIGPIPE.
+deps=$(ldd "$PRELOAD")
+grep -q "libatomio.so => $PREFIX/lib/libatomio.so" <<< "$deps" ||
+  { echo "$deps"; fail "libatomio_mpiio.so does not resolve the installed libatomio.so"; }
 echo "   RUNPATH $runpath; $(ldd "$PRELOAD" | grep 'libatomio.so' | xargs)"
 
 echo "== an MPI program with the installed library preloaded (2 ranks)"
@@ -78,18 +81,18 @@ calls=$(echo "$stats" | sed -n 's/.* calls=\([0-9]*\).*/\1/p')
 [ "$(stat -c %s "$W/mpi.dat")" = $((8 * 256 * 1024)) ] || fail "file size"
 
 echo "== the installed atomio and its man pages"
-"$PREFIX/bin/atomio" --version | grep -q "^atomio " || fail "atomio --version"
+grep -q "^atomio " <<< "$("$PREFIX/bin/atomio" --version)" || fail "atomio --version"
 grep -q '^\.TH ATOMIO 1' "$PREFIX/share/man/man1/atomio.1" || fail "atomio.1"
 grep -q 'ATOMIO_FILES' "$PREFIX/share/man/man7/atomio-mpiio.7" || fail "atomio-mpiio.7"
 if command -v man >/dev/null 2>&1; then
-  MANPATH="$PREFIX/share/man" man -P cat atomio-mpiio 2>/dev/null | grep -q "ATOMIO_STRATEGY" ||
+  grep -q "ATOMIO_STRATEGY" <<< "$(MANPATH="$PREFIX/share/man" man -P cat atomio-mpiio 2>/dev/null)" ||
     fail "man atomio-mpiio does not render"
 fi
 
 echo "== the environment module (evaluated by tclsh with the module commands stubbed)"
 MODFILE="$PREFIX/share/modulefiles/atomio/$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n1)"
 [ -s "$MODFILE" ] || fail "$MODFILE not installed"
-head -n1 "$MODFILE" | grep -q '^#%Module' || fail "module file has no #%Module header"
+grep -q '^#%Module' <<< "$(head -n1 "$MODFILE")" || fail "module file has no #%Module header"
 modenv=$(tclsh <<TCL
 proc setenv {v x} { puts "setenv \$v \$x" }
 proc prepend-path {v x} { puts "prepend \$v \$x" }

@@ -43,7 +43,7 @@ export ATOMIO_STRIPE_SIZE=${ATOMIO_STRIPE_SIZE:-4096}
 export ATOMIO_LOCKS=${ATOMIO_LOCKS:-servers}
 
 # Open MPI 4.1's mpirun says "mpirun (OpenRTE) 4.1.4"; later ones "(Open MPI)".
-if "$MPIEXEC" --version 2>&1 | grep -qiE "open ?mpi|openrte"; then
+if grep -qiE "open ?mpi|openrte" <<< "$("$MPIEXEC" --version 2>&1)"; then
   OMPI=1
   # Open MPI's mpirun refuses to start as root without both of these (containers, CI).
   if [ "$(id -u)" = 0 ]; then
